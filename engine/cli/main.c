@@ -1,0 +1,143 @@
+// main.c: the vktrain command line. Thin: it parses flags, calls libvktrain, prints what the
+// library returns, and turns every failure into one line on stderr and a non-zero exit.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "vktrain.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "vktrain %s: train neural networks with Vulkan compute on any GPU, or on the CPU\n"
+            "\n"
+            "usage: vktrain COMMAND [options]\n"
+            "\n"
+            "commands:\n"
+            "  devices [--json] [--device SPEC]\n"
+            "                          list every Vulkan device the loader sees (or those SPEC selects)\n"
+            "\n"
+            "common options:\n"
+            "  --device SPEC           comma-separated devices: an index, or part of the device or\n"
+            "                          driver name (llvmpipe/lavapipe, swiftshader, nvidia, ...);\n"
+            "                          the same device twice gives two logical devices.\n"
+            "                          Default: the best device (discrete, integrated, then CPU)\n"
+            "  --help, --version\n"
+            "\n"
+            "environment:\n"
+            "  VKT_VALIDATION=1        run with the Khronos validation layer and synchronization\n"
+            "                          validation; every message is printed\n",
+            VKT_VERSION);
+}
+
+int cli_fail(const char *what) {
+    fprintf(stderr, "vktrain: %s\n", what && *what ? what : "failed");
+    return 1;
+}
+
+vkt_status cli_open_context(vkt_context **ctx) {
+    vkt_context_desc desc = {.validation = -1};
+    return vkt_context_create(&desc, ctx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// vktrain devices
+
+static int cmd_devices(int argc, char **argv) {
+    bool json = false;
+    const char *spec = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) json = true;
+        else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) spec = argv[++i];
+        else {
+            fprintf(stderr, "vktrain devices: unknown option %s (see vktrain --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    vkt_context *ctx;
+    if (cli_open_context(&ctx) != VKT_OK) return cli_fail(vkt_error());
+    int best = vkt_context_best_device(ctx);
+    // Without --device every device is listed; with it, what the SPEC selects, in its order.
+    int sel[64], n = 0;
+    if (spec) {
+        if (vkt_context_select(ctx, spec, sel, 64, &n) != VKT_OK) {
+            int rc = cli_fail(vkt_error());
+            vkt_context_destroy(ctx);
+            return rc;
+        }
+    } else {
+        n = vkt_context_device_count(ctx);
+        for (int i = 0; i < n && i < 64; i++) sel[i] = i;
+    }
+    if (json) {
+        cJSON *arr = cJSON_CreateArray();
+        for (int j = 0; j < n; j++) {
+            int i = sel[j];
+            const vkt_device_info *d = vkt_context_device_info(ctx, i);
+            char api[32];
+            vkt_api_version_string(d->api_version, api, sizeof api);
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "index", d->index);
+            cJSON_AddStringToObject(o, "name", d->name);
+            cJSON_AddNumberToObject(o, "vendor_id", d->vendor_id);
+            cJSON_AddNumberToObject(o, "device_id", d->device_id);
+            cJSON_AddStringToObject(o, "type", vkt_device_type_name(d->type));
+            cJSON_AddStringToObject(o, "driver", d->driver);
+            cJSON_AddStringToObject(o, "api_version", api);
+            cJSON_AddNumberToObject(o, "memory_bytes", (double)d->memory_bytes);
+            cJSON_AddNumberToObject(o, "subgroup_size", d->subgroup_size);
+            cJSON_AddNumberToObject(o, "max_workgroup_invocations", d->max_workgroup_invocations);
+            cJSON_AddNumberToObject(o, "shared_memory_bytes", d->shared_memory_bytes);
+            cJSON_AddNumberToObject(o, "timestamp_period_ns", d->timestamp_period_ns);
+            cJSON_AddNumberToObject(o, "max_storage_buffer_range", (double)d->max_storage_buffer_range);
+            cJSON_AddBoolToObject(o, "calibrated_timestamps", d->calibrated_timestamps);
+            cJSON_AddBoolToObject(o, "external_memory_host", d->external_memory_host);
+            cJSON_AddBoolToObject(o, "cooperative_matrix", d->cooperative_matrix);
+            cJSON_AddBoolToObject(o, "best", i == best);
+            cJSON_AddItemToArray(arr, o);
+        }
+        char *s = cJSON_PrintUnformatted(arr);
+        printf("%s\n", s);
+        cJSON_free(s);
+        cJSON_Delete(arr);
+    } else {
+        printf("%-3s %-34s %-8s %-10s %-9s %-8s %-8s %-6s %s\n", "#", "name", "type", "vendor",
+               "api", "memory", "wg-max", "sg", "driver");
+        for (int j = 0; j < n; j++) {
+            int i = sel[j];
+            const vkt_device_info *d = vkt_context_device_info(ctx, i);
+            char api[32], vendor[16], mem[16];
+            vkt_api_version_string(d->api_version, api, sizeof api);
+            snprintf(vendor, sizeof vendor, "0x%04x", d->vendor_id);
+            snprintf(mem, sizeof mem, "%.1fG", d->memory_bytes / 1073741824.0);
+            printf("%-3d %-34.34s %-8s %-10s %-9s %-8s %-8u %-6u %s%s\n", i, d->name,
+                   vkt_device_type_name(d->type), vendor, api, mem, d->max_workgroup_invocations,
+                   d->subgroup_size, d->driver, i == best ? "  [default]" : "");
+        }
+    }
+    vkt_context_destroy(ctx);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("vktrain %s\n", VKT_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "devices") == 0) return cmd_devices(argc - 2, argv + 2);
+    fprintf(stderr, "vktrain: unknown command \"%s\" (vktrain --help lists the commands)\n", cmd);
+    return 2;
+}

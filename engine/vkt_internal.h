@@ -1,0 +1,122 @@
+// vkt_internal.h: the engine's private structures and helpers, shared by engine/ and parallel/.
+// Not installed, not part of the public API.
+#ifndef VKT_INTERNAL_H
+#define VKT_INTERNAL_H
+
+#include <volk.h>
+
+#include "vktrain.h"
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+// Sets the thread's error message (printf-style) and returns s.
+vkt_status vkt_fail(vkt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *vkt_result_name(VkResult r);
+
+// Every Vulkan call is checked, in every build: on failure the message names the call, the
+// VkResult, the file and line, and what the engine was doing. Returns from the enclosing function.
+#define VKT_VK(call, what)                                                                     \
+    do {                                                                                       \
+        VkResult vkt_r_ = (call);                                                              \
+        if (vkt_r_ != VK_SUCCESS)                                                              \
+            return vkt_vk_fail(vkt_r_, #call, what, __FILE__, __LINE__);                       \
+    } while (0)
+vkt_status vkt_vk_fail(VkResult r, const char *call, const char *what, const char *file, int line);
+
+// Returns from the enclosing function when a vkt call fails.
+#define VKT_TRY(expr)                                                                          \
+    do {                                                                                       \
+        vkt_status vkt_s_ = (expr);                                                            \
+        if (vkt_s_ != VKT_OK) return vkt_s_;                                                   \
+    } while (0)
+
+// Broken invariant: print and abort (not compiled out under NDEBUG).
+#define VKT_ASSERT(cond)                                                                       \
+    do {                                                                                       \
+        if (!(cond)) vkt_abort(#cond, __FILE__, __LINE__);                                     \
+    } while (0)
+_Noreturn void vkt_abort(const char *what, const char *file, int line);
+
+// ---------------------------------------------------------------------------------------------
+// Shaders embedded by the build (generated vkt_shaders.c)
+
+typedef struct vkt_shader_blob {
+    const char *name;
+    const uint32_t *code;
+    size_t size; // bytes
+} vkt_shader_blob;
+extern const vkt_shader_blob vkt_shader_blobs[];
+const vkt_shader_blob *vkt_shader_find(const char *name);
+
+// ---------------------------------------------------------------------------------------------
+// Objects
+
+typedef struct vkt_physical {
+    VkPhysicalDevice handle;
+    vkt_device_info info;
+    uint32_t queue_family;
+    VkPhysicalDeviceMemoryProperties mem;
+} vkt_physical;
+
+struct vkt_context {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    bool validation;
+    bool quiet_validation;
+    uint64_t validation_count; // updated atomically by the messenger callback
+    bool creating;             // inside vkCreateInstance: messages go to deferred
+    char deferred[4096];
+    int ndevices;
+    vkt_physical *devices;
+};
+
+struct vkt_device {
+    vkt_context *ctx;
+    const vkt_physical *phys;
+    const vkt_device_info *info;
+    VkDevice handle;
+    struct VolkDeviceTable vk;
+    VkQueue queue;
+    VkCommandPool pool;
+    VkPipelineCache pipeline_cache;
+    VkSemaphore timeline;
+    uint64_t timeline_value; // last value signalled by a submit
+    uint32_t mem_type_device; // best device-local type
+    uint32_t mem_type_host;   // host-visible, coherent type for staging / readback
+    bool device_mapped;       // mem_type_device is also host-visible
+    uint64_t mem_limit, mem_used, mem_peak;
+    char label[300];
+};
+
+struct vkt_buffer {
+    vkt_device *dev;
+    VkBuffer handle;
+    VkDeviceMemory memory;
+    uint64_t size;
+    uint64_t alloc_size; // what the device's accounting holds for it
+    void *mapped; // non-NULL when host-visible
+    char name[64];
+};
+
+struct vkt_kernel {
+    vkt_device *dev;
+    const char *shader;
+    int nbindings;
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout layout;
+    VkPipeline pipeline;
+};
+
+// Submits one command buffer on the device's queue, signalling the next timeline value; the
+// value is returned in *value. Used by cmd.c and by the one-shot copies of buffer.c.
+vkt_status vkt_device_submit(vkt_device *dev, VkCommandBuffer cb, uint64_t *value);
+vkt_status vkt_device_wait_value(vkt_device *dev, uint64_t value, uint64_t timeout_ms);
+// Waits for everything submitted to the device so far.
+vkt_status vkt_device_wait_idle(vkt_device *dev);
+// Allocates device memory against the device's limit (accounting included) / frees it.
+vkt_status vkt_device_alloc(vkt_device *dev, VkMemoryRequirements req, uint32_t type_index,
+                            const char *what, VkDeviceMemory *out);
+void vkt_device_free(vkt_device *dev, VkDeviceMemory mem, uint64_t size);
+
+#endif

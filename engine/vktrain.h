@@ -1,0 +1,226 @@
+// vktrain.h: the public API of libvktrain, read as a table of contents.
+//
+// Conventions. Every function that can fail returns vkt_status (VKT_OK == 0) and leaves a one-line
+// message for vkt_error(): what happened and what to do about it. Objects come in
+// _create/_destroy pairs; destroy accepts NULL. A device owns everything made on it (buffers,
+// kernels, command streams) and must outlive them. Nothing here is thread-safe per object; distinct
+// devices may be driven from distinct threads.
+#ifndef VKTRAIN_H
+#define VKTRAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Status and errors (engine/error.c)
+
+typedef enum vkt_status {
+    VKT_OK = 0,
+    VKT_ERR_NO_DEVICE,    // no Vulkan loader or no driver, or a --device item matched nothing
+    VKT_ERR_ARG,          // a bad argument or flag value
+    VKT_ERR_VULKAN,       // a Vulkan call failed (the message names the call and the VkResult)
+    VKT_ERR_DEVICE_MEMORY,// the device (or the --mem-limit) has no room
+    VKT_ERR_HOST_MEMORY,  // malloc failed
+    VKT_ERR_IO,           // a file could not be opened, read or written
+    VKT_ERR_FORMAT,       // a malformed model, data or checkpoint file
+    VKT_ERR_NUMERIC,      // NaN or infinite loss
+    VKT_ERR_TIMEOUT,      // the device did not finish in time
+} vkt_status;
+
+// The message of the last failure on this thread ("" if none). Valid until the next failure.
+const char *vkt_error(void);
+// Short name of a status ("VKT_ERR_IO").
+const char *vkt_status_name(vkt_status s);
+
+// ---------------------------------------------------------------------------------------------
+// Context and device discovery (engine/context.c)
+
+typedef struct vkt_context vkt_context;
+typedef struct vkt_device vkt_device;
+
+typedef enum vkt_device_type {
+    VKT_DEVICE_OTHER = 0,
+    VKT_DEVICE_INTEGRATED,
+    VKT_DEVICE_DISCRETE,
+    VKT_DEVICE_VIRTUAL,
+    VKT_DEVICE_CPU,
+} vkt_device_type;
+
+// What the engine knows about one physical device, read once at context creation.
+typedef struct vkt_device_info {
+    int index;                    // position in the context's device list
+    char name[256];               // VkPhysicalDeviceProperties::deviceName
+    char driver[256];             // driverName, plus driverInfo when the driver gives one
+    uint32_t vendor_id, device_id, driver_id;
+    vkt_device_type type;
+    uint32_t api_version;         // VK_MAKE_API_VERSION encoded
+    uint32_t driver_version;
+    uint64_t memory_bytes;        // size of the largest device-local heap
+    uint32_t subgroup_size;
+    uint32_t max_workgroup_invocations;
+    uint32_t max_workgroup_size[3];
+    uint32_t max_workgroup_count[3];
+    uint32_t shared_memory_bytes;
+    uint32_t max_push_constants_bytes;
+    uint64_t max_storage_buffer_range;
+    uint64_t max_allocation_bytes;  // maxMemoryAllocationSize (Vulkan 1.1)
+    uint32_t min_storage_buffer_offset_alignment;
+    float timestamp_period_ns;
+    uint32_t timestamp_valid_bits;  // of the compute queue family; 0 = no timestamps
+    bool host_visible_device_local; // a DEVICE_LOCAL|HOST_VISIBLE type exists (CPU drivers, ReBAR)
+    bool calibrated_timestamps;     // VK_EXT_calibrated_timestamps
+    bool external_memory_host;      // VK_EXT_external_memory_host
+    bool cooperative_matrix;        // VK_KHR_cooperative_matrix
+    bool shader_float64;
+    uint8_t uuid[16];               // pipelineCacheUUID, for caches keyed by driver build
+} vkt_device_info;
+
+typedef struct vkt_context_desc {
+    // Khronos validation (with synchronization validation): 1 on, 0 off, -1 read VKT_VALIDATION
+    // from the environment ("1" turns it on). Tests always turn it on.
+    int validation;
+    // Print validation messages to stderr (they are counted either way).
+    bool quiet_validation;
+} vkt_context_desc;
+
+// Loads Vulkan, creates the instance and lists every physical device the loader sees. Fails with
+// VKT_ERR_NO_DEVICE (and a message saying how to install a driver) when there is no loader or no
+// device, or when validation is asked for and the layer is not installed.
+vkt_status vkt_context_create(const vkt_context_desc *desc, vkt_context **out);
+void vkt_context_destroy(vkt_context *ctx);
+int vkt_context_device_count(const vkt_context *ctx);
+const vkt_device_info *vkt_context_device_info(const vkt_context *ctx, int index);
+// Validation messages (warnings and errors) seen so far; tests fail when this is not zero.
+uint64_t vkt_context_validation_count(const vkt_context *ctx);
+bool vkt_context_validation_enabled(const vkt_context *ctx);
+// Index of the best device: discrete GPU, then integrated, virtual, CPU; ties go to the device
+// with the larger workgroups and memory.
+int vkt_context_best_device(const vkt_context *ctx);
+// Resolves a --device SPEC: a comma-separated list whose items are an index or a
+// case-insensitive substring of the device or driver name ("lavapipe" is an alias of
+// "llvmpipe"). NULL or "" selects the best device. The same device may appear more than once.
+// Writes up to max indices to out and their number to count. An item that matches nothing
+// fails with VKT_ERR_NO_DEVICE and a message that lists the devices.
+vkt_status vkt_context_select(const vkt_context *ctx, const char *spec, int *out, int max,
+                              int *count);
+const char *vkt_device_type_name(vkt_device_type t);
+// Writes "major.minor.patch" into buf.
+void vkt_api_version_string(uint32_t v, char *buf, size_t size);
+
+// ---------------------------------------------------------------------------------------------
+// Devices (engine/device.c): one logical device with its compute queue, command pool, timeline
+// semaphore, timestamp queries and its own volk function table. The same physical device may be
+// opened more than once; each open is an independent logical device.
+
+typedef struct vkt_device_desc {
+    uint64_t mem_limit; // cap on the bytes this engine allocates on the device; 0 = the heap size
+} vkt_device_desc;
+
+vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc *desc,
+                             vkt_device **out);
+// Waits for the device to go idle, then frees everything made on it in reverse order.
+void vkt_device_destroy(vkt_device *dev);
+const vkt_device_info *vkt_device_get_info(const vkt_device *dev);
+// Bytes of device memory this engine holds on the device now, at its peak, and its limit.
+uint64_t vkt_device_memory_used(const vkt_device *dev);
+uint64_t vkt_device_memory_peak(const vkt_device *dev);
+uint64_t vkt_device_memory_limit(const vkt_device *dev);
+// A short label for messages: "#1 llvmpipe (LLVM 15.0.6, 256 bits)".
+const char *vkt_device_label(const vkt_device *dev);
+
+// ---------------------------------------------------------------------------------------------
+// Buffers (engine/buffer.c). A buffer is one VkBuffer with its own memory; tensors are ranges
+// (vkt_view) inside a few large buffers. Memory types are chosen by their flags: device-local
+// first; when that type is also host-visible (CPU drivers) the buffer is mapped and read and
+// written directly, otherwise reads and writes go through a staging buffer.
+
+typedef struct vkt_buffer vkt_buffer;
+
+typedef struct vkt_view {
+    vkt_buffer *buffer;
+    uint64_t offset; // bytes; a multiple of the device's minStorageBufferOffsetAlignment
+    uint64_t size;   // bytes
+} vkt_view;
+
+// Fails with VKT_ERR_DEVICE_MEMORY (naming the device, the bytes asked and the bytes left) when
+// the allocation would pass the device's memory limit or the driver refuses it.
+vkt_status vkt_buffer_create(vkt_device *dev, uint64_t size, const char *name, vkt_buffer **out);
+void vkt_buffer_destroy(vkt_buffer *buf);
+uint64_t vkt_buffer_size(const vkt_buffer *buf);
+vkt_view vkt_buffer_view(vkt_buffer *buf, uint64_t offset, uint64_t size);
+vkt_view vkt_buffer_whole(vkt_buffer *buf);
+// Synchronous host <-> device copies. They wait for the device's queue to be idle first, so they
+// are for set-up, tests and checkpoints, not for the inner loop.
+vkt_status vkt_buffer_write(vkt_buffer *buf, uint64_t offset, const void *src, uint64_t size);
+vkt_status vkt_buffer_read(vkt_buffer *buf, uint64_t offset, void *dst, uint64_t size);
+// The host pointer of a mapped buffer, or NULL when the buffer is not host-visible.
+void *vkt_buffer_mapped(vkt_buffer *buf);
+// Rounds size up to the device's storage-buffer offset alignment, for packing views.
+uint64_t vkt_device_align(const vkt_device *dev, uint64_t size);
+
+// ---------------------------------------------------------------------------------------------
+// Kernels (engine/kernel.c): a compute pipeline built from one embedded shader. Specialization
+// constant i takes spec[i] (ids 0..2 are the workgroup size, see shaders/vkt_abi.h). Bindings are
+// storage buffers 0..n-1 of set 0, found in the SPIR-V.
+
+typedef struct vkt_kernel vkt_kernel;
+
+// Fails with VKT_ERR_ARG when no shader has that name.
+vkt_status vkt_kernel_create(vkt_device *dev, const char *shader, const uint32_t *spec, int nspec,
+                             vkt_kernel **out);
+void vkt_kernel_destroy(vkt_kernel *k);
+int vkt_kernel_binding_count(const vkt_kernel *k);
+// Whether an embedded shader of that name exists.
+bool vkt_shader_exists(const char *name);
+
+// ---------------------------------------------------------------------------------------------
+// Command streams (engine/cmd.c): record many dispatches, copies and barriers into one command
+// buffer, submit it, wait for it, and read each labelled dispatch's GPU time.
+// A recorded stream may be submitted again without re-recording (the same buffers are used).
+
+typedef struct vkt_cmd vkt_cmd;
+
+typedef struct vkt_timing {
+    const char *label;      // as given to the recording call (must outlive the stream)
+    uint64_t start_ns, end_ns; // device clock, in ns
+} vkt_timing;
+
+vkt_status vkt_cmd_create(vkt_device *dev, vkt_cmd **out);
+void vkt_cmd_destroy(vkt_cmd *cmd);
+// Starts recording (discarding what was recorded before). timestamps: write a GPU timestamp
+// around every labelled dispatch and copy.
+vkt_status vkt_cmd_begin(vkt_cmd *cmd, bool timestamps);
+// Records one dispatch of groups gx*gy*gz. bind holds one view per binding of the kernel.
+// label may be NULL (not timed). Errors (wrong binding count, push too large, view misaligned)
+// are remembered and returned by vkt_cmd_end.
+void vkt_cmd_dispatch(vkt_cmd *cmd, vkt_kernel *k, const vkt_view *bind, int nbind,
+                      const void *push, uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz,
+                      const char *label);
+// A full compute/transfer memory barrier: everything recorded before it is done and visible to
+// everything recorded after it.
+void vkt_cmd_barrier(vkt_cmd *cmd);
+void vkt_cmd_copy(vkt_cmd *cmd, vkt_view src, vkt_view dst, const char *label);
+// Fills a view with a 32-bit pattern (0 gives 0.0f).
+void vkt_cmd_fill(vkt_cmd *cmd, vkt_view dst, uint32_t value);
+vkt_status vkt_cmd_end(vkt_cmd *cmd);
+// Submits the recorded stream; returns at once.
+vkt_status vkt_cmd_submit(vkt_cmd *cmd);
+// Waits for the last submit of this stream. Fails with VKT_ERR_TIMEOUT after timeout_ms.
+vkt_status vkt_cmd_wait(vkt_cmd *cmd, uint64_t timeout_ms);
+// After a wait: the timings of the labelled operations of the last submit, in record order.
+int vkt_cmd_timings(const vkt_cmd *cmd, const vkt_timing **out);
+int vkt_cmd_dispatch_count(const vkt_cmd *cmd);
+
+// Default wait used by the engine: generous, so that slow CPU drivers never time out, but finite
+// so that a hung device is reported rather than waited on forever.
+#define VKT_WAIT_MS 600000u
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# setup.sh: installs the Debian packages vktrain needs, and only those that are missing, so a
+# second run installs nothing and returns at once. Usage: scripts/setup.sh [run|test]
+#   run  (default) building and training: compiler, Vulkan loader/headers, volk, glslc, lavapipe,
+#        GLFW, cJSON, zlib, stb, Fashion-MNIST, a font
+#   test everything above plus what the suite needs: the validation layer, SwiftShader (a second
+#        Vulkan driver from a second vendor, in chromium-common), Xvfb and x11-apps for window
+#        tests, python3 for checking JSON
+set -euo pipefail
+
+mode=${1:-run}
+pkgs=(cmake ninja-build gcc libc6-dev pkg-config glslc libvulkan1 libvulkan-dev libvulkan-volk-dev
+      mesa-vulkan-drivers vulkan-validationlayers libglfw3-dev libcjson-dev zlib1g-dev libstb-dev
+      dataset-fashion-mnist fonts-dejavu-core)
+if [ "$mode" = test ]; then
+    pkgs+=(chromium-common xvfb x11-apps python3)
+elif [ "$mode" != run ]; then
+    echo "usage: scripts/setup.sh [run|test]" >&2
+    exit 2
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup.sh: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo=sudo
+fi
+echo "setup.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,145 @@
+// test_core.c: the Vulkan core on every device. y = a*x + y over 10^6 floats on each device, then
+// on two logical devices of the same physical device at once; buffer round trips; GPU
+// timestamps; memory accounting against a limit.
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+#include "vkt_abi.h"
+
+#define N 1000000u
+
+typedef struct axpy_run {
+    vkt_buffer *x, *y;
+    vkt_kernel *k;
+    vkt_cmd *cmd;
+} axpy_run;
+
+static void axpy_release(axpy_run *r) {
+    vkt_cmd_destroy(r->cmd);
+    vkt_kernel_destroy(r->k);
+    vkt_buffer_destroy(r->y);
+    vkt_buffer_destroy(r->x);
+    memset(r, 0, sizeof *r);
+}
+
+// Uploads x, y and records two axpy dispatches (a1 then a2, with a barrier) and submits them.
+static vkt_status axpy_submit(vkt_device *dev, axpy_run *r, const float *x, const float *y,
+                              float a1, float a2) {
+    memset(r, 0, sizeof *r);
+    uint32_t wg = vkt_device_get_info(dev)->max_workgroup_invocations >= 256 ? 256 : 64;
+    uint32_t spec[3] = {wg, 1, 1};
+    vkt_status s;
+    if ((s = vkt_buffer_create(dev, N * 4, "x", &r->x)) != VKT_OK) return s;
+    if ((s = vkt_buffer_create(dev, N * 4, "y", &r->y)) != VKT_OK) return s;
+    if ((s = vkt_buffer_write(r->x, 0, x, N * 4)) != VKT_OK) return s;
+    if ((s = vkt_buffer_write(r->y, 0, y, N * 4)) != VKT_OK) return s;
+    if ((s = vkt_kernel_create(dev, "axpy", spec, 3, &r->k)) != VKT_OK) return s;
+    if ((s = vkt_cmd_create(dev, &r->cmd)) != VKT_OK) return s;
+    if ((s = vkt_cmd_begin(r->cmd, true)) != VKT_OK) return s;
+    vkt_view b[2] = {vkt_buffer_whole(r->x), vkt_buffer_whole(r->y)};
+    vkt_axpy_push p1 = {.n = N, .a = a1}, p2 = {.n = N, .a = a2};
+    uint32_t groups = (N + wg - 1) / wg;
+    vkt_cmd_dispatch(r->cmd, r->k, b, 2, &p1, sizeof p1, groups, 1, 1, "axpy1");
+    vkt_cmd_barrier(r->cmd);
+    vkt_cmd_dispatch(r->cmd, r->k, b, 2, &p2, sizeof p2, groups, 1, 1, "axpy2");
+    if ((s = vkt_cmd_end(r->cmd)) != VKT_OK) return s;
+    return vkt_cmd_submit(r->cmd);
+}
+
+static void axpy_check(vt *t, vkt_device *dev, axpy_run *r, const float *x, const float *y,
+                       float a1, float a2) {
+    VT_OK(t, vkt_cmd_wait(r->cmd, VKT_WAIT_MS));
+    float *got = malloc(N * 4);
+    double *ref = malloc(N * sizeof *ref);
+    VT_OK(t, vkt_buffer_read(r->y, 0, got, N * 4));
+    for (size_t i = 0; i < N; i++) {
+        float y1 = a1 * x[i] + y[i];        // fp32, as the shader computes it
+        ref[i] = (double)(a2 * x[i] + y1);
+    }
+    size_t bad = vt_compare("axpy", got, ref, N, 1e-6, 1e-6);
+    VT_CHECK(t, bad == 0, "axpy on %s: %zu wrong elements", vkt_device_label(dev), bad);
+    const vkt_timing *tm;
+    int nt = vkt_cmd_timings(r->cmd, &tm);
+    VT_CHECK(t, nt == 2, "expected 2 timings on %s, got %d", vkt_device_label(dev), nt);
+    if (nt == 2) {
+        VT_CHECK(t, strcmp(tm[0].label, "axpy1") == 0 && strcmp(tm[1].label, "axpy2") == 0, "labels");
+        VT_CHECK(t, tm[0].end_ns > tm[0].start_ns && tm[1].start_ns >= tm[0].end_ns &&
+                        tm[1].end_ns > tm[1].start_ns,
+                 "timestamps out of order on %s: %llu %llu %llu %llu", vkt_device_label(dev),
+                 (unsigned long long)tm[0].start_ns, (unsigned long long)tm[0].end_ns,
+                 (unsigned long long)tm[1].start_ns, (unsigned long long)tm[1].end_ns);
+    }
+    free(got);
+    free(ref);
+}
+
+int main(void) {
+    vt tv, *t = &tv;
+    if (vt_init(t, "test_core")) return 1;
+    float *x = malloc(N * 4), *y = malloc(N * 4);
+    vt_fill_uniform(x, N, 1, -1, 1);
+    vt_fill_uniform(y, N, 2, -1, 1);
+
+    // Every device on its own.
+    for (int d = 0; d < t->ndev; d++) {
+        axpy_run r;
+        vkt_status s = axpy_submit(t->dev[d], &r, x, y, 0.5f, -2.0f);
+        VT_CHECK(t, s == VKT_OK, "axpy on %s: %s", vkt_device_label(t->dev[d]), vkt_error());
+        if (s == VKT_OK) axpy_check(t, t->dev[d], &r, x, y, 0.5f, -2.0f);
+        axpy_release(&r);
+        VT_CHECK(t, vkt_device_memory_used(t->dev[d]) == 0, "memory not returned on %s",
+                 vkt_device_label(t->dev[d]));
+        VT_CHECK(t, vkt_device_memory_peak(t->dev[d]) >= 2 * N * 4, "peak memory not counted");
+    }
+
+    // Two logical devices of the same physical device, both in flight at once.
+    vkt_device *twin[2] = {NULL, NULL};
+    int phys = vkt_context_best_device(t->ctx);
+    VT_OK(t, vkt_device_create(t->ctx, phys, NULL, &twin[0]));
+    VT_OK(t, vkt_device_create(t->ctx, phys, NULL, &twin[1]));
+    if (twin[0] && twin[1]) {
+        axpy_run r[2];
+        vkt_status s0 = axpy_submit(twin[0], &r[0], x, y, 3.0f, 1.0f);
+        vkt_status s1 = axpy_submit(twin[1], &r[1], y, x, -1.0f, 0.25f);
+        VT_CHECK(t, s0 == VKT_OK && s1 == VKT_OK, "twin submit: %s", vkt_error());
+        if (s0 == VKT_OK) axpy_check(t, twin[0], &r[0], x, y, 3.0f, 1.0f);
+        if (s1 == VKT_OK) axpy_check(t, twin[1], &r[1], y, x, -1.0f, 0.25f);
+        axpy_release(&r[0]);
+        axpy_release(&r[1]);
+    }
+    vkt_device_destroy(twin[1]);
+    vkt_device_destroy(twin[0]);
+
+    // A memory limit is enforced with a message that names the device and the sizes.
+    vkt_device *small = NULL;
+    vkt_device_desc desc = {.mem_limit = 1 << 20};
+    VT_OK(t, vkt_device_create(t->ctx, phys, &desc, &small));
+    if (small) {
+        vkt_buffer *b = NULL;
+        vkt_status s = vkt_buffer_create(small, 2 << 20, "too-big", &b);
+        VT_CHECK(t, s == VKT_ERR_DEVICE_MEMORY, "a 2 MiB buffer under a 1 MiB limit gave %s",
+                 vkt_status_name(s));
+        VT_CHECK(t, strstr(vkt_error(), "too-big") && strstr(vkt_error(), "2097152"),
+                 "message does not name the buffer and size: %s", vkt_error());
+        vkt_buffer_destroy(b);
+        VT_OK(t, vkt_buffer_create(small, 4096, "fits", &b));
+        float in[4] = {1, 2, 3, 4}, out[4] = {0};
+        VT_OK(t, vkt_buffer_write(b, 16, in, sizeof in));
+        VT_OK(t, vkt_buffer_read(b, 16, out, sizeof out));
+        VT_CHECK(t, memcmp(in, out, sizeof in) == 0, "buffer round trip");
+        VT_CHECK(t, vkt_buffer_read(b, 4090, out, 16) == VKT_ERR_ARG, "out-of-range read accepted");
+        vkt_buffer_destroy(b);
+    }
+    vkt_device_destroy(small);
+
+    // Unknown shader names are errors, not crashes.
+    vkt_kernel *k = NULL;
+    uint32_t spec[3] = {64, 1, 1};
+    VT_CHECK(t, vkt_kernel_create(t->dev[0], "no_such_shader", spec, 3, &k) == VKT_ERR_ARG, "bad shader");
+    uint32_t huge[3] = {4096, 1, 1};
+    VT_CHECK(t, vkt_kernel_create(t->dev[0], "axpy", huge, 3, &k) == VKT_ERR_ARG, "oversized workgroup");
+    free(x);
+    free(y);
+    return vt_finish(t);
+}

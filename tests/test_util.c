@@ -1,0 +1,110 @@
+// test_util.c: see test_util.h.
+#include "test_util.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int icontains(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+int vt_find_device(vt *t, const char *needle) {
+    for (int i = 0; i < t->ndev; i++) {
+        const vkt_device_info *d = vkt_device_get_info(t->dev[i]);
+        if (icontains(d->name, needle) || icontains(d->driver, needle)) return i;
+    }
+    return -1;
+}
+
+int vt_init(vt *t, const char *name) {
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    vkt_context_desc desc = {.validation = 1};
+    if (vkt_context_create(&desc, &t->ctx) != VKT_OK) {
+        fprintf(stderr, "%s: cannot start: %s\n", name, vkt_error());
+        return 1;
+    }
+    int n = vkt_context_device_count(t->ctx);
+    for (int i = 0; i < n && t->ndev < VT_MAX_DEVICES; i++) {
+        if (vkt_device_create(t->ctx, i, NULL, &t->dev[t->ndev]) != VKT_OK) {
+            fprintf(stderr, "%s: cannot open device %d: %s\n", name, i, vkt_error());
+            return 1;
+        }
+        t->ndev++;
+    }
+    // CI must exercise both CPU drivers, from two vendors. Elsewhere, say what is missing.
+    const char *ci = getenv("CI");
+    bool in_ci = ci && strcmp(ci, "true") == 0;
+    const char *need[] = {"llvmpipe", "swiftshader"};
+    for (int i = 0; i < 2; i++) {
+        if (vt_find_device(t, need[i]) >= 0) continue;
+        if (in_ci) {
+            fprintf(stderr, "%s: FAIL: CI=true but the %s driver is missing (scripts/setup.sh "
+                            "installs it)\n", name, need[i]);
+            return 1;
+        }
+        fprintf(stderr, "%s: note: no %s device; testing the others only\n", name, need[i]);
+    }
+    for (int i = 0; i < t->ndev; i++)
+        printf("%s: device %d: %s\n", name, i, vkt_device_label(t->dev[i]));
+    return 0;
+}
+
+int vt_finish(vt *t) {
+    for (int i = t->ndev - 1; i >= 0; i--) vkt_device_destroy(t->dev[i]);
+    uint64_t messages = t->ctx ? vkt_context_validation_count(t->ctx) : 0;
+    vkt_context_destroy(t->ctx);
+    if (messages) {
+        fprintf(stderr, "%s: FAIL: %llu validation message(s)\n", t->name, (unsigned long long)messages);
+        t->failures++;
+    }
+    printf("%s: %d checks, %d failed\n", t->name, t->checks, t->failures);
+    if (t->checks == 0) {
+        fprintf(stderr, "%s: FAIL: no check ran\n", t->name);
+        return 1;
+    }
+    return t->failures ? 1 : 0;
+}
+
+uint64_t vt_rand_u64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+float vt_rand_uniform(uint64_t *s, float lo, float hi) {
+    double u = (double)(vt_rand_u64(s) >> 11) / 9007199254740992.0;
+    return (float)(lo + (hi - lo) * u);
+}
+
+void vt_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++) x[i] = vt_rand_uniform(&s, lo, hi);
+}
+
+size_t vt_compare(const char *what, const float *got, const double *ref, size_t n, double atol,
+                  double rtol) {
+    size_t bad = 0, worst = 0;
+    double worst_excess = -1;
+    for (size_t i = 0; i < n; i++) {
+        double tol = atol + rtol * fabs(ref[i]);
+        double err = fabs((double)got[i] - ref[i]);
+        if (!(err <= tol)) { // NaN counts as a miss
+            bad++;
+            double excess = isnan(err) ? INFINITY : err - tol;
+            if (excess > worst_excess) worst_excess = excess, worst = i;
+        }
+    }
+    if (bad)
+        fprintf(stderr, "  %s: %zu of %zu out of tolerance (atol %g, rtol %g); worst [%zu]: got %.9g, "
+                        "want %.9g\n", what, bad, n, atol, rtol, worst, got[worst], ref[worst]);
+    return bad;
+}

@@ -1,0 +1,57 @@
+// test_util.h: the harness every test binary uses. vt_init opens every Vulkan device the loader
+// sees with the Khronos validation layer (and synchronization validation) on; vt_finish fails the
+// test on any failed check or any validation message. Under CI=true a missing lavapipe or
+// SwiftShader is a failure, never a silent skip.
+#ifndef VKT_TEST_UTIL_H
+#define VKT_TEST_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "vktrain.h"
+
+#define VT_MAX_DEVICES 8
+
+typedef struct vt {
+    const char *name;
+    vkt_context *ctx;
+    int ndev;
+    vkt_device *dev[VT_MAX_DEVICES];
+    int checks, failures;
+} vt;
+
+// Opens the context and every device. Returns 0 on success; on failure prints why and returns 1.
+int vt_init(vt *t, const char *name);
+// Closes everything; returns the process exit status (0 only if every check passed and the
+// validation layer said nothing).
+int vt_finish(vt *t);
+
+#define VT_CHECK(t, cond, ...)                                                                 \
+    do {                                                                                       \
+        (t)->checks++;                                                                         \
+        if (!(cond)) {                                                                         \
+            (t)->failures++;                                                                   \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                    \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fprintf(stderr, "\n");                                                             \
+        }                                                                                      \
+    } while (0)
+
+// A vkt call that must succeed; on failure records the error and continues.
+#define VT_OK(t, expr) VT_CHECK(t, (expr) == VKT_OK, "%s", vkt_error())
+
+// Deterministic random numbers (splitmix64) for test inputs.
+uint64_t vt_rand_u64(uint64_t *state);
+float vt_rand_uniform(uint64_t *state, float lo, float hi);
+void vt_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
+
+// |got - ref| <= atol + rtol * |ref| for every element; prints the worst miss. Returns the
+// number of elements out of tolerance.
+size_t vt_compare(const char *what, const float *got, const double *ref, size_t n, double atol,
+                  double rtol);
+
+// Index of the first device whose name or driver contains needle (case-insensitive), or -1.
+int vt_find_device(vt *t, const char *needle);
+
+#endif
