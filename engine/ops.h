@@ -1,0 +1,111 @@
+// ops.h: the arithmetic of training, recorded into a command stream. Each vkt_op_* records one
+// or a few dispatches (no submit, no wait) and, unless it says otherwise, NO barrier: the caller
+// puts vkt_cmd_barrier between ops that depend on each other (the layer code knows which do).
+//
+// Shapes are row-major, in elements; every view holds fp32 unless it says uint32. A view may be
+// larger than the shape needs. Backward ops that produce *parameter* gradients accumulate into
+// them (+=); the optimizer step's caller zeroes them (vkt_cmd_fill). Activation gradients are
+// overwritten. Kernels are built per device on first use and cached in the vkt_ops.
+#ifndef VKT_OPS_H
+#define VKT_OPS_H
+
+#include "vktrain.h"
+
+typedef struct vkt_ops vkt_ops;
+
+vkt_status vkt_ops_create(vkt_device *dev, vkt_ops **out);
+void vkt_ops_destroy(vkt_ops *ops);
+vkt_device *vkt_ops_device(const vkt_ops *ops);
+// The kernel for (shader, spec), built on first use. Returns NULL and sets vkt_error() when the
+// pipeline cannot be built. Ops record nothing when it is NULL and report it from vkt_cmd_end
+// through vkt_ops_status.
+vkt_kernel *vkt_ops_kernel(vkt_ops *ops, const char *shader, const uint32_t *spec, int nspec);
+// The first kernel-building error since the last call (VKT_OK if none), cleared by the call.
+vkt_status vkt_ops_status(vkt_ops *ops);
+
+// ---------------------------------------------------------------------------------------------
+// Matmul (engine/matmul.c)
+
+typedef enum vkt_mm_form {
+    VKT_MM_NN, // C[M,N] = A[M,K] B[K,N]
+    VKT_MM_NT, // C[M,N] = A[M,K] B[N,K]^T     (dense forward: x W^T)
+    VKT_MM_TN, // C[M,N] = A[K,M]^T B[K,N]     (dense weight gradient: dy^T x)
+} vkt_mm_form;
+
+// c = op(a) op(b) (+ bias broadcast over rows when bias != NULL) (+ beta * c).
+// beta is 0 (overwrite) or any float (beta = 1 accumulates, as a weight gradient does).
+// bias is [N]. Any M, N, K >= 1.
+void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a,
+                   vkt_view b, const vkt_view *bias, float beta, uint32_t M, uint32_t N,
+                   uint32_t K, const char *label);
+// The variant vkt_op_matmul uses on this device for that shape (for benchmarks and logs).
+const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K);
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise, reductions, losses, optimizers (engine/ops.c)
+
+typedef enum vkt_act {
+    VKT_ACT_RELU,
+    VKT_ACT_LEAKY_RELU, // slope alpha for x < 0 (PyTorch default 0.01)
+    VKT_ACT_GELU,       // tanh approximation, as PyTorch's approximate='tanh'
+    VKT_ACT_TANH,
+    VKT_ACT_SIGMOID,
+} vkt_act;
+
+// y[R,N] += bias[N] for every row. y is read and written.
+void vkt_op_bias_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view bias, uint32_t R,
+                     uint32_t N, const char *label);
+// db[N] += sum over rows of dy[R,N]  (accumulates).
+void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint32_t R,
+                      uint32_t N, const char *label);
+// y[n] = f(x[n]). y and x may be the same view.
+void vkt_op_act_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, vkt_view y,
+                        vkt_view x, uint32_t n, const char *label);
+// dx[n] = dy[n] * f'(x[n]), x the forward's input (overwrites dx; dx may alias dy).
+void vkt_op_act_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, vkt_view dx,
+                         vkt_view dy, vkt_view x, uint32_t n, const char *label);
+
+// Softmax cross-entropy over logits[B,C] with labels[B] (uint32 class indices, < C):
+// loss_rows[b] = logsumexp(logits[b,:]) - logits[b, label[b]]  (numerically stable), and
+// dlogits[B,C] = (softmax(logits) - onehot(label)) * grad_scale  (overwrites; grad_scale is
+// 1/B for PyTorch's mean reduction over a whole batch of B; a shard of a larger batch uses
+// 1/B_total). dlogits may not alias logits.
+void vkt_op_softmax_xent(vkt_cmd *cmd, vkt_ops *ops, vkt_view loss_rows, vkt_view dlogits,
+                         vkt_view logits, vkt_view labels, uint32_t B, uint32_t C,
+                         float grad_scale, const char *label);
+// Mean squared error of pred[B,N] against target[B,N]:
+// loss_rows[b] = sum_n (pred - target)^2, dpred = 2 (pred - target) * grad_scale (overwrites;
+// grad_scale = 1/(B*N) for PyTorch's mean).
+void vkt_op_mse(vkt_cmd *cmd, vkt_ops *ops, vkt_view loss_rows, vkt_view dpred, vkt_view pred,
+                vkt_view target, uint32_t B, uint32_t N, float grad_scale, const char *label);
+// correct[0] += number of rows b with argmax(logits[b,:]) == labels[b]  (uint32, accumulates;
+// ties go to the lowest index, as torch.argmax). preds[B] (uint32) receives the argmax when
+// preds != NULL.
+void vkt_op_accuracy(vkt_cmd *cmd, vkt_ops *ops, vkt_view correct, const vkt_view *preds,
+                     vkt_view logits, vkt_view labels, uint32_t B, uint32_t C, const char *label);
+
+// out[0] += sum x[n]^2 over n elements (a reduction; out is one float, accumulates).
+void vkt_op_sumsq(vkt_cmd *cmd, vkt_ops *ops, vkt_view out, vkt_view x, uint32_t n,
+                  const char *label);
+// Gradient clipping as torch.nn.utils.clip_grad_norm_: with total = sqrt(sumsq[0]),
+// g[n] *= min(1, max_norm / (total + 1e-6)). Reads sumsq on the device (no host round trip).
+void vkt_op_clip_scale(vkt_cmd *cmd, vkt_ops *ops, vkt_view g, vkt_view sumsq, uint32_t n,
+                       float max_norm, const char *label);
+// g[n] *= s.
+void vkt_op_scale(vkt_cmd *cmd, vkt_ops *ops, vkt_view g, float s, uint32_t n, const char *label);
+// y[n] += a * x[n].
+void vkt_op_axpy(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x, float a, uint32_t n,
+                 const char *label);
+
+// SGD as torch.optim.SGD (dampening 0): d = g + wd*p; buf = momentum*buf + d (buf starts at 0,
+// so the first step gives buf = d as PyTorch does); d = nesterov ? d + momentum*buf : buf;
+// p -= lr*d. With momentum == 0, buf is not touched (may be any view).
+void vkt_op_sgd(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view buf, uint32_t n,
+                float lr, float momentum, float weight_decay, bool nesterov, const char *label);
+// AdamW as torch.optim.AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps). step is t, counted from 1.
+void vkt_op_adamw(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view m, vkt_view v,
+                  uint32_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                  uint32_t step, const char *label);
+
+#endif
