@@ -1,0 +1,718 @@
+// data.c: reads IDX (MNIST layout) and NumPy .npy data sets into host memory, and walks them in
+// (optionally shuffled) batches. See data.h for the formats accepted and the shuffle's
+// definition.
+//
+// Every file goes through zlib's gzread, which reads plain and gzip-compressed files alike, so
+// "train-images-idx3-ubyte" and "train-images-idx3-ubyte.gz" (or a gzipped .npy) need no separate
+// code. Byte counts in messages are of the decompressed stream.
+//
+// Not here: memory-mapping, streaming larger-than-memory sets, big-endian hosts (.npy data is
+// read as little-endian host memory), any device work.
+#include "data.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "vkt_internal.h"
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "data.c reads little-endian .npy payloads straight into host memory");
+
+// Class indices above this are taken as a sign of a wrong file, not of a real task.
+#define MAX_CLASSES (1u << 24)
+
+// ---------------------------------------------------------------------------------------------
+// A reader over gzread that counts bytes, so that messages can say where things went wrong.
+
+typedef struct rd {
+    gzFile f;
+    const char *path;
+    uint64_t pos; // decompressed bytes read so far
+} rd;
+
+static vkt_status rd_open(rd *r, const char *path) {
+    r->path = path;
+    r->pos = 0;
+    errno = 0; // gzopen leaves errno alone when it fails for lack of memory
+    r->f = gzopen(path, "rb");
+    if (!r->f)
+        return vkt_fail(VKT_ERR_IO, "cannot open %s: %s (check the path and its permissions)", path,
+                        errno ? strerror(errno) : "out of memory");
+    gzbuffer(r->f, 1u << 17);
+    return VKT_OK;
+}
+
+static void rd_close(rd *r) {
+    if (r->f) gzclose(r->f);
+    r->f = NULL;
+}
+
+// Reads up to n bytes; *got receives how many were read (fewer only at the end of the data).
+// A gzip stream that ends early is reported by the caller as a truncation; corrupt compressed
+// data is VKT_ERR_FORMAT here.
+static vkt_status rd_read(rd *r, void *dst, uint64_t n, uint64_t *got) {
+    uint8_t *p = dst;
+    uint64_t done = 0;
+    while (done < n) {
+        uint64_t want = n - done;
+        if (want > (1u << 30)) want = 1u << 30; // gzread counts in int
+        int k = gzread(r->f, p + done, (unsigned)want);
+        if (k < 0) {
+            int errnum = 0;
+            const char *msg = gzerror(r->f, &errnum);
+            if (errnum == Z_ERRNO)
+                return vkt_fail(VKT_ERR_IO, "cannot read %s at byte %llu: %s", r->path,
+                                (unsigned long long)(r->pos + done), strerror(errno));
+            return vkt_fail(VKT_ERR_FORMAT,
+                            "%s: corrupt gzip data after %llu decompressed bytes (%s): "
+                            "re-download or re-create the file",
+                            r->path, (unsigned long long)(r->pos + done), msg);
+        }
+        if (k == 0) break;
+        done += (uint64_t)k;
+    }
+    r->pos += done;
+    *got = done;
+    return VKT_OK;
+}
+
+// Why a read came up short, for messages: a gzip stream that stops mid-way says so.
+static const char *rd_short_reason(rd *r) {
+    int errnum = 0;
+    gzerror(r->f, &errnum);
+    return errnum == Z_BUF_ERROR ? " (the gzip stream ends early)" : "";
+}
+
+// Reads exactly n bytes of `what`, or fails with VKT_ERR_FORMAT saying how many were expected
+// and how many were found.
+static vkt_status rd_exact(rd *r, void *dst, uint64_t n, const char *what) {
+    uint64_t start = r->pos, got = 0;
+    VKT_TRY(rd_read(r, dst, n, &got));
+    if (got != n)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s is truncated: expected %llu bytes of %s from byte %llu, found %llu%s "
+                        "(re-download or re-create the file)",
+                        r->path, (unsigned long long)n, what, (unsigned long long)start,
+                        (unsigned long long)got, rd_short_reason(r));
+    return VKT_OK;
+}
+
+// Fails when anything follows the data the header declared: a wrong header or a file written
+// twice is better reported than silently half-used.
+static vkt_status rd_expect_end(rd *r) {
+    uint64_t end = r->pos, extra = 0, got;
+    uint8_t buf[4096];
+    do {
+        VKT_TRY(rd_read(r, buf, sizeof buf, &got));
+        extra += got;
+    } while (got == sizeof buf);
+    if (extra)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s has %llu unexpected bytes after the %llu its header accounts for: "
+                        "the header's dimensions do not match the data",
+                        r->path, (unsigned long long)extra, (unsigned long long)end);
+    return VKT_OK;
+}
+
+static uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void *xmalloc(size_t n, const char *what, const char *path, vkt_status *s) {
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        *s = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory: %zu bytes for %s of %s", n, what,
+                      path);
+    return p;
+}
+
+void vkt_dataset_free(vkt_dataset *ds) {
+    if (!ds) return;
+    free(ds->x);
+    free(ds->y);
+    memset(ds, 0, sizeof *ds);
+}
+
+void vkt_dataset_limit(vkt_dataset *ds, uint32_t n) {
+    if (n == 0 || n >= ds->n) return;
+    ds->n = n; // the arrays keep their size; only the first n rows are used from now on
+}
+
+// classes = largest label + 1 (the readers have already bounded the labels by MAX_CLASSES).
+static void set_classes(vkt_dataset *ds) {
+    uint32_t mx = 0;
+    for (uint32_t i = 0; i < ds->n; i++)
+        if (ds->y[i] > mx) mx = ds->y[i];
+    ds->classes = mx + 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// IDX
+
+#define IDX_IMAGES_U8 0x00000803u
+#define IDX_LABELS_U8 0x00000801u
+
+static const char *idx_magic_hint(uint32_t magic) {
+    if (magic == IDX_IMAGES_U8)
+        return " (this is an IDX image file: are images and labels swapped?)";
+    if (magic == IDX_LABELS_U8)
+        return " (this is an IDX label file: are images and labels swapped?)";
+    if ((magic >> 16) == 0 && ((magic >> 8) & 0xff) != 0x08)
+        return " (an IDX file of another element type: only unsigned bytes (0x08) are read)";
+    return " (not an IDX file)";
+}
+
+static vkt_status idx_magic(rd *r, uint32_t expect, const char *kind) {
+    uint8_t m[4];
+    VKT_TRY(rd_exact(r, m, 4, "IDX magic number"));
+    uint32_t magic = be32(m);
+    if (magic != expect)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s: magic number 0x%08x, expected 0x%08x for an IDX %s file%s", r->path,
+                        magic, expect, kind, idx_magic_hint(magic));
+    return VKT_OK;
+}
+
+static vkt_status idx_load(rd *ri, rd *rl, vkt_dataset *ds) {
+    vkt_status s = VKT_OK;
+    uint8_t h[12];
+    VKT_TRY(idx_magic(ri, IDX_IMAGES_U8, "image (unsigned byte, 3 dimensions)"));
+    VKT_TRY(rd_exact(ri, h, 12, "IDX image dimensions"));
+    uint32_t n = be32(h), rows = be32(h + 4), cols = be32(h + 8);
+    if (n == 0 || rows == 0 || cols == 0)
+        return vkt_fail(VKT_ERR_FORMAT, "%s: dimensions [%u, %u, %u] hold no image", ri->path, n,
+                        rows, cols);
+    uint64_t features = (uint64_t)rows * cols;
+    if (features > UINT32_MAX || (uint64_t)n * features > SIZE_MAX / sizeof(float))
+        return vkt_fail(VKT_ERR_FORMAT, "%s: dimensions [%u, %u, %u] are too large", ri->path, n,
+                        rows, cols);
+
+    VKT_TRY(idx_magic(rl, IDX_LABELS_U8, "label (unsigned byte, 1 dimension)"));
+    VKT_TRY(rd_exact(rl, h, 4, "IDX label count"));
+    uint32_t nl = be32(h);
+    if (nl != n)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s holds %u images but %s holds %u labels: the two files are not a pair",
+                        ri->path, n, rl->path, nl);
+
+    uint64_t total = (uint64_t)n * features;
+    uint8_t *raw = xmalloc(total, "images", ri->path, &s);
+    ds->x = xmalloc(total * sizeof(float), "images", ri->path, &s);
+    ds->y = xmalloc((size_t)n * sizeof(uint32_t), "labels", rl->path, &s);
+    if (s == VKT_OK) s = rd_exact(ri, raw, total, "image pixels");
+    if (s == VKT_OK) s = rd_expect_end(ri);
+    if (s == VKT_OK) {
+        // Divide rather than multiply by 1/255 so that every value equals torchvision's
+        // ToTensor() (x / 255 in float32) bit for bit.
+        for (uint64_t i = 0; i < total; i++)
+            ds->x[i] = (float)raw[i] / 255.0f;
+        s = rd_exact(rl, raw, n, "labels");
+    }
+    if (s == VKT_OK) s = rd_expect_end(rl);
+    if (s == VKT_OK)
+        for (uint32_t i = 0; i < n; i++)
+            ds->y[i] = raw[i];
+    free(raw);
+    ds->n = n;
+    ds->features = (uint32_t)features;
+    return s;
+}
+
+vkt_status vkt_dataset_load_idx(const char *images_path, const char *labels_path,
+                                vkt_dataset *out) {
+    memset(out, 0, sizeof *out);
+    rd ri = {0}, rl = {0};
+    vkt_status s = rd_open(&ri, images_path);
+    if (s == VKT_OK) s = rd_open(&rl, labels_path);
+    if (s == VKT_OK) s = idx_load(&ri, &rl, out);
+    if (s == VKT_OK) set_classes(out);
+    rd_close(&ri);
+    rd_close(&rl);
+    if (s != VKT_OK) {
+        vkt_dataset_free(out);
+        return s;
+    }
+    snprintf(out->source, sizeof out->source, "%s", images_path);
+    return VKT_OK;
+}
+
+static bool file_exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    fclose(f);
+    return true;
+}
+
+// Finds dir/base.gz or dir/base; fails with VKT_ERR_IO naming both.
+static vkt_status find_idx(const char *dir, const char *base, char *path, size_t size) {
+    snprintf(path, size, "%s/%s.gz", dir, base);
+    if (file_exists(path)) return VKT_OK;
+    snprintf(path, size, "%s/%s", dir, base);
+    if (file_exists(path)) return VKT_OK;
+    return vkt_fail(VKT_ERR_IO,
+                    "no %s[.gz] in %s: point --data at a directory in the MNIST layout (e.g. "
+                    "Fashion-MNIST's four files)",
+                    base, dir);
+}
+
+vkt_status vkt_dataset_load_mnist_dir(const char *dir, bool train, vkt_dataset *out) {
+    memset(out, 0, sizeof *out);
+    if (!dir || !*dir) dir = VKT_DEFAULT_DATA_DIR;
+    const char *split = train ? "train" : "t10k";
+    char base[64], images[4096], labels[4096];
+    snprintf(base, sizeof base, "%s-images-idx3-ubyte", split);
+    VKT_TRY(find_idx(dir, base, images, sizeof images));
+    snprintf(base, sizeof base, "%s-labels-idx1-ubyte", split);
+    VKT_TRY(find_idx(dir, base, labels, sizeof labels));
+    return vkt_dataset_load_idx(images, labels, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// NumPy .npy: "\x93NUMPY", major, minor, header length (u16 in 1.0, u32 in 2.0 and 3.0), then a
+// Python dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (n, d), } padded with
+// spaces and a newline, then the data.
+
+typedef enum npy_type { NPY_F4, NPY_F8, NPY_U1, NPY_I8, NPY_I4, NPY_U4 } npy_type;
+
+typedef struct npy_header {
+    char descr[32];
+    bool fortran;
+    int ndim;
+    uint64_t shape[16];
+    bool has_descr, has_fortran, has_shape;
+} npy_header;
+
+typedef struct npy_parser {
+    const char *text;
+    size_t len, i;
+    uint64_t base; // file offset of text[0], for messages
+    const char *path;
+} npy_parser;
+
+static vkt_status npy_err(npy_parser *p, const char *what) {
+    return vkt_fail(VKT_ERR_FORMAT,
+                    "%s: malformed .npy header at byte %llu: %s (write the file with numpy.save)",
+                    p->path, (unsigned long long)(p->base + p->i), what);
+}
+
+static void npy_ws(npy_parser *p) {
+    while (p->i < p->len && (p->text[p->i] == ' ' || p->text[p->i] == '\t' ||
+                             p->text[p->i] == '\n' || p->text[p->i] == '\r'))
+        p->i++;
+}
+
+static bool npy_eat(npy_parser *p, char c) {
+    npy_ws(p);
+    if (p->i < p->len && p->text[p->i] == c) {
+        p->i++;
+        return true;
+    }
+    return false;
+}
+
+static vkt_status npy_string(npy_parser *p, char *out, size_t size) {
+    npy_ws(p);
+    if (p->i >= p->len || (p->text[p->i] != '\'' && p->text[p->i] != '"'))
+        return npy_err(p, "expected a quoted string");
+    char q = p->text[p->i++];
+    size_t n = 0;
+    while (p->i < p->len && p->text[p->i] != q) {
+        if (n + 1 >= size) return npy_err(p, "string too long");
+        out[n++] = p->text[p->i++];
+    }
+    if (p->i >= p->len) return npy_err(p, "unterminated string");
+    p->i++;
+    out[n] = 0;
+    return VKT_OK;
+}
+
+static vkt_status npy_value(npy_parser *p, const char *key, npy_header *h) {
+    if (strcmp(key, "descr") == 0) {
+        h->has_descr = true;
+        return npy_string(p, h->descr, sizeof h->descr);
+    }
+    if (strcmp(key, "fortran_order") == 0) {
+        npy_ws(p);
+        h->has_fortran = true;
+        if (p->len - p->i >= 4 && memcmp(p->text + p->i, "True", 4) == 0) {
+            h->fortran = true;
+            p->i += 4;
+            return VKT_OK;
+        }
+        if (p->len - p->i >= 5 && memcmp(p->text + p->i, "False", 5) == 0) {
+            h->fortran = false;
+            p->i += 5;
+            return VKT_OK;
+        }
+        return npy_err(p, "fortran_order must be True or False");
+    }
+    if (strcmp(key, "shape") == 0) {
+        h->has_shape = true;
+        if (!npy_eat(p, '(')) return npy_err(p, "shape must be a tuple like (60000, 784)");
+        h->ndim = 0;
+        for (;;) {
+            if (npy_eat(p, ')')) return VKT_OK;
+            npy_ws(p);
+            if (p->i >= p->len || p->text[p->i] < '0' || p->text[p->i] > '9')
+                return npy_err(p, "expected a non-negative integer in shape");
+            uint64_t v = 0;
+            while (p->i < p->len && p->text[p->i] >= '0' && p->text[p->i] <= '9') {
+                if (v > (UINT64_MAX - 9) / 10) return npy_err(p, "shape value too large");
+                v = v * 10 + (uint64_t)(p->text[p->i++] - '0');
+            }
+            if (p->i < p->len && p->text[p->i] == 'L') p->i++; // Python 2 longs
+            if (h->ndim == (int)(sizeof h->shape / sizeof h->shape[0]))
+                return npy_err(p, "too many dimensions in shape");
+            h->shape[h->ndim++] = v;
+            if (!npy_eat(p, ',')) {
+                if (npy_eat(p, ')')) return VKT_OK;
+                return npy_err(p, "expected ',' or ')' in shape");
+            }
+        }
+    }
+    char msg[128];
+    snprintf(msg, sizeof msg, "unknown key '%s' (a .npy header has descr, fortran_order, shape)",
+             key);
+    return npy_err(p, msg);
+}
+
+static vkt_status npy_parse_dict(npy_parser *p, npy_header *h) {
+    memset(h, 0, sizeof *h);
+    if (!npy_eat(p, '{')) return npy_err(p, "expected '{'");
+    for (;;) {
+        if (npy_eat(p, '}')) break;
+        char key[64];
+        VKT_TRY(npy_string(p, key, sizeof key));
+        if (!npy_eat(p, ':')) return npy_err(p, "expected ':' after a key");
+        VKT_TRY(npy_value(p, key, h));
+        if (npy_eat(p, ',')) continue;
+        if (npy_eat(p, '}')) break;
+        return npy_err(p, "expected ',' or '}'");
+    }
+    npy_ws(p);
+    if (p->i != p->len) return npy_err(p, "unexpected text after the header's '}'");
+    if (!h->has_descr) return npy_err(p, "the header has no 'descr'");
+    if (!h->has_fortran) return npy_err(p, "the header has no 'fortran_order'");
+    if (!h->has_shape) return npy_err(p, "the header has no 'shape'");
+    return VKT_OK;
+}
+
+// Reads the magic, version and header, leaving r at the first data byte.
+static vkt_status npy_read_header(rd *r, npy_header *h) {
+    uint8_t pre[10];
+    VKT_TRY(rd_exact(r, pre, 8, ".npy magic and version"));
+    if (memcmp(pre, "\x93NUMPY", 6) != 0)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s: not a .npy file (it does not start with \\x93NUMPY); write it with "
+                        "numpy.save",
+                        r->path);
+    unsigned major = pre[6], minor = pre[7];
+    uint64_t hlen;
+    if (major == 1) {
+        VKT_TRY(rd_exact(r, pre, 2, ".npy header length"));
+        hlen = (uint64_t)pre[0] | (uint64_t)pre[1] << 8;
+    } else if (major == 2 || major == 3) {
+        VKT_TRY(rd_exact(r, pre, 4, ".npy header length"));
+        hlen = (uint64_t)pre[0] | (uint64_t)pre[1] << 8 | (uint64_t)pre[2] << 16 |
+               (uint64_t)pre[3] << 24;
+    } else {
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s: .npy format version %u.%u is not supported (1.0, 2.0 and 3.0 are)",
+                        r->path, major, minor);
+    }
+    if (hlen > (1u << 20))
+        return vkt_fail(VKT_ERR_FORMAT, "%s: .npy header length %llu is implausibly large", r->path,
+                        (unsigned long long)hlen);
+    char *text = malloc(hlen + 1);
+    if (!text) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", r->path);
+    uint64_t base = r->pos;
+    vkt_status s = rd_exact(r, text, hlen, ".npy header");
+    if (s == VKT_OK) {
+        text[hlen] = 0;
+        npy_parser p = {.text = text, .len = hlen, .i = 0, .base = base, .path = r->path};
+        s = npy_parse_dict(&p, h);
+    }
+    free(text);
+    return s;
+}
+
+static vkt_status npy_type_of(const char *path, const char *descr, bool features, npy_type *t) {
+    static const struct {
+        const char *descr;
+        npy_type t;
+        bool x, y;
+    } table[] = {
+        {"<f4", NPY_F4, true, false}, {"<f8", NPY_F8, true, false}, {"|u1", NPY_U1, true, true},
+        {"<u1", NPY_U1, true, true},  {"<i8", NPY_I8, false, true}, {"<i4", NPY_I4, false, true},
+        {"<u4", NPY_U4, false, true},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (strcmp(descr, table[i].descr) != 0) continue;
+        if (features ? table[i].x : table[i].y) {
+            *t = table[i].t;
+            return VKT_OK;
+        }
+    }
+    const char *hint = descr[0] == '>' ? " (it is big-endian; convert with a.astype(a.dtype."
+                                         "newbyteorder('<')))"
+                                       : "";
+    if (features)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s: dtype '%s' is not supported for features%s; use '<f4', '<f8' or "
+                        "'|u1' (x.astype(numpy.float32))",
+                        path, descr, hint);
+    return vkt_fail(VKT_ERR_FORMAT,
+                    "%s: dtype '%s' is not supported for labels%s; use '<i8', '<i4', '<u4' or "
+                    "'|u1' (y.astype(numpy.int64))",
+                    path, descr, hint);
+}
+
+static size_t npy_itemsize(npy_type t) {
+    switch (t) {
+    case NPY_F8:
+    case NPY_I8: return 8;
+    case NPY_F4:
+    case NPY_I4:
+    case NPY_U4: return 4;
+    case NPY_U1: return 1;
+    }
+    return 1;
+}
+
+// Opens a .npy file and checks its header: C order, a supported dtype, n = shape[0] and
+// inner = the product of the other dimensions.
+static vkt_status npy_open(rd *r, const char *path, bool features, npy_type *t, uint64_t *n,
+                           uint64_t *inner) {
+    npy_header h;
+    VKT_TRY(rd_open(r, path));
+    VKT_TRY(npy_read_header(r, &h));
+    if (h.fortran)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s: the array is in Fortran order (fortran_order: True); only C order is "
+                        "read: save numpy.ascontiguousarray(a)",
+                        path);
+    VKT_TRY(npy_type_of(path, h.descr, features, t));
+    if (h.ndim == 0)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s: the array is a scalar (shape ()); it needs a first "
+                        "dimension of samples",
+                        path);
+    *n = h.shape[0];
+    *inner = 1;
+    for (int i = 1; i < h.ndim; i++) {
+        if (h.shape[i] != 0 && *inner > UINT32_MAX / h.shape[i])
+            return vkt_fail(VKT_ERR_FORMAT, "%s: too many features per sample", path);
+        *inner *= h.shape[i];
+    }
+    if (!features && *inner != 1)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s: labels must have shape (n,) or (n, 1), found %d dimensions with %llu "
+                        "values per sample",
+                        path, h.ndim, (unsigned long long)*inner);
+    if (*n == 0 || *inner == 0) return vkt_fail(VKT_ERR_FORMAT, "%s: the array is empty", path);
+    if (*n > UINT32_MAX)
+        return vkt_fail(VKT_ERR_FORMAT, "%s: %llu samples is more than this engine indexes", path,
+                        (unsigned long long)*n);
+    if (*n * *inner > SIZE_MAX / 8)
+        return vkt_fail(VKT_ERR_FORMAT, "%s: the array is too large", path);
+    return VKT_OK;
+}
+
+// Reads count elements of type t in chunks and converts them: features to float (u1 scaled by
+// 1/255, non-finite values rejected), labels to uint32 (negative or huge values rejected).
+static vkt_status npy_read_data(rd *r, npy_type t, uint64_t count, uint64_t inner, float *xf,
+                                uint32_t *yu) {
+    size_t isz = npy_itemsize(t);
+    enum { CHUNK = 1 << 16 };
+    uint8_t *buf = malloc(CHUNK * 8);
+    if (!buf) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", r->path);
+    vkt_status s = VKT_OK;
+    uint64_t data_start = r->pos;
+    for (uint64_t done = 0; done < count && s == VKT_OK;) {
+        uint64_t k = count - done < CHUNK ? count - done : CHUNK;
+        uint64_t got = 0;
+        s = rd_read(r, buf, k * isz, &got);
+        if (s != VKT_OK) break;
+        if (got != k * isz) {
+            s = vkt_fail(VKT_ERR_FORMAT,
+                         "%s is truncated: the header promises %llu bytes of data from byte %llu, "
+                         "found %llu%s (re-create the file)",
+                         r->path, (unsigned long long)(count * isz), (unsigned long long)data_start,
+                         (unsigned long long)(done * isz + got), rd_short_reason(r));
+            break;
+        }
+        for (uint64_t j = 0; j < k; j++) {
+            uint64_t e = done + j;
+            const uint8_t *q = buf + j * isz;
+            if (xf) {
+                float v;
+                double d;
+                switch (t) {
+                case NPY_F4: memcpy(&v, q, 4); break;
+                case NPY_F8:
+                    memcpy(&d, q, 8);
+                    v = (float)d;
+                    break;
+                default: v = (float)q[0] / 255.0f; break;
+                }
+                if (!isfinite(v)) {
+                    s = vkt_fail(VKT_ERR_FORMAT,
+                                 "%s: sample %llu, feature %llu is %s (or overflows float32): "
+                                 "clean the data before training",
+                                 r->path, (unsigned long long)(e / inner),
+                                 (unsigned long long)(e % inner), isnan(v) ? "NaN" : "infinite");
+                    break;
+                }
+                xf[e] = v;
+            } else {
+                int64_t v;
+                int32_t i4;
+                uint32_t u4;
+                switch (t) {
+                case NPY_I8: memcpy(&v, q, 8); break;
+                case NPY_I4:
+                    memcpy(&i4, q, 4);
+                    v = i4;
+                    break;
+                case NPY_U4:
+                    memcpy(&u4, q, 4);
+                    v = u4;
+                    break;
+                default: v = q[0]; break;
+                }
+                if (v < 0 || v >= (int64_t)MAX_CLASSES) {
+                    s = vkt_fail(VKT_ERR_FORMAT,
+                                 "%s: label %lld of sample %llu is %s: labels are class indices "
+                                 "0..C-1",
+                                 r->path, (long long)v, (unsigned long long)e,
+                                 v < 0 ? "negative" : "implausibly large");
+                    break;
+                }
+                yu[e] = (uint32_t)v;
+            }
+        }
+        done += k;
+    }
+    free(buf);
+    if (s == VKT_OK) s = rd_expect_end(r);
+    return s;
+}
+
+static vkt_status npy_load(rd *rx, rd *ry, const char *x_path, const char *y_path,
+                           vkt_dataset *ds) {
+    vkt_status s = VKT_OK;
+    npy_type tx, ty;
+    uint64_t n, inner, ny, one;
+    VKT_TRY(npy_open(rx, x_path, true, &tx, &n, &inner));
+    VKT_TRY(npy_open(ry, y_path, false, &ty, &ny, &one));
+    if (ny != n)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s holds %llu samples but %s holds %llu labels: they are not a pair",
+                        x_path, (unsigned long long)n, y_path, (unsigned long long)ny);
+    ds->x = xmalloc(n * inner * sizeof(float), "features", x_path, &s);
+    ds->y = xmalloc(n * sizeof(uint32_t), "labels", y_path, &s);
+    if (s != VKT_OK) return s;
+    ds->n = (uint32_t)n;
+    ds->features = (uint32_t)inner;
+    VKT_TRY(npy_read_data(rx, tx, n * inner, inner, ds->x, NULL));
+    return npy_read_data(ry, ty, n, 1, NULL, ds->y);
+}
+
+vkt_status vkt_dataset_load_npy(const char *x_path, const char *y_path, vkt_dataset *out) {
+    memset(out, 0, sizeof *out);
+    rd rx = {0}, ry = {0};
+    vkt_status s = npy_load(&rx, &ry, x_path, y_path, out);
+    if (s == VKT_OK) set_classes(out);
+    rd_close(&rx);
+    rd_close(&ry);
+    if (s != VKT_OK) {
+        vkt_dataset_free(out);
+        return s;
+    }
+    snprintf(out->source, sizeof out->source, "%s", x_path);
+    return VKT_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batches
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t splitmix64(uint64_t *state) { return mix64(*state += 0x9e3779b97f4a7c15ull); }
+
+// Uniform in [0, bound) without modulo bias: reject the top sliver of the 64-bit range.
+static uint64_t below(uint64_t *state, uint64_t bound) {
+    uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    uint64_t r;
+    do
+        r = splitmix64(state);
+    while (r >= limit);
+    return r % bound;
+}
+
+vkt_status vkt_batcher_init(vkt_batcher *b, const vkt_dataset *ds, uint32_t batch, bool shuffle,
+                            uint64_t seed) {
+    memset(b, 0, sizeof *b);
+    if (batch == 0) return vkt_fail(VKT_ERR_ARG, "batch size must be at least 1");
+    if (!ds || ds->n == 0) return vkt_fail(VKT_ERR_ARG, "the data set is empty: nothing to batch");
+    b->order = malloc((size_t)ds->n * sizeof(uint32_t));
+    if (!b->order)
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory for the order of %u samples",
+                        ds->n);
+    b->ds = ds;
+    b->batch = batch;
+    b->shuffle = shuffle;
+    b->seed = seed;
+    for (uint32_t i = 0; i < ds->n; i++)
+        b->order[i] = i;
+    vkt_batcher_epoch(b, 0);
+    return VKT_OK;
+}
+
+void vkt_batcher_epoch(vkt_batcher *b, uint64_t epoch) {
+    b->epoch = epoch;
+    if (!b->shuffle) return;
+    uint32_t n = b->ds->n;
+    // Start from the identity every epoch: the order depends on (seed, epoch) alone.
+    for (uint32_t i = 0; i < n; i++)
+        b->order[i] = i;
+    uint64_t state = mix64(b->seed ^ mix64(epoch + 0x632be59bd9b4e019ull));
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)below(&state, (uint64_t)i + 1);
+        uint32_t t = b->order[i];
+        b->order[i] = b->order[j];
+        b->order[j] = t;
+    }
+}
+
+uint32_t vkt_batcher_count(const vkt_batcher *b) {
+    return (uint32_t)(((uint64_t)b->ds->n + b->batch - 1) / b->batch);
+}
+
+uint32_t vkt_batcher_get(const vkt_batcher *b, uint32_t i, float *x, uint32_t *y) {
+    uint64_t start = (uint64_t)i * b->batch;
+    if (start >= b->ds->n) return 0;
+    uint32_t rows = b->ds->n - (uint32_t)start < b->batch ? b->ds->n - (uint32_t)start : b->batch;
+    size_t f = b->ds->features;
+    for (uint32_t r = 0; r < rows; r++) {
+        uint32_t k = b->order[start + r];
+        if (x) memcpy(x + (size_t)r * f, b->ds->x + (size_t)k * f, f * sizeof(float));
+        if (y) y[r] = b->ds->y[k];
+    }
+    return rows;
+}
+
+void vkt_batcher_free(vkt_batcher *b) {
+    if (!b) return;
+    free(b->order);
+    memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,86 @@
+// data.h: a data set in host memory and the batch iterator that feeds training.
+//
+// A data set is float32 features x[n, features] (row-major) and uint32 class labels y[n]. Two
+// sources are read:
+//   - IDX files (the MNIST / Fashion-MNIST layout), gzip-compressed or not: u8 images scaled to
+//     [0,1] by 1/255, u8 labels.
+//   - NumPy .npy files (format 1.0, 2.0, 3.0; C order; little-endian): X as '<f4' or '<f8' (kept
+//     as raw values) or '|u1' (scaled by 1/255), shape [n, ...] flattened to features; y as
+//     '<i8', '<i4', '<u4' or '|u1', shape [n] or [n, 1], values >= 0.
+// classes is the largest label + 1.
+//
+// What this module does not do: augmentation, normalization beyond the u8 scaling, streaming from
+// disk (everything is loaded into memory), or any device work. The batcher copies rows into a
+// caller's host buffer; uploading them is the trainer's business.
+#ifndef VKT_DATA_H
+#define VKT_DATA_H
+
+#include "vktrain.h"
+
+// Where vkt_dataset_load_mnist_dir looks when the caller has no directory of its own.
+#define VKT_DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
+
+typedef struct vkt_dataset {
+    uint32_t n;        // samples
+    uint32_t features; // floats per sample
+    uint32_t classes;  // largest label + 1
+    float *x;          // [n, features], owned
+    uint32_t *y;       // [n], owned
+    char source[512];  // the file the features came from, for messages
+} vkt_dataset;
+
+// Reads an IDX image file (magic 0x00000803, u8, dims [n, rows, cols]) and an IDX label file
+// (magic 0x00000801, u8, dims [n]); either may be gzip-compressed. Fails with VKT_ERR_IO when a
+// file cannot be opened and VKT_ERR_FORMAT (naming the file, what was found and what was
+// expected) on a wrong magic, truncated data, trailing bytes or an image/label count mismatch;
+// VKT_ERR_HOST_MEMORY when the data does not fit in memory. On failure *out is left empty.
+// Free with vkt_dataset_free.
+vkt_status vkt_dataset_load_idx(const char *images_path, const char *labels_path, vkt_dataset *out);
+// Reads {train,t10k}-images-idx3-ubyte[.gz] and {train,t10k}-labels-idx1-ubyte[.gz] from dir
+// (NULL: VKT_DEFAULT_DATA_DIR); train picks the training or the test split. The .gz name is
+// tried first. Fails as vkt_dataset_load_idx, and with VKT_ERR_IO when neither name exists.
+vkt_status vkt_dataset_load_mnist_dir(const char *dir, bool train, vkt_dataset *out);
+// Reads features from x_path and labels from y_path (.npy; see the top of this file). Fails with
+// VKT_ERR_IO when a file cannot be opened, VKT_ERR_FORMAT on a malformed header, an unsupported
+// dtype, Fortran order, truncated data, a non-finite feature, a negative label or a sample count
+// mismatch.
+vkt_status vkt_dataset_load_npy(const char *x_path, const char *y_path, vkt_dataset *out);
+// Keeps the first n samples (n == 0 or n >= ds->n keeps all). classes is unchanged: it is a
+// property of the task, not of the samples kept.
+void vkt_dataset_limit(vkt_dataset *ds, uint32_t n);
+// Frees the arrays and zeroes *ds. Accepts an already-freed or zeroed data set.
+void vkt_dataset_free(vkt_dataset *ds);
+
+// ---------------------------------------------------------------------------------------------
+// Batches. An epoch visits every sample exactly once, in batches of `batch` rows; the last batch
+// holds the remainder (drop_last=False in PyTorch's DataLoader), so there are ceil(n / batch)
+// batches. Without shuffling the order is the file order. With shuffling the order of epoch e is
+// a Fisher-Yates shuffle of 0..n-1 driven by splitmix64 (Steele, Lea, Flood 2014) whose state
+// starts at mix(seed ^ mix(e + 0x632BE59BD9B4E019)), mix being splitmix64's finalizer, and j is
+// drawn uniformly in [0, i] by rejection. It depends only on (seed, e, n), never on the epochs
+// before, so training resumed at epoch e sees exactly the batches it would have seen.
+
+typedef struct vkt_batcher {
+    const vkt_dataset *ds; // borrowed; must outlive the batcher
+    uint32_t batch;
+    bool shuffle;
+    uint64_t seed;
+    uint64_t epoch;
+    uint32_t *order; // [ds->n]: the sample index of each position in this epoch
+} vkt_batcher;
+
+// Prepares the order of epoch 0. Fails with VKT_ERR_ARG when batch is 0 or the data set is
+// empty, VKT_ERR_HOST_MEMORY when the order array cannot be allocated. Free with
+// vkt_batcher_free.
+vkt_status vkt_batcher_init(vkt_batcher *b, const vkt_dataset *ds, uint32_t batch, bool shuffle,
+                            uint64_t seed);
+// Sets the order of epoch `epoch` (a no-op without shuffling).
+void vkt_batcher_epoch(vkt_batcher *b, uint64_t epoch);
+// Batches per epoch: ceil(n / batch).
+uint32_t vkt_batcher_count(const vkt_batcher *b);
+// Copies batch i of the current epoch into x[rows, features] and y[rows] (either may be NULL)
+// and returns rows: batch, or less for the last batch; 0 when i is out of range.
+uint32_t vkt_batcher_get(const vkt_batcher *b, uint32_t i, float *x, uint32_t *y);
+void vkt_batcher_free(vkt_batcher *b);
+
+#endif

@@ -1,0 +1,539 @@
+// test_data.c: the data readers and the batcher (engine/data.c), on the host only (no device).
+// Writes its own small IDX files (plain and gzip) and .npy files into a temporary directory and
+// reads them back exactly; checks that truncated, mislabelled and mismatched files are rejected
+// with messages that say what and where; checks the batcher's partial last batch, its
+// determinism per (seed, epoch) against an independent implementation of the documented shuffle,
+// and that every epoch visits every sample once. When Fashion-MNIST is installed (always under
+// CI=true) checks the real training and test sets.
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "data.h"
+#include "test_util.h"
+
+static char g_dir[256];
+
+static const char *tpath(const char *name) {
+    static char buf[8][512];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, 512, "%s/%s", g_dir, name);
+    return p;
+}
+
+static void write_file(const char *path, const void *data, size_t n, bool gz) {
+    if (gz) {
+        gzFile f = gzopen(path, "wb");
+        if (!f || gzwrite(f, data, (unsigned)n) != (int)n || gzclose(f) != Z_OK) {
+            fprintf(stderr, "cannot write %s\n", path);
+            exit(1);
+        }
+        return;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            remove_dir(p);
+        else
+            unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static bool has(const char *msg, const char *needle) { return strstr(msg, needle) != NULL; }
+
+// A failing call must give status s and a message containing every needle.
+#define EXPECT_FAIL(t, call, s, ...)                                                               \
+    do {                                                                                           \
+        vkt_status st_ = (call);                                                                   \
+        const char *needles_[] = {__VA_ARGS__, NULL};                                              \
+        VT_CHECK(t, st_ == (s), "%s gave %s (%s), expected %s", #call, vkt_status_name(st_),       \
+                 vkt_error(), vkt_status_name(s));                                                 \
+        for (int i_ = 0; needles_[i_]; i_++)                                                       \
+            VT_CHECK(t, has(vkt_error(), needles_[i_]), "message \"%s\" lacks \"%s\"",             \
+                     vkt_error(), needles_[i_]);                                                   \
+    } while (0)
+
+// ---------------------------------------------------------------------------------------------
+// IDX
+
+enum { NI = 7, ROWS = 3, COLS = 4, PIX = ROWS * COLS };
+
+static void put_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+// An image file of n images (header says n_hdr) and a label file of nl labels.
+static size_t make_images(uint8_t *buf, uint32_t magic, uint32_t n_hdr, uint32_t n) {
+    put_be32(buf, magic);
+    put_be32(buf + 4, n_hdr);
+    put_be32(buf + 8, ROWS);
+    put_be32(buf + 12, COLS);
+    for (uint32_t i = 0; i < n * PIX; i++)
+        buf[16 + i] = (uint8_t)((i * 37 + 11) % 256);
+    buf[16] = 0;
+    buf[17] = 255;
+    return 16 + (size_t)n * PIX;
+}
+
+static size_t make_labels(uint8_t *buf, uint32_t n) {
+    put_be32(buf, 0x00000801);
+    put_be32(buf + 4, n);
+    for (uint32_t i = 0; i < n; i++)
+        buf[8 + i] = (uint8_t)(i % 5);
+    return 8 + n;
+}
+
+static void check_idx_contents(vt *t, const vkt_dataset *ds, const char *what) {
+    VT_CHECK(t, ds->n == NI && ds->features == PIX && ds->classes == 5,
+             "%s: n %u features %u classes %u", what, ds->n, ds->features, ds->classes);
+    if (ds->n != NI || ds->features != PIX) return;
+    uint8_t img[16 + NI * PIX];
+    make_images(img, 0x803, NI, NI);
+    int bad = 0;
+    for (int i = 0; i < NI * PIX; i++)
+        bad += ds->x[i] != (float)img[16 + i] / 255.0f;
+    for (int i = 0; i < NI; i++)
+        bad += ds->y[i] != (uint32_t)(i % 5);
+    VT_CHECK(t, bad == 0, "%s: %d values differ", what, bad);
+    VT_CHECK(t, ds->x[0] == 0.0f && ds->x[1] == 1.0f, "%s: scaling to [0,1]", what);
+}
+
+static void test_idx(vt *t) {
+    uint8_t img[64 + NI * PIX], lab[64];
+    size_t ni = make_images(img, 0x803, NI, NI), nl = make_labels(lab, NI);
+    write_file(tpath("img"), img, ni, false);
+    write_file(tpath("lab"), lab, nl, false);
+    write_file(tpath("img.gz"), img, ni, true);
+    write_file(tpath("lab.gz"), lab, nl, true);
+
+    vkt_dataset ds;
+    VT_OK(t, vkt_dataset_load_idx(tpath("img"), tpath("lab"), &ds));
+    check_idx_contents(t, &ds, "plain IDX");
+    vkt_dataset_free(&ds);
+    VT_OK(t, vkt_dataset_load_idx(tpath("img.gz"), tpath("lab.gz"), &ds));
+    check_idx_contents(t, &ds, "gzip IDX");
+    vkt_dataset_limit(&ds, 3);
+    VT_CHECK(t, ds.n == 3 && ds.classes == 5, "limit: n %u classes %u", ds.n, ds.classes);
+    vkt_dataset_limit(&ds, 100);
+    VT_CHECK(t, ds.n == 3, "a larger limit keeps n");
+    vkt_dataset_free(&ds);
+    VT_CHECK(t, ds.x == NULL && ds.n == 0, "free zeroes");
+    vkt_dataset_free(&ds); // twice is fine
+
+    // The MNIST directory layout, .gz for the images and plain for the labels.
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s/mnist", g_dir);
+    mkdir(sub, 0700);
+    write_file(tpath("mnist/train-images-idx3-ubyte.gz"), img, ni, true);
+    write_file(tpath("mnist/train-labels-idx1-ubyte"), lab, nl, false);
+    VT_OK(t, vkt_dataset_load_mnist_dir(sub, true, &ds));
+    check_idx_contents(t, &ds, "MNIST dir");
+    VT_CHECK(t, has(ds.source, "train-images-idx3-ubyte.gz"), "source %s", ds.source);
+    vkt_dataset_free(&ds);
+    EXPECT_FAIL(t, vkt_dataset_load_mnist_dir(sub, false, &ds), VKT_ERR_IO,
+                "t10k-images-idx3-ubyte", sub);
+    EXPECT_FAIL(t, vkt_dataset_load_idx(tpath("nothing"), tpath("lab"), &ds), VKT_ERR_IO,
+                "nothing");
+
+    // Truncated image data: the header says 7 images, 5 follow.
+    size_t cut = make_images(img, 0x803, NI, 5);
+    write_file(tpath("img_trunc"), img, cut, false);
+    EXPECT_FAIL(t, vkt_dataset_load_idx(tpath("img_trunc"), tpath("lab"), &ds), VKT_ERR_FORMAT,
+                "img_trunc", "truncated", "expected 84 bytes", "found 60", "from byte 16");
+    VT_CHECK(t, ds.x == NULL && ds.n == 0, "a failed load leaves the data set empty");
+    // Truncated inside the header.
+    write_file(tpath("img_short"), img, 10, false);
+    EXPECT_FAIL(t, vkt_dataset_load_idx(tpath("img_short"), tpath("lab"), &ds), VKT_ERR_FORMAT,
+                "img_short", "truncated", "expected 12 bytes", "found 6");
+    // A gzip stream cut in half.
+    make_images(img, 0x803, NI, NI);
+    {
+        FILE *f = fopen(tpath("img.gz"), "rb");
+        uint8_t z[1024];
+        size_t zl = f ? fread(z, 1, sizeof z, f) : 0;
+        if (f) fclose(f);
+        write_file(tpath("img_cut.gz"), z, zl / 2, false);
+        vkt_status s = vkt_dataset_load_idx(tpath("img_cut.gz"), tpath("lab"), &ds);
+        VT_CHECK(t,
+                 s == VKT_ERR_FORMAT && has(vkt_error(), "img_cut.gz") &&
+                     (has(vkt_error(), "truncated") || has(vkt_error(), "corrupt gzip")),
+                 "cut gzip: %s %s", vkt_status_name(s), vkt_error());
+    }
+    // Trailing bytes.
+    write_file(tpath("img_long"), img, ni + 5, false);
+    EXPECT_FAIL(t, vkt_dataset_load_idx(tpath("img_long"), tpath("lab"), &ds), VKT_ERR_FORMAT,
+                "img_long", "5 unexpected bytes");
+    // Wrong magic: images and labels swapped; another element type; not IDX at all.
+    EXPECT_FAIL(t, vkt_dataset_load_idx(tpath("lab"), tpath("img"), &ds), VKT_ERR_FORMAT,
+                "magic number 0x00000801", "expected 0x00000803", "swapped");
+    make_images(img, 0x00000d03, NI, NI); // float32 IDX
+    write_file(tpath("img_f32"), img, ni, false);
+    EXPECT_FAIL(t, vkt_dataset_load_idx(tpath("img_f32"), tpath("lab"), &ds), VKT_ERR_FORMAT,
+                "0x00000d03", "unsigned bytes");
+    write_file(tpath("img_text"), "hello world, no IDX here", 24, false);
+    EXPECT_FAIL(t, vkt_dataset_load_idx(tpath("img_text"), tpath("lab"), &ds), VKT_ERR_FORMAT,
+                "not an IDX file");
+    // Count mismatch.
+    make_images(img, 0x803, NI, NI);
+    nl = make_labels(lab, NI - 1);
+    write_file(tpath("lab6"), lab, nl, false);
+    EXPECT_FAIL(t, vkt_dataset_load_idx(tpath("img"), tpath("lab6"), &ds), VKT_ERR_FORMAT,
+                "7 images", "6 labels");
+    // Zero images.
+    make_images(img, 0x803, 0, 0);
+    write_file(tpath("img0"), img, 16, false);
+    EXPECT_FAIL(t, vkt_dataset_load_idx(tpath("img0"), tpath("lab"), &ds), VKT_ERR_FORMAT,
+                "hold no image");
+}
+
+// ---------------------------------------------------------------------------------------------
+// .npy
+
+// Writes a .npy file with the given header dict text (padded as numpy does) and payload.
+static void write_npy_raw(const char *path, int major, const char *dict, const void *data,
+                          size_t n) {
+    uint8_t buf[4096];
+    size_t pre = major == 1 ? 10 : 12;
+    size_t hl = strlen(dict) + 1; // + '\n'
+    while ((pre + hl) % 64)
+        hl++;
+    memcpy(buf, "\x93NUMPY", 6);
+    buf[6] = (uint8_t)major;
+    buf[7] = 0;
+    if (major == 1) {
+        buf[8] = (uint8_t)hl;
+        buf[9] = (uint8_t)(hl >> 8);
+    } else {
+        for (int i = 0; i < 4; i++)
+            buf[8 + i] = (uint8_t)(hl >> (8 * i));
+    }
+    memset(buf + pre, ' ', hl);
+    memcpy(buf + pre, dict, strlen(dict));
+    buf[pre + hl - 1] = '\n';
+    if (data) memcpy(buf + pre + hl, data, n);
+    write_file(path, buf, pre + hl + n, false);
+}
+
+static void write_npy(const char *path, int major, const char *descr, const char *shape,
+                      const void *data, size_t n) {
+    char dict[256];
+    snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr,
+             shape);
+    write_npy_raw(path, major, dict, data, n);
+}
+
+static void test_npy(vt *t) {
+    enum { N = 6, F = 5 };
+    float xf[N * F];
+    double xd[N * F];
+    uint8_t xu[N * F];
+    for (int i = 0; i < N * F; i++) {
+        xf[i] = (float)(i - 7) * 0.375f + 1e-3f * (float)i;
+        xd[i] = xf[i];
+        xu[i] = (uint8_t)(i * 9);
+    }
+    int64_t y8[N] = {0, 3, 1, 3, 2, 0};
+    int32_t y4[N];
+    uint32_t yu4[N];
+    uint8_t y1[N];
+    for (int i = 0; i < N; i++)
+        y4[i] = (int32_t)y8[i], yu4[i] = (uint32_t)y8[i], y1[i] = (uint8_t)y8[i];
+
+    write_npy(tpath("xf.npy"), 1, "<f4", "(6, 5)", xf, sizeof xf);
+    write_npy(tpath("xf3.npy"), 1, "<f4", "(6, 1, 5)", xf, sizeof xf);
+    write_npy(tpath("xd.npy"), 2, "<f8", "(6, 5)", xd, sizeof xd);
+    write_npy(tpath("xu.npy"), 3, "|u1", "(6, 5)", xu, sizeof xu);
+    write_npy(tpath("y8.npy"), 1, "<i8", "(6,)", y8, sizeof y8);
+    write_npy(tpath("y4.npy"), 2, "<i4", "(6, 1)", y4, sizeof y4);
+    write_npy(tpath("yu4.npy"), 3, "<u4", "(6,)", yu4, sizeof yu4);
+    write_npy(tpath("y1.npy"), 1, "|u1", "(6,)", y1, sizeof y1);
+
+    struct {
+        const char *x, *y;
+        int kind; // 0 f4, 1 f8, 2 u1
+    } cases[] = {{"xf.npy", "y8.npy", 0},
+                 {"xf3.npy", "y4.npy", 0},
+                 {"xd.npy", "yu4.npy", 1},
+                 {"xu.npy", "y1.npy", 2}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        vkt_dataset ds;
+        vkt_status s = vkt_dataset_load_npy(tpath(cases[c].x), tpath(cases[c].y), &ds);
+        VT_CHECK(t, s == VKT_OK, "%s + %s: %s", cases[c].x, cases[c].y, vkt_error());
+        if (s != VKT_OK) continue;
+        VT_CHECK(t, ds.n == N && ds.features == F && ds.classes == 4, "%s: n %u f %u classes %u",
+                 cases[c].x, ds.n, ds.features, ds.classes);
+        int bad = 0;
+        for (int i = 0; i < N * F && ds.n == N && ds.features == F; i++) {
+            float want = cases[c].kind == 2 ? (float)xu[i] / 255.0f : xf[i];
+            bad += ds.x[i] != want;
+        }
+        for (int i = 0; i < N && ds.n == N; i++)
+            bad += ds.y[i] != (uint32_t)y8[i];
+        VT_CHECK(t, bad == 0, "%s + %s: %d values differ", cases[c].x, cases[c].y, bad);
+        vkt_dataset_free(&ds);
+    }
+
+    vkt_dataset ds;
+    // Malformed and unsupported files, each with what it should say.
+    static const char zip[] = "PK\x03\x04 a zip file, not npy";
+    write_file(tpath("notnpy.npy"), zip, sizeof zip - 1, false);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("notnpy.npy"), tpath("y8.npy"), &ds), VKT_ERR_FORMAT,
+                "notnpy.npy", "not a .npy file");
+    write_npy_raw(tpath("fortran.npy"), 1,
+                  "{'descr': '<f4', 'fortran_order': True, 'shape': (6, 5), }", xf, sizeof xf);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("fortran.npy"), tpath("y8.npy"), &ds), VKT_ERR_FORMAT,
+                "fortran.npy", "Fortran order", "C order");
+    write_npy(tpath("be.npy"), 1, ">f4", "(6, 5)", xf, sizeof xf);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("be.npy"), tpath("y8.npy"), &ds), VKT_ERR_FORMAT,
+                "'>f4'", "big-endian");
+    write_npy(tpath("f2.npy"), 1, "<f2", "(6, 5)", xf, N * F * 2);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("f2.npy"), tpath("y8.npy"), &ds), VKT_ERR_FORMAT,
+                "'<f2'", "not supported for features");
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("xf.npy"), tpath("xf.npy"), &ds), VKT_ERR_FORMAT,
+                "'<f4'", "not supported for labels");
+    write_npy_raw(tpath("noshape.npy"), 1, "{'descr': '<f4', 'fortran_order': False, }", xf,
+                  sizeof xf);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("noshape.npy"), tpath("y8.npy"), &ds), VKT_ERR_FORMAT,
+                "noshape.npy", "no 'shape'");
+    // The colon after 'descr' is missing: the message points at byte 10 + 9 of the file.
+    write_npy_raw(tpath("syntax.npy"), 1,
+                  "{'descr' '<f4', 'fortran_order': False, 'shape': (6, 5), }", xf, sizeof xf);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("syntax.npy"), tpath("y8.npy"), &ds), VKT_ERR_FORMAT,
+                "syntax.npy", "at byte 19", "expected ':'");
+    write_npy(tpath("trunc.npy"), 1, "<f4", "(6, 5)", xf, sizeof xf - 8);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("trunc.npy"), tpath("y8.npy"), &ds), VKT_ERR_FORMAT,
+                "trunc.npy", "truncated", "120 bytes", "found 112");
+    write_npy(tpath("long.npy"), 1, "<f4", "(5, 5)", xf, sizeof xf);
+    write_npy(tpath("y5.npy"), 1, "<i8", "(5,)", y8, 5 * sizeof y8[0]);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("long.npy"), tpath("y5.npy"), &ds), VKT_ERR_FORMAT,
+                "long.npy", "20 unexpected bytes");
+    write_npy(tpath("x5.npy"), 1, "<f4", "(5, 5)", xf, 5 * F * 4);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("x5.npy"), tpath("y8.npy"), &ds), VKT_ERR_FORMAT,
+                "5 samples", "6 labels");
+    int64_t yneg[N] = {0, 1, -1, 2, 0, 1};
+    write_npy(tpath("yneg.npy"), 1, "<i8", "(6,)", yneg, sizeof yneg);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("xf.npy"), tpath("yneg.npy"), &ds), VKT_ERR_FORMAT,
+                "yneg.npy", "label -1 of sample 2", "negative");
+    write_npy(tpath("y2d.npy"), 1, "<i8", "(3, 2)", y8, sizeof y8);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("xf.npy"), tpath("y2d.npy"), &ds), VKT_ERR_FORMAT,
+                "y2d.npy", "(n,) or (n, 1)");
+    float xnan[N * F];
+    memcpy(xnan, xf, sizeof xf);
+    xnan[2 * F + 3] = NAN;
+    write_npy(tpath("xnan.npy"), 1, "<f4", "(6, 5)", xnan, sizeof xnan);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("xnan.npy"), tpath("y8.npy"), &ds), VKT_ERR_FORMAT,
+                "sample 2, feature 3 is NaN");
+    write_npy(tpath("v4.npy"), 4, "<f4", "(6, 5)", xf, sizeof xf);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("v4.npy"), tpath("y8.npy"), &ds), VKT_ERR_FORMAT,
+                "version 4.0");
+    VT_CHECK(t, ds.x == NULL && ds.y == NULL, "failed loads leave the data set empty");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batches
+
+// The shuffle as data.h documents it, written again independently.
+static uint64_t ref_mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void ref_order(uint32_t *order, uint32_t n, uint64_t seed, uint64_t epoch) {
+    for (uint32_t i = 0; i < n; i++)
+        order[i] = i;
+    uint64_t state = ref_mix(seed ^ ref_mix(epoch + 0x632be59bd9b4e019ull));
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uint64_t bound = (uint64_t)i + 1, limit = UINT64_MAX - UINT64_MAX % bound, r;
+        do
+            r = vt_rand_u64(&state); // splitmix64: state += gamma, then the finalizer
+        while (r >= limit);
+        uint32_t j = (uint32_t)(r % bound), tmp = order[i];
+        order[i] = order[j];
+        order[j] = tmp;
+    }
+}
+
+// Reads a whole epoch's labels (= sample indices here) and checks the rows match them.
+static void epoch_labels(vt *t, const vkt_batcher *b, uint32_t *seen) {
+    uint32_t n = b->ds->n, f = b->ds->features, pos = 0;
+    float *x = malloc((size_t)b->batch * f * sizeof(float));
+    uint32_t *y = malloc(b->batch * sizeof(uint32_t));
+    for (uint32_t i = 0; i < vkt_batcher_count(b); i++) {
+        uint32_t rows = vkt_batcher_get(b, i, x, y);
+        uint32_t want = i + 1 < vkt_batcher_count(b) ? b->batch : n - i * b->batch;
+        VT_CHECK(t, rows == want, "batch %u has %u rows, expected %u", i, rows, want);
+        for (uint32_t r = 0; r < rows && pos < n; r++) {
+            VT_CHECK(t, x[r * f] == (float)y[r] && x[r * f + 1] == -0.5f * (float)y[r],
+                     "row %u of batch %u does not match its label", r, i);
+            seen[pos++] = y[r];
+        }
+    }
+    VT_CHECK(t, pos == n, "an epoch gave %u samples of %u", pos, n);
+    free(x);
+    free(y);
+}
+
+static void test_batcher(vt *t) {
+    enum { N = 10, F = 2 };
+    vkt_dataset ds = {.n = N, .features = F, .classes = N};
+    ds.x = malloc(N * F * sizeof(float));
+    ds.y = malloc(N * sizeof(uint32_t));
+    for (int i = 0; i < N; i++) {
+        ds.x[i * F] = (float)i;
+        ds.x[i * F + 1] = -0.5f * (float)i;
+        ds.y[i] = (uint32_t)i;
+    }
+    vkt_batcher b, b2;
+    uint32_t seen[N], again[N], ref[N];
+
+    // File order, partial last batch: 4 + 4 + 2.
+    VT_OK(t, vkt_batcher_init(&b, &ds, 4, false, 7));
+    VT_CHECK(t, vkt_batcher_count(&b) == 3, "count %u", vkt_batcher_count(&b));
+    epoch_labels(t, &b, seen);
+    for (int i = 0; i < N; i++)
+        VT_CHECK(t, seen[i] == (uint32_t)i, "no-shuffle position %d", i);
+    vkt_batcher_epoch(&b, 5);
+    epoch_labels(t, &b, again);
+    VT_CHECK(t, memcmp(seen, again, sizeof seen) == 0, "no-shuffle order changes with the epoch");
+    VT_CHECK(t, vkt_batcher_get(&b, 3, NULL, NULL) == 0, "batch out of range");
+    vkt_batcher_free(&b);
+
+    // Shuffled: the documented order, every sample once, determinism per (seed, epoch).
+    VT_OK(t, vkt_batcher_init(&b, &ds, 4, true, 42));
+    VT_OK(t, vkt_batcher_init(&b2, &ds, 4, true, 42));
+    uint32_t e0[N];
+    for (uint64_t e = 0; e < 6; e++) {
+        vkt_batcher_epoch(&b, e);
+        epoch_labels(t, &b, seen);
+        ref_order(ref, N, 42, e);
+        VT_CHECK(t, memcmp(seen, ref, sizeof seen) == 0,
+                 "epoch %llu differs from the documented "
+                 "shuffle",
+                 (unsigned long long)e);
+        int count[N] = {0};
+        for (int i = 0; i < N; i++)
+            count[seen[i] < N ? seen[i] : 0]++;
+        for (int i = 0; i < N; i++)
+            VT_CHECK(t, count[i] == 1, "epoch %llu: sample %d seen %d times", (unsigned long long)e,
+                     i, count[i]);
+        if (e == 0) memcpy(e0, seen, sizeof seen);
+    }
+    vkt_batcher_epoch(&b, 1);
+    epoch_labels(t, &b, seen);
+    VT_CHECK(t, memcmp(seen, e0, sizeof seen) != 0, "epochs 0 and 1 have the same order");
+    vkt_batcher_epoch(&b2, 1); // b2 never saw epochs 0..5: the order depends on (seed, epoch) only
+    epoch_labels(t, &b2, again);
+    VT_CHECK(t, memcmp(seen, again, sizeof seen) == 0, "epoch 1 is not reproducible");
+    vkt_batcher_free(&b2);
+    VT_OK(t, vkt_batcher_init(&b2, &ds, 4, true, 43));
+    vkt_batcher_epoch(&b2, 1);
+    epoch_labels(t, &b2, again);
+    VT_CHECK(t, memcmp(seen, again, sizeof seen) != 0, "seeds 42 and 43 give the same order");
+    vkt_batcher_free(&b2);
+    vkt_batcher_free(&b);
+
+    // One batch larger than the data set; a limited data set.
+    VT_OK(t, vkt_batcher_init(&b, &ds, 64, true, 1));
+    VT_CHECK(t, vkt_batcher_count(&b) == 1 && vkt_batcher_get(&b, 0, NULL, NULL) == N,
+             "a batch larger than the set");
+    vkt_batcher_free(&b);
+    vkt_dataset_limit(&ds, 5);
+    VT_OK(t, vkt_batcher_init(&b, &ds, 4, false, 1));
+    VT_CHECK(t, vkt_batcher_count(&b) == 2 && vkt_batcher_get(&b, 1, NULL, NULL) == 1,
+             "limited to 5: %u batches", vkt_batcher_count(&b));
+    vkt_batcher_free(&b);
+    VT_CHECK(t, vkt_batcher_init(&b, &ds, 0, false, 1) == VKT_ERR_ARG, "batch 0 is refused");
+    vkt_dataset_free(&ds);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real data set
+
+static void test_fashion_mnist(vt *t) {
+    struct stat st;
+    const char *ci = getenv("CI");
+    if (stat(VKT_DEFAULT_DATA_DIR, &st) != 0) {
+        bool in_ci = ci && strcmp(ci, "true") == 0;
+        VT_CHECK(t, !in_ci, "CI=true but %s is missing (scripts/setup.sh installs it)",
+                 VKT_DEFAULT_DATA_DIR);
+        printf("test_data: note: %s is missing; the real-data check is skipped\n",
+               VKT_DEFAULT_DATA_DIR);
+        return;
+    }
+    vkt_dataset ds;
+    vkt_status s = vkt_dataset_load_mnist_dir(NULL, true, &ds);
+    VT_CHECK(t, s == VKT_OK, "Fashion-MNIST train: %s", vkt_error());
+    if (s == VKT_OK) {
+        VT_CHECK(t, ds.n == 60000 && ds.features == 784 && ds.classes == 10,
+                 "train: n %u features %u classes %u", ds.n, ds.features, ds.classes);
+        // Fashion-MNIST's training set is balanced: 6000 images per class.
+        uint32_t hist[10] = {0};
+        float lo = 1, hi = 0;
+        for (uint32_t i = 0; i < ds.n; i++)
+            hist[ds.y[i] < 10 ? ds.y[i] : 0]++;
+        for (size_t i = 0; i < (size_t)ds.n * ds.features; i++) {
+            lo = ds.x[i] < lo ? ds.x[i] : lo;
+            hi = ds.x[i] > hi ? ds.x[i] : hi;
+        }
+        for (int c = 0; c < 10; c++)
+            VT_CHECK(t, hist[c] == 6000, "class %d: %u", c, hist[c]);
+        VT_CHECK(t, lo == 0.0f && hi == 1.0f, "pixel range [%g, %g]", lo, hi);
+        vkt_dataset_free(&ds);
+    }
+    s = vkt_dataset_load_mnist_dir(VKT_DEFAULT_DATA_DIR, false, &ds);
+    VT_CHECK(t, s == VKT_OK && ds.n == 10000 && ds.features == 784 && ds.classes == 10,
+             "Fashion-MNIST test: %s n %u", vkt_error(), ds.n);
+    vkt_dataset_free(&ds);
+}
+
+// vt_finish must fail a run with a failed check even without devices (this test uses none).
+static void test_harness(vt *t) {
+    vt bad = {.name = "test_data (harness self-check)"};
+    fprintf(stderr, "test_data: the FAIL below is expected (harness self-check):\n");
+    VT_CHECK(&bad, 1 == 2, "deliberate");
+    VT_CHECK(t, vt_finish(&bad) != 0, "vt_finish passed a run with a failed check");
+    vt good = {.name = "test_data (harness self-check)"};
+    VT_CHECK(&good, 1 == 1, "trivial");
+    VT_CHECK(t, vt_finish(&good) == 0, "vt_finish failed a run whose checks passed");
+}
+
+int main(void) {
+    vt t = {.name = "test_data"};
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/vkt_test_data.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_harness(&t);
+    test_idx(&t);
+    test_npy(&t);
+    test_batcher(&t);
+    test_fashion_mnist(&t);
+    remove_dir(g_dir);
+    return vt_finish(&t);
+}
