@@ -8,5 +8,7 @@
 int cli_fail(const char *what);
 // Creates the context the way every command does (validation from VKT_VALIDATION).
 vkt_status cli_open_context(vkt_context **ctx);
+// `vktrain view FILE.json` (engine/cli/view.c).
+int cmd_view(int argc, char **argv);
 
 #endif

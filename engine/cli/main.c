@@ -18,6 +18,7 @@ static void usage(FILE *f) {
             "commands:\n"
             "  devices [--json] [--device SPEC]\n"
             "                          list every Vulkan device the loader sees (or those SPEC selects)\n"
+            "  view FILE.json [--png OUT.png]  show a trace in a window, or render it to a PNG\n"
             "\n"
             "common options:\n"
             "  --device SPEC           comma-separated devices: an index, or part of the device or\n"
@@ -138,6 +139,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "devices") == 0) return cmd_devices(argc - 2, argv + 2);
+    if (strcmp(cmd, "view") == 0) return cmd_view(argc - 2, argv + 2);
     fprintf(stderr, "vktrain: unknown command \"%s\" (vktrain --help lists the commands)\n", cmd);
     return 2;
 }
