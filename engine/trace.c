@@ -673,7 +673,7 @@ static int cmp_counter_ptr(const void *x, const void *y) {
 // comma). Metadata events come first, so that a reader knows the processes before their events.
 static void put_metadata(FILE *f, const char *what, int pid, const char *key, const char *str,
                          int num) {
-    fprintf(f, "%s{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"%s\":",
+    fprintf(f, "%s{\"name\":\"%s\",\"ph\":\"M\",\"ts\":0,\"pid\":%d,\"tid\":0,\"args\":{\"%s\":",
             pid == 0 && strcmp(what, "process_name") == 0 ? "" : ",\n", what, pid, key);
     if (str)
         put_json_string(f, str);

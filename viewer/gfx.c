@@ -1147,7 +1147,9 @@ static vkt_status init(gfx *g, const gfx_desc *d) {
 
 vkt_status gfx_create(const gfx_desc *d, gfx **out) {
     *out = NULL;
-    if (volkInitialize() != VK_SUCCESS)
+    // The engine may have loaded Vulkan already (train --view): its loader entry points are
+    // then left alone, since a trainer thread may be using them.
+    if (!vkGetInstanceProcAddr && volkInitialize() != VK_SUCCESS)
         return vkt_fail(VKT_ERR_NO_DEVICE, "the viewer found no Vulkan loader (libvulkan.so.1): "
                                            "apt-get install libvulkan1 mesa-vulkan-drivers");
     gfx *g = calloc(1, sizeof *g);

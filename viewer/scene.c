@@ -969,16 +969,26 @@ void vw_compose(ui_list *l, const vw_model *m, const vw_view *v, vw_layout *layo
         break;
     }
     default: {
-        // The timeline takes what its rows need (up to half), the rest is a 2x2 grid.
+        // The timeline takes what its rows need (up to half), the rest is a 2x2 grid; a small
+        // picture keeps one row of the grid (utilisation, loss) or none (the other panels stay
+        // one key away), rather than drawing plots too small to read.
+        float ch = c.y1 - c.y0;
         float need = 34 + 18 + 44 + m->ndev * 46.0f;
-        float th = need < (c.y1 - c.y0) * 0.5f ? need : (c.y1 - c.y0) * 0.5f;
-        if (th < (c.y1 - c.y0) * 0.36f) th = (c.y1 - c.y0) * 0.36f;
+        float th = need < ch * 0.5f ? need : ch * 0.5f;
+        if (th < ch * 0.36f) th = ch * 0.36f;
+        float rest = ch - th - gap;
+        if (rest < 150) th = ch, rest = 0;
         timeline(l, (box){c.x0, c.y0, c.x1, c.y0 + th}, m, v, layout);
         float gy0 = c.y0 + th + gap, gmid = (gy0 + c.y1) / 2, xmid = (c.x0 + c.x1) / 2;
-        utilisation_panel(l, (box){c.x0, gy0, xmid - gap / 2, gmid - gap / 2}, m, v);
-        memory_panel(l, (box){xmid + gap / 2, gy0, c.x1, gmid - gap / 2}, m, v);
-        training_panel(l, (box){c.x0, gmid + gap / 2, xmid - gap / 2, c.y1}, m);
-        throughput_panel(l, (box){xmid + gap / 2, gmid + gap / 2, c.x1, c.y1}, m);
+        if (rest >= 150 && rest < 320) {
+            utilisation_panel(l, (box){c.x0, gy0, xmid - gap / 2, c.y1}, m, v);
+            training_panel(l, (box){xmid + gap / 2, gy0, c.x1, c.y1}, m);
+        } else if (rest >= 320) {
+            utilisation_panel(l, (box){c.x0, gy0, xmid - gap / 2, gmid - gap / 2}, m, v);
+            memory_panel(l, (box){xmid + gap / 2, gy0, c.x1, gmid - gap / 2}, m, v);
+            training_panel(l, (box){c.x0, gmid + gap / 2, xmid - gap / 2, c.y1}, m);
+            throughput_panel(l, (box){xmid + gap / 2, gmid + gap / 2, c.x1, c.y1}, m);
+        }
         break;
     }
     }
