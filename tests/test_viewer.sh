@@ -86,6 +86,8 @@ expect_error "bad size" "WIDTHxHEIGHT" "$bin" view "$trace" --png "$out/x.png" -
 expect_error "bad panel" "unknown panel" "$bin" view "$trace" --png "$out/x.png" --panel nope
 expect_error "bad device" "matches no device" "$bin" view "$trace" --png "$out/x.png" --device nosuchgpu
 expect_error "no display suggests --png" "--png" env -u DISPLAY -u WAYLAND_DISPLAY "$bin" view "$trace" --exit-after 1
+expect_error "missing font names the package" "fonts-dejavu-core" \
+    env VKT_FONT=/nonexistent/font.ttf "$bin" view "$trace" --png "$out/x.png" --device "$d"
 # A validation message fails the command: best-practices checks always warn about something.
 expect_error "a validation message fails the command" "validation message" \
     env VKT_VALIDATION=1 VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_BEST_PRACTICES_EXT \
