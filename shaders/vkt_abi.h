@@ -38,4 +38,54 @@ VKT_STRUCT(vkt_axpy_push) {
     VKT_F32 a;
 };
 
+// ---- Training ops of engine/ops_nn.c. In every struct below the first member is the number of
+// units (elements or rows) that one dispatch covers: ops_nn.c splits views larger than a
+// device's maxStorageBufferRange into several dispatches and rewrites only that member.
+
+// bias_add: y[R,N] += bias[N]. bias_grad: db[N] += column sums of dy[R,N].
+VKT_STRUCT(vkt_bias_push) {
+    VKT_U32 R;
+    VKT_U32 N;
+};
+
+// act: y = f(x) or dx = dy * f'(x) over n elements; alpha is leaky_relu's negative slope.
+VKT_STRUCT(vkt_act_push) {
+    VKT_U32 n;
+    VKT_F32 alpha;
+};
+
+// softmax_xent (C = classes), mse (C = N columns), accuracy: B rows of C.
+VKT_STRUCT(vkt_rows_push) {
+    VKT_U32 B;
+    VKT_U32 C;
+    VKT_F32 grad_scale;
+};
+
+// sumsq: out[0] += sum x^2. scale: g *= s. clip_scale: g *= min(1, s / (sqrt(sumsq[0]) + 1e-6)).
+VKT_STRUCT(vkt_scale_push) {
+    VKT_U32 n;
+    VKT_F32 s;
+};
+
+// sgd (torch.optim.SGD, dampening 0); mode 0 = no momentum, 1 = momentum, 2 = nesterov.
+VKT_STRUCT(vkt_sgd_push) {
+    VKT_U32 n;
+    VKT_F32 lr;
+    VKT_F32 momentum;
+    VKT_F32 weight_decay;
+    VKT_U32 mode;
+};
+
+// adamw (torch.optim.AdamW): decay = 1 - lr*wd, step_size = lr / (1 - beta1^t),
+// bc2_sqrt = sqrt(1 - beta2^t), computed on the host in double precision.
+VKT_STRUCT(vkt_adamw_push) {
+    VKT_U32 n;
+    VKT_F32 beta1;
+    VKT_F32 beta2;
+    VKT_F32 eps;
+    VKT_F32 decay;
+    VKT_F32 step_size;
+    VKT_F32 bc2_sqrt;
+};
+
 #endif
