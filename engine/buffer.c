@@ -10,7 +10,8 @@ static const VkBufferUsageFlags USAGE = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                         VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                         VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
-vkt_status vkt_buffer_create(vkt_device *dev, uint64_t size, const char *name, vkt_buffer **out) {
+static vkt_status buffer_create(vkt_device *dev, uint64_t size, const char *name, bool host,
+                                vkt_buffer **out) {
     *out = NULL;
     if (size == 0) return vkt_fail(VKT_ERR_ARG, "buffer %s: size 0", name ? name : "");
     vkt_buffer *b = calloc(1, sizeof *b);
@@ -31,13 +32,14 @@ vkt_status vkt_buffer_create(vkt_device *dev, uint64_t size, const char *name, v
     }
     VkMemoryRequirements req;
     dev->vk.vkGetBufferMemoryRequirements(dev->handle, b->handle, &req);
-    vkt_status s = vkt_device_alloc(dev, req, dev->mem_type_device, b->name, &b->memory);
+    uint32_t type = host ? dev->mem_type_host : dev->mem_type_device;
+    vkt_status s = vkt_device_alloc(dev, req, type, b->name, &b->memory);
     if (s == VKT_OK) b->alloc_size = req.size;
     if (s == VKT_OK) {
         r = dev->vk.vkBindBufferMemory(dev->handle, b->handle, b->memory, 0);
         if (r != VK_SUCCESS) s = vkt_vk_fail(r, "vkBindBufferMemory", "binding buffer memory", __FILE__, __LINE__);
     }
-    if (s == VKT_OK && dev->device_mapped) {
+    if (s == VKT_OK && (host || dev->device_mapped)) {
         r = dev->vk.vkMapMemory(dev->handle, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped);
         if (r != VK_SUCCESS) s = vkt_vk_fail(r, "vkMapMemory", "mapping a buffer", __FILE__, __LINE__);
     }
@@ -47,6 +49,14 @@ vkt_status vkt_buffer_create(vkt_device *dev, uint64_t size, const char *name, v
     }
     *out = b;
     return VKT_OK;
+}
+
+vkt_status vkt_buffer_create(vkt_device *dev, uint64_t size, const char *name, vkt_buffer **out) {
+    return buffer_create(dev, size, name, false, out);
+}
+
+vkt_status vkt_buffer_create_host(vkt_device *dev, uint64_t size, const char *name, vkt_buffer **out) {
+    return buffer_create(dev, size, name, true, out);
 }
 
 void vkt_buffer_destroy(vkt_buffer *b) {

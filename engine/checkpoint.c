@@ -485,8 +485,11 @@ static vkt_status parse_header(vkt_checkpoint *ck, const char *text, uint64_t n,
     int total = s == VKT_OK ? cJSON_GetArraySize(root) : 0;
     if (s == VKT_OK) {
         ck->t = calloc((size_t)total + 1, sizeof *ck->t);
-        ck->keys = calloc((size_t)total + 1, sizeof *ck->keys);
-        ck->values = calloc((size_t)total + 1, sizeof *ck->values);
+        // Metadata pairs live in their own arrays, sized by the metadata object, not the header.
+        const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+        int nmeta = cJSON_IsObject(md) ? cJSON_GetArraySize(md) : 0;
+        ck->keys = calloc((size_t)nmeta + 1, sizeof *ck->keys);
+        ck->values = calloc((size_t)nmeta + 1, sizeof *ck->values);
         if (!ck->t || !ck->keys || !ck->values)
             s = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", ck->path);
     }

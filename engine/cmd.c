@@ -168,6 +168,9 @@ vkt_status vkt_cmd_begin(vkt_cmd *c, bool timestamps) {
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     VKT_VK(dev->vk.vkBeginCommandBuffer(c->cb, &bi), "beginning a command buffer");
     c->recording = true;
+    // Work of earlier submits (another stream's copy into a buffer this one reads, the last
+    // step's update) is finished and visible before this stream starts.
+    vkt_cmd_barrier(c);
     return VKT_OK;
 }
 

@@ -18,6 +18,10 @@ vkt_status vkt_fail(vkt_status s, const char *fmt, ...) {
     return s;
 }
 
+vkt_status vkt_set_error(vkt_status s, const char *message) {
+    return vkt_fail(s, "%s", message ? message : "");
+}
+
 const char *vkt_status_name(vkt_status s) {
     switch (s) {
     case VKT_OK: return "VKT_OK";

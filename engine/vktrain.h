@@ -34,6 +34,8 @@ typedef enum vkt_status {
 
 // The message of the last failure on this thread ("" if none). Valid until the next failure.
 const char *vkt_error(void);
+// Sets this thread's message (to carry an error from a worker thread to the caller's); returns s.
+vkt_status vkt_set_error(vkt_status s, const char *message);
 // Short name of a status ("VKT_ERR_IO").
 const char *vkt_status_name(vkt_status s);
 
@@ -150,6 +152,9 @@ typedef struct vkt_view {
 // Fails with VKT_ERR_DEVICE_MEMORY (naming the device, the bytes asked and the bytes left) when
 // the allocation would pass the device's memory limit or the driver refuses it.
 vkt_status vkt_buffer_create(vkt_device *dev, uint64_t size, const char *name, vkt_buffer **out);
+// A buffer in host-visible, host-coherent memory, always mapped (vkt_buffer_mapped): staging and
+// exchange areas between devices. Counted against the device's limit like any buffer.
+vkt_status vkt_buffer_create_host(vkt_device *dev, uint64_t size, const char *name, vkt_buffer **out);
 void vkt_buffer_destroy(vkt_buffer *buf);
 uint64_t vkt_buffer_size(const vkt_buffer *buf);
 vkt_view vkt_buffer_view(vkt_buffer *buf, uint64_t offset, uint64_t size);

@@ -13,7 +13,7 @@ pkgs=(cmake ninja-build gcc libc6-dev pkg-config glslc libvulkan1 libvulkan-dev 
       mesa-vulkan-drivers vulkan-validationlayers libglfw3-dev libcjson-dev zlib1g-dev libstb-dev
       dataset-fashion-mnist fonts-dejavu-core)
 if [ "$mode" = test ]; then
-    pkgs+=(chromium-common xvfb x11-apps python3)
+    pkgs+=(chromium-common xvfb x11-apps libxtst6 python3 python3-numpy python3-torch)
 elif [ "$mode" != run ]; then
     echo "usage: scripts/setup.sh [run|test]" >&2
     exit 2

@@ -508,6 +508,34 @@ static void test_atomic(vt *t) {
     free(big);
 }
 
+// More metadata pairs than tensors (a training checkpoint has ~15 keys and may hold 2 tensors):
+// every pair reads back.
+static void test_many_metadata(vt *t) {
+    enum { NMETA = 40 };
+    char keys[NMETA][16], values[NMETA][16];
+    vkt_ckpt_meta meta[NMETA];
+    for (int i = 0; i < NMETA; i++) {
+        snprintf(keys[i], sizeof keys[i], "key%d", i);
+        snprintf(values[i], sizeof values[i], "value%d", i * 7);
+        meta[i] = (vkt_ckpt_meta){keys[i], values[i]};
+    }
+    float one = 3.5f;
+    vkt_ckpt_tensor tensor = {.name = "w", .ndim = 1, .shape = {1}, .data = &one};
+    const char *p = tpath("meta.safetensors");
+    VT_OK(t, vkt_checkpoint_write(p, &tensor, 1, meta, NMETA));
+    vkt_checkpoint *ck = NULL;
+    VT_OK(t, vkt_checkpoint_open(p, &ck));
+    if (!ck) return;
+    VT_CHECK(t, vkt_checkpoint_meta_count(ck) == NMETA, "%d metadata pairs read back, want %d",
+             vkt_checkpoint_meta_count(ck), NMETA);
+    for (int i = 0; i < NMETA; i++) {
+        const char *v = vkt_checkpoint_meta(ck, keys[i]);
+        VT_CHECK(t, v && strcmp(v, values[i]) == 0, "metadata %s = %s, want %s", keys[i],
+                 v ? v : "(missing)", values[i]);
+    }
+    vkt_checkpoint_close(ck);
+}
+
 int main(void) {
     vt t = {.name = "test_checkpoint"};
     const char *tmpdir = getenv("TMPDIR");
@@ -521,6 +549,7 @@ int main(void) {
     test_spec_reader(&t);
     test_corrupt(&t);
     test_atomic(&t);
+    test_many_metadata(&t);
     remove_dir(g_dir);
     return vt_finish(&t);
 }

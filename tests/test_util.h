@@ -19,6 +19,9 @@ typedef struct vt {
     int ndev;
     vkt_device *dev[VT_MAX_DEVICES];
     int checks, failures;
+    // Validation messages a test provoked on purpose (and checked for); vt_finish fails on any
+    // message beyond these.
+    uint64_t expected_validation;
 } vt;
 
 // Opens the context and every device. Returns 0 on success; on failure prints why and returns 1.

@@ -2,6 +2,7 @@
 #ifndef VKT_CLI_H
 #define VKT_CLI_H
 
+#include "train.h"
 #include "vktrain.h"
 
 // Prints "vktrain: <what>" on stderr and returns 1, the exit status of a failed command.
@@ -10,5 +11,30 @@ int cli_fail(const char *what);
 vkt_status cli_open_context(vkt_context **ctx);
 // `vktrain view FILE.json` (engine/cli/view.c).
 int cmd_view(int argc, char **argv);
+
+// Options of the commands that run a model (train, eval, bench train, plan).
+typedef struct cli_run_options {
+    vkt_train_opts o;
+    const char *device_spec;
+    const char *trace_path;
+    const char *balance, *split;
+    const char *view_device; // the viewer's own device (--view-device)
+    double exit_after;       // --exit-after: the window closes by itself
+    bool json, quiet, view, nesterov, strategy_given;
+} cli_run_options;
+
+// Parses the run options; returns 0, or the exit status (2) after printing why.
+int cli_parse_run_options(int argc, char **argv, cli_run_options *c);
+// Opens the context and resolves --device, --balance and --split into c->o.strategy. Returns 0
+// or an exit status (the message printed). The caller destroys *ctx.
+int cli_resolve_devices(cli_run_options *c, vkt_context **ctx);
+// "512M", "2G" -> bytes; false (message printed) when malformed.
+bool cli_parse_size(const char *flag, const char *v, uint64_t *out);
+// `train --view`: the training runs on a worker thread while the viewer draws on this one.
+vkt_status cli_train_with_viewer(cli_run_options *c, vkt_train_result *r);
+
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 #endif

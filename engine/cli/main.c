@@ -19,6 +19,28 @@ static void usage(FILE *f) {
             "  devices [--json] [--device SPEC]\n"
             "                          list every Vulkan device the loader sees (or those SPEC selects)\n"
             "  view FILE.json [--png OUT.png]  show a trace in a window, or render it to a PNG\n"
+            "  train [options]         train a model (default assets/models/fashion_mlp.json) on\n"
+            "                          Fashion-MNIST (or --data DIR, --data-npy X.npy,Y.npy)\n"
+            "  eval --init CKPT [options]  test accuracy and loss of a checkpoint\n"
+            "  plan [options]          memory each device needs under each strategy, and the one\n"
+            "                          to use (--model, --device, --batch, --mem-limit, ...)\n"
+            "\n"
+            "train / eval options:\n"
+            "  --model FILE            model JSON (docs/MODEL_FORMAT.md)\n"
+            "  --epochs N (3)  --batch N (128)  --max-steps N  --seed S (1)  --no-shuffle\n"
+            "  --optimizer sgd|adamw   sgd: --lr (0.05) --momentum (0.9) --nesterov --weight-decay (0)\n"
+            "                          adamw: --lr (0.001) --beta1 --beta2 --eps --weight-decay (0.01)\n"
+            "  --clip X                clip the global gradient norm to X\n"
+            "  --limit-train N, --limit-test N   use the first N samples\n"
+            "  --save FILE.safetensors checkpoint after every epoch (atomic; PyTorch-loadable names)\n"
+            "  --init FILE             start from these parameters; --resume FILE continues a run\n"
+            "  --metrics FILE.jsonl    one JSON object per step and per epoch\n"
+            "  --trace FILE.json       Chrome trace of every device's work (Perfetto opens it)\n"
+            "  --view                  show the run live in the viewer\n"
+            "  --json                  end with one JSON line of results\n"
+            "  --strategy single|replicated|layers   (several devices: replicated by default)\n"
+            "  --balance equal|auto|3,1  (replicated)   --split auto|3,2  --micro-batches M\n"
+            "  --schedule gpipe|1f1b (layers)          --mem-limit SIZE (per device, e.g. 512M)\n"
             "\n"
             "common options:\n"
             "  --device SPEC           comma-separated devices: an index, or part of the device or\n"
@@ -140,6 +162,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "devices") == 0) return cmd_devices(argc - 2, argv + 2);
     if (strcmp(cmd, "view") == 0) return cmd_view(argc - 2, argv + 2);
+    if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
+    if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 2, argv + 2);
     fprintf(stderr, "vktrain: unknown command \"%s\" (vktrain --help lists the commands)\n", cmd);
     return 2;
 }

@@ -1,0 +1,165 @@
+// plan.c (CLI): `vktrain plan`. For each strategy, the bytes each device would need (by kind),
+// whether that fits, and the strategy it recommends and why. Opens no device: the arithmetic is
+// parallel/plan.c, the same the strategies check before they allocate.
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "plan.h"
+
+static const char *mib(uint64_t b, char *buf) {
+    snprintf(buf, 32, "%.1f MiB", b / 1048576.0);
+    return buf;
+}
+
+static cJSON *plan_json(const vkt_plan *p, const vkt_plan_input *in) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "strategy", vkt_strategy_name(p->kind));
+    cJSON_AddBoolToObject(o, "possible", p->possible);
+    cJSON_AddBoolToObject(o, "fits", p->fits);
+    if (p->note[0]) cJSON_AddStringToObject(o, "note", p->note);
+    cJSON *devs = cJSON_AddArrayToObject(o, "devices");
+    for (int d = 0; d < p->ndevices && p->possible; d++) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "device", d);
+        cJSON_AddNumberToObject(j, "bytes_needed", (double)p->need[d].total);
+        cJSON_AddNumberToObject(j, "bytes_available", (double)in->limit[d]);
+        cJSON_AddBoolToObject(j, "fits", p->need[d].total <= in->limit[d]);
+        cJSON_AddNumberToObject(j, "parameters_bytes", (double)p->need[d].params);
+        cJSON_AddNumberToObject(j, "gradients_bytes", (double)p->need[d].grads);
+        cJSON_AddNumberToObject(j, "optimizer_bytes", (double)p->need[d].optim);
+        cJSON_AddNumberToObject(j, "activations_bytes", (double)p->need[d].activations);
+        cJSON_AddNumberToObject(j, "transfer_bytes", (double)p->need[d].io);
+        cJSON_AddNumberToObject(j, "compute_share", p->compute_share[d]);
+        if (p->kind == VKT_STRATEGY_REPLICATED) cJSON_AddNumberToObject(j, "rows", p->rows[d]);
+        if (p->kind == VKT_STRATEGY_LAYERS) {
+            cJSON_AddNumberToObject(j, "first_layer", p->lo[d]);
+            cJSON_AddNumberToObject(j, "last_layer", p->hi[d] - 1);
+        }
+        cJSON_AddItemToArray(devs, j);
+    }
+    return o;
+}
+
+static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const vkt_context *ctx,
+                       const int *devices) {
+    char a[32], b[32], c[32], d2[32], e[32], f[32];
+    printf("%s: %s\n", vkt_strategy_name(p->kind),
+           !p->possible ? "not applicable" : p->fits ? "fits" : "does NOT fit");
+    if (p->note[0]) printf("  %s\n", p->note);
+    for (int d = 0; d < p->ndevices && p->possible; d++) {
+        const vkt_net_memory *m = &p->need[d];
+        printf("  #%d %-34.34s needs %10s of %10s %s (params %s, grads %s, optim %s, activations %s)",
+               devices[d], vkt_context_device_info(ctx, devices[d])->name, mib(m->total, a),
+               mib(in->limit[d], b), m->total <= in->limit[d] ? "ok  " : "OVER", mib(m->params, c),
+               mib(m->grads, d2), mib(m->optim, e), mib(m->activations, f));
+        if (p->kind == VKT_STRATEGY_LAYERS) printf(" layers %d-%d", p->lo[d], p->hi[d] - 1);
+        if (p->kind == VKT_STRATEGY_REPLICATED) printf(" %u rows", p->rows[d]);
+        printf("\n");
+    }
+}
+
+int cmd_plan(int argc, char **argv) {
+    cli_run_options c;
+    int rc = cli_parse_run_options(argc, argv, &c);
+    if (rc) return rc;
+    vkt_context *ctx = NULL;
+    rc = cli_resolve_devices(&c, &ctx);
+    if (rc) {
+        vkt_context_destroy(ctx);
+        return rc;
+    }
+    vkt_model_desc model;
+    if (vkt_model_load(c.o.model_path, &model) != VKT_OK) {
+        vkt_context_destroy(ctx);
+        return cli_fail(vkt_error());
+    }
+    const vkt_strategy_desc *sd = &c.o.strategy;
+    vkt_plan_input in = {.model = &model, .batch = c.o.batch, .optim = c.o.optim,
+                         .ndevices = sd->ndevices, .micro_batches = sd->micro_batches,
+                         .schedule = sd->schedule};
+    for (int i = 0; i < sd->ndevices; i++) {
+        const vkt_device_info *info = vkt_context_device_info(ctx, sd->devices[i]);
+        in.limit[i] = sd->mem_limit ? sd->mem_limit : info->memory_bytes;
+        uint64_t al = info->min_storage_buffer_offset_alignment;
+        in.align[i] = al < 16 ? 16 : al;
+        in.balance[i] = sd->balance[i] > 0 ? sd->balance[i] : 0;
+        in.split[i] = sd->split[i];
+    }
+    vkt_plan plans[3];
+    vkt_plan_single(&in, &plans[0]);
+    vkt_plan_replicated(&in, &plans[1]);
+    vkt_plan_layers(&in, &plans[2]);
+
+    // Recommendation: one device that fits trains alone; with several, replication when a
+    // replica fits everywhere (it scales throughput and has no pipeline bubble), layers when only
+    // a split fits; otherwise nothing does.
+    const char *rec = "none";
+    char why[512];
+    char a[32], b[32];
+    if (sd->ndevices == 1) {
+        if (plans[0].fits) {
+            rec = "single";
+            snprintf(why, sizeof why, "one device was given and the model fits on it");
+        } else {
+            snprintf(why, sizeof why, "the model needs %s on the device, which has %s: give more "
+                     "devices in --device and use --strategy layers, or lower --batch",
+                     mib(plans[0].need[0].total, a), mib(in.limit[0], b));
+        }
+    } else if (plans[1].fits) {
+        rec = "replicated";
+        snprintf(why, sizeof why, "a whole replica fits on every device, so sharding the batch "
+                 "scales throughput with no pipeline bubble; layers would only be needed for a "
+                 "model too large for one device");
+    } else if (plans[2].fits) {
+        rec = "layers";
+        int worst = 0;
+        for (int d = 1; d < sd->ndevices; d++)
+            if (plans[1].need[d].total * in.limit[worst] > plans[1].need[worst].total * in.limit[d]) worst = d;
+        snprintf(why, sizeof why, "a whole replica needs %s on device #%d, which has %s; split "
+                 "into stages the largest stage needs %s", mib(plans[1].need[worst].total, a),
+                 sd->devices[worst], mib(in.limit[worst], b), "less");
+        uint64_t mx = 0;
+        for (int d = 0; d < sd->ndevices; d++)
+            if (plans[2].need[d].total > mx) mx = plans[2].need[d].total;
+        char m2[32];
+        snprintf(why + strlen(why) - 4, sizeof why - strlen(why) + 4, "%s", mib(mx, m2));
+    } else {
+        snprintf(why, sizeof why, "the model fits on these devices neither whole nor split into "
+                 "stages: add devices, raise --mem-limit, or lower --batch");
+    }
+
+    if (c.json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "model", model.name);
+        cJSON_AddNumberToObject(o, "parameters", (double)vkt_model_param_count(&model));
+        cJSON_AddNumberToObject(o, "batch", c.o.batch);
+        cJSON *devs = cJSON_AddArrayToObject(o, "devices");
+        for (int i = 0; i < sd->ndevices; i++) {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddNumberToObject(j, "index", sd->devices[i]);
+            cJSON_AddStringToObject(j, "name", vkt_context_device_info(ctx, sd->devices[i])->name);
+            cJSON_AddNumberToObject(j, "memory_limit_bytes", (double)in.limit[i]);
+            cJSON_AddItemToArray(devs, j);
+        }
+        cJSON *arr = cJSON_AddArrayToObject(o, "strategies");
+        for (int i = 0; i < 3; i++) cJSON_AddItemToArray(arr, plan_json(&plans[i], &in));
+        cJSON_AddStringToObject(o, "recommended", rec);
+        cJSON_AddStringToObject(o, "why", why);
+        char *s = cJSON_PrintUnformatted(o);
+        printf("%s\n", s);
+        cJSON_free(s);
+        cJSON_Delete(o);
+    } else {
+        printf("model %s: %llu parameters, batch %u, optimizer %s\n", model.name,
+               (unsigned long long)vkt_model_param_count(&model), c.o.batch,
+               c.o.optim.kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd");
+        for (int i = 0; i < 3; i++) plan_print(&plans[i], &in, ctx, sd->devices);
+        printf("recommended: %s: %s\n", rec, why);
+    }
+    vkt_model_free(&model);
+    vkt_context_destroy(ctx);
+    return strcmp(rec, "none") == 0 ? 1 : 0;
+}

@@ -1,0 +1,460 @@
+// train.c (CLI): `vktrain train` and `vktrain eval`. Parses and checks flags into
+// vkt_train_opts, prints progress (a bar on a terminal, plain lines otherwise) and the result
+// (a JSON object as the last line with --json). The loop itself is engine/train.c.
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include <pthread.h>
+
+#include "cli.h"
+#include "train.h"
+#include "viewer.h"
+
+// ---------------------------------------------------------------------------------------------
+// Flag values: every number is checked, with a message naming the flag.
+
+static bool parse_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (!v || !*v || *v == '-') goto bad;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || x < min || x > max) goto bad;
+    *out = x;
+    return true;
+bad:
+    fprintf(stderr, "vktrain: %s wants a whole number from %llu to %llu, not \"%s\"\n", flag,
+            (unsigned long long)min, (unsigned long long)max, v ? v : "");
+    return false;
+}
+
+static bool parse_f(const char *flag, const char *v, double min, double max, float *out) {
+    char *end;
+    errno = 0;
+    if (!v || !*v) goto bad;
+    double x = strtod(v, &end);
+    if (errno || *end || !isfinite(x) || x < min || x > max) goto bad;
+    *out = (float)x;
+    return true;
+bad:
+    fprintf(stderr, "vktrain: %s wants a number from %g to %g, not \"%s\"\n", flag, min, max, v ? v : "");
+    return false;
+}
+
+// "512M", "2G", "1048576", "1.5GiB" -> bytes.
+bool cli_parse_size(const char *flag, const char *v, uint64_t *out) {
+    char *end;
+    errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || end == v || errno || !(x > 0)) goto bad;
+    double mul = 1;
+    if (*end == 'k' || *end == 'K') mul = 1024.0, end++;
+    else if (*end == 'm' || *end == 'M') mul = 1048576.0, end++;
+    else if (*end == 'g' || *end == 'G') mul = 1073741824.0, end++;
+    if (*end == 'i' && end[1] == 'B') end += 2;
+    else if (*end == 'B') end++;
+    if (*end) goto bad;
+    *out = (uint64_t)(x * mul);
+    return true;
+bad:
+    fprintf(stderr, "vktrain: %s wants a size like 512M, 2G or 1048576, not \"%s\"\n", flag, v ? v : "");
+    return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Progress
+
+typedef struct printer {
+    bool tty, json, quiet;
+    uint32_t every;
+} printer;
+
+static void on_progress(const vkt_progress *p, void *user) {
+    printer *pr = user;
+    if (pr->quiet) return;
+    if (p->epoch_end) {
+        if (pr->tty) printf("\r\033[K");
+        if (p->test_accuracy >= 0)
+            printf("epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f samples/s\n",
+                   p->epoch, p->epochs, p->loss, p->test_loss, p->test_accuracy, p->samples_per_sec);
+        else
+            printf("epoch %d/%d: train loss %.4f, %.0f samples/s\n", p->epoch, p->epochs, p->loss,
+                   p->samples_per_sec);
+        fflush(stdout);
+        return;
+    }
+    if (pr->tty) {
+        int width = 30, fill = (int)((double)p->batch / p->batches * width);
+        char bar[64];
+        for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
+        bar[width] = 0;
+        int eta = (int)p->eta_sec;
+        printf("\r\033[Kepoch %d/%d [%s] %u/%u loss %.4f %.0f samples/s ETA %d:%02d", p->epoch,
+               p->epochs, bar, p->batch, p->batches, p->loss, p->samples_per_sec, eta / 60, eta % 60);
+        fflush(stdout);
+    } else if (p->batch % pr->every == 0 || p->batch == p->batches) {
+        printf("epoch %d/%d batch %u/%u step %llu loss %.4f %.0f samples/s\n", p->epoch, p->epochs,
+               p->batch, p->batches, (unsigned long long)p->step, p->loss, p->samples_per_sec);
+        fflush(stdout);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options shared by train, eval and the other commands that run a model
+
+static const char *default_model(void) {
+    static const char *rel = "assets/models/fashion_mlp.json";
+    if (access(rel, R_OK) == 0) return rel;
+    return VKT_ASSET_DIR "/models/fashion_mlp.json";
+}
+
+int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
+    vkt_train_opts *o = &c->o;
+    memset(c, 0, sizeof *c);
+    o->model_path = default_model();
+    o->epochs = 3;
+    o->batch = 128;
+    o->seed = 1;
+    o->shuffle = true;
+    o->strategy.kind = VKT_STRATEGY_SINGLE;
+    o->strategy.micro_batches = 1;
+    const char *optim = "sgd";
+    const char *lr = NULL, *momentum = NULL, *wd = NULL, *clip = NULL, *beta1 = NULL, *beta2 = NULL, *eps = NULL;
+    const char *strategy = NULL, *balance = NULL, *split = NULL, *schedule = NULL;
+    uint64_t u;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKES_VALUE                                                                            \
+    do {                                                                                       \
+        if (!v) {                                                                              \
+            fprintf(stderr, "vktrain: %s needs a value\n", a);                                 \
+            return 2;                                                                          \
+        }                                                                                      \
+        i++;                                                                                   \
+    } while (0)
+        if (!strcmp(a, "--model")) { TAKES_VALUE; o->model_path = v; }
+        else if (!strcmp(a, "--data")) { TAKES_VALUE; o->data_dir = v; }
+        else if (!strcmp(a, "--data-npy")) {
+            TAKES_VALUE;
+            static char buf[8192];
+            snprintf(buf, sizeof buf, "%s", v);
+            char *comma = strchr(buf, ',');
+            if (!comma || !comma[1] || comma == buf) {
+                fprintf(stderr, "vktrain: --data-npy wants X.npy,Y.npy, not \"%s\"\n", v);
+                return 2;
+            }
+            *comma = 0;
+            o->npy_x = buf;
+            o->npy_y = comma + 1;
+        }
+        else if (!strcmp(a, "--limit-train")) { TAKES_VALUE; if (!parse_u64(a, v, 1, UINT32_MAX, &u)) return 2; o->limit_train = (uint32_t)u; }
+        else if (!strcmp(a, "--limit-test")) { TAKES_VALUE; if (!parse_u64(a, v, 1, UINT32_MAX, &u)) return 2; o->limit_test = (uint32_t)u; }
+        else if (!strcmp(a, "--epochs")) { TAKES_VALUE; if (!parse_u64(a, v, 1, 1000000, &u)) return 2; o->epochs = (int)u; }
+        else if (!strcmp(a, "--batch")) { TAKES_VALUE; if (!parse_u64(a, v, 1, 1 << 20, &u)) return 2; o->batch = (uint32_t)u; }
+        else if (!strcmp(a, "--max-steps")) { TAKES_VALUE; if (!parse_u64(a, v, 1, UINT64_MAX >> 1, &u)) return 2; o->max_steps = u; }
+        else if (!strcmp(a, "--seed")) { TAKES_VALUE; if (!parse_u64(a, v, 0, UINT64_MAX >> 1, &u)) return 2; o->seed = u; }
+        else if (!strcmp(a, "--optimizer")) { TAKES_VALUE; optim = v; }
+        else if (!strcmp(a, "--lr")) { TAKES_VALUE; lr = v; }
+        else if (!strcmp(a, "--momentum")) { TAKES_VALUE; momentum = v; }
+        else if (!strcmp(a, "--nesterov")) { c->nesterov = true; }
+        else if (!strcmp(a, "--weight-decay")) { TAKES_VALUE; wd = v; }
+        else if (!strcmp(a, "--beta1")) { TAKES_VALUE; beta1 = v; }
+        else if (!strcmp(a, "--beta2")) { TAKES_VALUE; beta2 = v; }
+        else if (!strcmp(a, "--eps")) { TAKES_VALUE; eps = v; }
+        else if (!strcmp(a, "--clip")) { TAKES_VALUE; clip = v; }
+        else if (!strcmp(a, "--no-shuffle")) { o->shuffle = false; }
+        else if (!strcmp(a, "--device")) { TAKES_VALUE; c->device_spec = v; }
+        else if (!strcmp(a, "--strategy")) { TAKES_VALUE; strategy = v; }
+        else if (!strcmp(a, "--balance")) { TAKES_VALUE; balance = v; }
+        else if (!strcmp(a, "--split")) { TAKES_VALUE; split = v; }
+        else if (!strcmp(a, "--micro-batches")) { TAKES_VALUE; if (!parse_u64(a, v, 1, 4096, &u)) return 2; o->strategy.micro_batches = (int)u; }
+        else if (!strcmp(a, "--schedule")) { TAKES_VALUE; schedule = v; }
+        else if (!strcmp(a, "--mem-limit")) { TAKES_VALUE; if (!cli_parse_size(a, v, &o->strategy.mem_limit)) return 2; }
+        else if (!strcmp(a, "--metrics")) { TAKES_VALUE; o->metrics_path = v; }
+        else if (!strcmp(a, "--save")) { TAKES_VALUE; o->save_path = v; }
+        else if (!strcmp(a, "--init")) { TAKES_VALUE; o->init_path = v; }
+        else if (!strcmp(a, "--resume")) { TAKES_VALUE; o->resume_path = v; }
+        else if (!strcmp(a, "--trace")) { TAKES_VALUE; c->trace_path = v; }
+        else if (!strcmp(a, "--json")) { c->json = true; }
+        else if (!strcmp(a, "--quiet")) { c->quiet = true; }
+        else if (!strcmp(a, "--view")) { c->view = true; }
+        else if (!strcmp(a, "--view-device")) { TAKES_VALUE; c->view_device = v; }
+        else if (!strcmp(a, "--exit-after")) { TAKES_VALUE; float f; if (!parse_f(a, v, 0, 1e9, &f)) return 2; c->exit_after = f; }
+        else if (!strcmp(a, "--no-eval")) { o->skip_eval = true; }
+        else {
+            fprintf(stderr, "vktrain: unknown option %s (vktrain --help lists them)\n", a);
+            return 2;
+        }
+#undef TAKES_VALUE
+    }
+    if (!strcmp(optim, "sgd")) {
+        o->optim = vkt_optim_default(VKT_OPTIM_SGD);
+        o->optim.lr = 0.05f;      // vktrain's defaults for SGD: lr 0.05, momentum 0.9
+        o->optim.momentum = 0.9f;
+    } else if (!strcmp(optim, "adamw")) {
+        o->optim = vkt_optim_default(VKT_OPTIM_ADAMW);
+    } else {
+        fprintf(stderr, "vktrain: --optimizer is sgd or adamw, not \"%s\"\n", optim);
+        return 2;
+    }
+    o->optim.nesterov = c->nesterov;
+    if (lr && !parse_f("--lr", lr, 1e-12, 1e6, &o->optim.lr)) return 2;
+    if (momentum && !parse_f("--momentum", momentum, 0, 0.999999, &o->optim.momentum)) return 2;
+    if (wd && !parse_f("--weight-decay", wd, 0, 1e3, &o->optim.weight_decay)) return 2;
+    if (beta1 && !parse_f("--beta1", beta1, 0, 0.999999, &o->optim.beta1)) return 2;
+    if (beta2 && !parse_f("--beta2", beta2, 0, 0.999999, &o->optim.beta2)) return 2;
+    if (eps && !parse_f("--eps", eps, 1e-30, 1, &o->optim.eps)) return 2;
+    if (clip && !parse_f("--clip", clip, 1e-9, 1e9, &o->optim.clip)) return 2;
+    if (c->nesterov && (o->optim.kind != VKT_OPTIM_SGD || o->optim.momentum == 0)) {
+        fprintf(stderr, "vktrain: --nesterov needs --optimizer sgd with a non-zero --momentum\n");
+        return 2;
+    }
+    if (strategy) {
+        if (!strcmp(strategy, "single")) o->strategy.kind = VKT_STRATEGY_SINGLE;
+        else if (!strcmp(strategy, "replicated")) o->strategy.kind = VKT_STRATEGY_REPLICATED;
+        else if (!strcmp(strategy, "layers")) o->strategy.kind = VKT_STRATEGY_LAYERS;
+        else {
+            fprintf(stderr, "vktrain: --strategy is single, replicated or layers, not \"%s\"\n", strategy);
+            return 2;
+        }
+        c->strategy_given = true;
+    }
+    if (schedule) {
+        if (!strcmp(schedule, "gpipe")) o->strategy.schedule = VKT_SCHEDULE_GPIPE;
+        else if (!strcmp(schedule, "1f1b")) o->strategy.schedule = VKT_SCHEDULE_1F1B;
+        else {
+            fprintf(stderr, "vktrain: --schedule is gpipe or 1f1b, not \"%s\"\n", schedule);
+            return 2;
+        }
+    }
+    c->balance = balance;
+    c->split = split;
+    return 0;
+}
+
+// Parses "3,1" / "2,2,1" into n numbers; false with a message when malformed.
+static bool parse_list(const char *flag, const char *v, int want, float *out) {
+    const char *p = v;
+    for (int i = 0; i < want; i++) {
+        char *end;
+        errno = 0;
+        double x = strtod(p, &end);
+        if (end == p || errno || !isfinite(x) || x < 0 || (i < want - 1 && *end != ',') ||
+            (i == want - 1 && *end)) {
+            fprintf(stderr, "vktrain: %s wants %d comma-separated non-negative numbers (one per "
+                    "device), not \"%s\"\n", flag, want, v);
+            return false;
+        }
+        out[i] = (float)x;
+        p = end + 1;
+    }
+    return true;
+}
+
+// Opens the context, resolves --device and the strategy's per-device options.
+int cli_resolve_devices(cli_run_options *c, vkt_context **ctx) {
+    vkt_strategy_desc *sd = &c->o.strategy;
+    if (cli_open_context(ctx) != VKT_OK) return cli_fail(vkt_error());
+    if (vkt_context_select(*ctx, c->device_spec, sd->devices, VKT_MAX_DEVICES, &sd->ndevices) != VKT_OK)
+        return cli_fail(vkt_error());
+    sd->ctx = *ctx;
+    if (!c->strategy_given && sd->ndevices > 1) sd->kind = VKT_STRATEGY_REPLICATED;
+    if (sd->kind == VKT_STRATEGY_SINGLE && sd->ndevices > 1) {
+        fprintf(stderr, "vktrain: --strategy single runs on one device, and --device lists %d; use "
+                "--strategy replicated or layers\n", sd->ndevices);
+        return 2;
+    }
+    if (c->balance && strcmp(c->balance, "equal") != 0 && strcmp(c->balance, "auto") != 0) {
+        if (!parse_list("--balance", c->balance, sd->ndevices, sd->balance)) return 2;
+        float sum = 0;
+        for (int i = 0; i < sd->ndevices; i++) sum += sd->balance[i];
+        if (!(sum > 0)) {
+            fprintf(stderr, "vktrain: --balance needs at least one positive share\n");
+            return 2;
+        }
+    } else if (c->balance && !strcmp(c->balance, "auto")) {
+        for (int i = 0; i < sd->ndevices; i++) sd->balance[i] = -1; // measured at start
+    }
+    if (c->split && strcmp(c->split, "auto") != 0) {
+        float f[VKT_MAX_DEVICES];
+        if (!parse_list("--split", c->split, sd->ndevices, f)) return 2;
+        for (int i = 0; i < sd->ndevices; i++) {
+            if (f[i] < 1 || f[i] != floorf(f[i])) {
+                fprintf(stderr, "vktrain: --split gives each device a whole number of layers (at "
+                        "least 1), not \"%s\"\n", c->split);
+                return 2;
+            }
+            sd->split[i] = (int)f[i];
+        }
+    }
+    return 0;
+}
+
+static void print_json(const vkt_train_result *r, const char *kind) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "command", kind);
+    if (r->test_accuracy >= 0) cJSON_AddNumberToObject(o, "test_accuracy", r->test_accuracy);
+    else cJSON_AddNullToObject(o, "test_accuracy");
+    cJSON_AddNumberToObject(o, "test_loss", r->test_loss);
+    cJSON_AddNumberToObject(o, "train_loss", r->train_loss);
+    cJSON_AddNumberToObject(o, "samples_per_sec", r->samples_per_sec);
+    cJSON_AddNumberToObject(o, "epochs", r->epochs);
+    cJSON_AddNumberToObject(o, "steps", (double)r->steps);
+    cJSON_AddNumberToObject(o, "train_seconds", r->train_seconds);
+    cJSON_AddStringToObject(o, "device", r->device);
+    cJSON_AddStringToObject(o, "strategy", r->strategy);
+    cJSON *devs = cJSON_AddArrayToObject(o, "devices");
+    for (int i = 0; i < r->ndevices; i++) {
+        const vkt_device_stats *d = &r->devices[i];
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "device", d->label);
+        double busy = d->wall_ns > 0 ? d->busy_ns / d->wall_ns : 0;
+        if (busy > 1) busy = 1;
+        cJSON_AddNumberToObject(j, "busy_fraction", busy);
+        cJSON_AddNumberToObject(j, "idle_fraction", d->wall_ns > 0 ? 1 - busy : 0);
+        cJSON_AddNumberToObject(j, "compute_seconds", (d->busy_ns - d->gpu_comm_ns) * 1e-9);
+        cJSON_AddNumberToObject(j, "communication_seconds", d->comm_ns * 1e-9);
+        cJSON_AddNumberToObject(j, "communication_hidden_seconds", d->comm_hidden_ns * 1e-9);
+        cJSON_AddNumberToObject(j, "matmul_seconds", d->matmul_ns * 1e-9);
+        cJSON_AddNumberToObject(j, "waiting_seconds", d->wait_ns * 1e-9);
+        cJSON_AddNumberToObject(j, "bytes_moved", (double)d->bytes_moved);
+        cJSON_AddNumberToObject(j, "peak_memory_bytes", (double)d->peak_memory);
+        cJSON_AddNumberToObject(j, "memory_limit_bytes", (double)d->memory_limit);
+        cJSON_AddItemToArray(devs, j);
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    printf("%s\n", s);
+    cJSON_free(s);
+    cJSON_Delete(o);
+}
+
+static void print_devices(const vkt_train_result *r) {
+    for (int i = 0; i < r->ndevices; i++) {
+        const vkt_device_stats *d = &r->devices[i];
+        double busy = d->wall_ns > 0 ? d->busy_ns / d->wall_ns : 0;
+        if (busy > 1) busy = 1;
+        printf("  %s: busy %.1f%%, idle %.1f%%, communication %.3f s, waiting %.3f s, moved %.1f MiB, "
+               "peak memory %.1f MiB of %.1f MiB\n", d->label, 100 * busy, 100 * (1 - busy),
+               d->comm_ns * 1e-9, d->wait_ns * 1e-9, d->bytes_moved / 1048576.0,
+               d->peak_memory / 1048576.0, d->memory_limit / 1048576.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// train --view: the run on a worker thread, the viewer on this one (GLFW wants the main thread).
+// The trainer only appends to the trace; the viewer copies what is new when it redraws, so the
+// trainer never waits for it. Closing the window does not stop the training.
+
+typedef struct train_job {
+    cli_run_options *c;
+    vkt_train_result *r;
+    vkt_status status;
+    char error[1024];
+} train_job;
+
+static void *train_thread(void *p) {
+    train_job *j = p;
+    j->status = vkt_train_run(&j->c->o, j->r);
+    if (j->status != VKT_OK) snprintf(j->error, sizeof j->error, "%s", vkt_error());
+    return NULL;
+}
+
+vkt_status cli_train_with_viewer(cli_run_options *c, vkt_train_result *r) {
+    train_job job = {.c = c, .r = r};
+    pthread_t th;
+    if (pthread_create(&th, NULL, train_thread, &job) != 0)
+        return vkt_train_run(&c->o, r); // no thread: train without the window
+    char title[600];
+    snprintf(title, sizeof title, "train %s", c->o.model_path);
+    vkt_viewer_opts vo = {.device_spec = c->view_device, .source = title, .live = true,
+                          .exit_after_s = c->exit_after};
+    if (vkt_viewer_run(c->o.trace, &vo) != VKT_OK)
+        fprintf(stderr, "vktrain: the viewer stopped (%s); training goes on\n", vkt_error());
+    pthread_join(th, NULL);
+    if (job.status != VKT_OK) return vkt_set_error(job.status, job.error);
+    return VKT_OK;
+}
+
+int cmd_train(int argc, char **argv) {
+    cli_run_options c;
+    int rc = cli_parse_run_options(argc, argv, &c);
+    if (rc) return rc;
+    vkt_context *ctx = NULL;
+    rc = cli_resolve_devices(&c, &ctx);
+    if (rc) {
+        vkt_context_destroy(ctx);
+        return rc;
+    }
+    printer pr = {.tty = isatty(STDOUT_FILENO), .json = c.json, .quiet = c.quiet};
+    c.o.progress = on_progress;
+    c.o.progress_user = &pr;
+    vkt_trace *trace = NULL;
+    if (c.trace_path || c.view) {
+        if (vkt_trace_create(&trace) != VKT_OK) {
+            vkt_context_destroy(ctx);
+            return cli_fail(vkt_error());
+        }
+        c.o.trace = trace;
+    }
+    vkt_train_result r;
+    vkt_status st;
+    // Batches between plain progress lines: about ten a epoch.
+    pr.every = 1;
+    {
+        vkt_train_opts *o = &c.o;
+        uint32_t n = o->limit_train ? o->limit_train : 60000;
+        uint32_t nb = (n + o->batch - 1) / o->batch;
+        pr.every = nb / 10 ? nb / 10 : 1;
+    }
+    if (c.view) st = cli_train_with_viewer(&c, &r);
+    else st = vkt_train_run(&c.o, &r);
+    rc = 0;
+    if (st != VKT_OK) rc = cli_fail(vkt_error());
+    if (trace && c.trace_path && r.steps > 0) {
+        if (vkt_trace_write(trace, c.trace_path) != VKT_OK) rc = cli_fail(vkt_error());
+    }
+    if (rc == 0) {
+        if (!c.quiet)
+            printf("trained %s on %s (%s): %d epochs, %llu steps, %.0f samples/s\n", c.o.model_path,
+                   r.device, r.strategy, r.epochs, (unsigned long long)r.steps, r.samples_per_sec);
+        if (!c.quiet && r.ndevices > 1) print_devices(&r);
+        if (c.json) print_json(&r, "train");
+    }
+    vkt_trace_destroy(trace);
+    vkt_context_destroy(ctx);
+    return rc;
+}
+
+int cmd_eval(int argc, char **argv) {
+    cli_run_options c;
+    int rc = cli_parse_run_options(argc, argv, &c);
+    if (rc) return rc;
+    if (!c.o.init_path) {
+        fprintf(stderr, "vktrain: eval needs --init CHECKPOINT.safetensors\n");
+        return 2;
+    }
+    vkt_context *ctx = NULL;
+    rc = cli_resolve_devices(&c, &ctx);
+    if (rc) {
+        vkt_context_destroy(ctx);
+        return rc;
+    }
+    vkt_train_result r;
+    if (vkt_eval_run(&c.o, &r) != VKT_OK) rc = cli_fail(vkt_error());
+    else {
+        if (r.test_accuracy >= 0)
+            printf("%s on %s: test accuracy %.4f, test loss %.4f\n", c.o.init_path, r.device,
+                   r.test_accuracy, r.test_loss);
+        else
+            printf("%s on %s: loss %.4f\n", c.o.init_path, r.device, r.test_loss);
+        if (c.json) print_json(&r, "eval");
+    }
+    vkt_context_destroy(ctx);
+    return rc;
+}

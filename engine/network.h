@@ -1,0 +1,129 @@
+// network.h: a model (or a contiguous range of its layers, a pipeline stage) instantiated on one
+// device. Parameters, gradients and optimizer state each live in one buffer with the same
+// packing, so that zeroing, clipping and the optimizer run as single dispatches over all of
+// them; activations live in per-slot buffers so that several micro-batches can be in flight.
+//
+// Recording functions add work to a command stream and put barriers between dependent ops;
+// nothing here submits or waits except the host-side tensor reads and writes.
+#ifndef VKT_NETWORK_H
+#define VKT_NETWORK_H
+
+#include "model.h"
+#include "ops.h"
+#include "vktrain.h"
+
+typedef enum vkt_optim_kind { VKT_OPTIM_SGD, VKT_OPTIM_ADAMW } vkt_optim_kind;
+
+typedef struct vkt_optim_desc {
+    vkt_optim_kind kind;
+    float lr;
+    float momentum;     // SGD
+    bool nesterov;      // SGD
+    float weight_decay; // SGD: L2 added to the gradient; AdamW: decoupled
+    float beta1, beta2, eps; // AdamW
+    float clip;         // global gradient-norm clipping; 0 = off
+} vkt_optim_desc;
+
+// The optimizer defaults PyTorch uses (SGD lr 0.01 momentum 0; AdamW lr 1e-3, betas 0.9/0.999,
+// eps 1e-8, weight decay 0.01).
+vkt_optim_desc vkt_optim_default(vkt_optim_kind kind);
+
+typedef struct vkt_net_desc {
+    const vkt_model_desc *model;
+    int first_layer, last_layer; // the stage: layers [first, last); 0 and nlayers for all
+    uint32_t max_batch;          // rows per slot
+    int slots;                   // activation sets (micro-batches in flight); >= 1
+    vkt_optim_desc optim;
+} vkt_net_desc;
+
+// Which of the packed buffers a tensor is read from or written to.
+typedef enum vkt_net_store {
+    VKT_STORE_PARAM,
+    VKT_STORE_GRAD,
+    VKT_STORE_OPT1, // SGD momentum buffer / AdamW exp_avg
+    VKT_STORE_OPT2, // AdamW exp_avg_sq
+} vkt_net_store;
+
+typedef struct vkt_net_tensor {
+    char name[32];      // PyTorch nn.Sequential naming: "<layer index>.weight" / ".bias"
+    int layer;          // index in the model's layer list
+    int ndim;
+    uint32_t shape[2];  // weight [out, in] as torch.nn.Linear; bias [out]
+    uint64_t count;     // elements
+    uint64_t offset;    // bytes into each packed buffer
+} vkt_net_tensor;
+
+typedef struct vkt_net vkt_net;
+
+// Fails with VKT_ERR_DEVICE_MEMORY (naming the device, bytes needed and left) when the stage
+// does not fit; nothing is left allocated then.
+vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *desc, vkt_net **out);
+void vkt_net_destroy(vkt_net *net);
+
+// Bytes the stage would allocate on a device for a given batch and slot count, without
+// allocating: parameters, gradients, optimizer state, activations (for the memory planner).
+typedef struct vkt_net_memory {
+    uint64_t params, grads, optim, activations, io, total;
+} vkt_net_memory;
+vkt_net_memory vkt_net_estimate(const vkt_net_desc *desc, uint64_t align);
+
+int vkt_net_tensor_count(const vkt_net *net);
+const vkt_net_tensor *vkt_net_get_tensor(const vkt_net *net, int i);
+uint64_t vkt_net_param_count(const vkt_net *net);
+int vkt_net_find_tensor(const vkt_net *net, const char *name);
+vkt_status vkt_net_read_tensor(vkt_net *net, vkt_net_store store, int i, float *dst);
+vkt_status vkt_net_write_tensor(vkt_net *net, vkt_net_store store, int i, const float *src);
+// PyTorch's nn.Linear default initialisation (weights and biases uniform in
+// +-1/sqrt(fan_in), i.e. kaiming_uniform with a = sqrt(5)) from a seeded generator: the same
+// seed gives the same parameters on every device. Optimizer state and gradients are zeroed.
+vkt_status vkt_net_init(vkt_net *net, uint64_t seed);
+// Zeroes optimizer state (a fresh optimizer).
+vkt_status vkt_net_reset_optimizer(vkt_net *net);
+
+// Views for feeding the stage and passing activations between stages. slot < slots.
+uint32_t vkt_net_in_features(const vkt_net *net);
+uint32_t vkt_net_out_features(const vkt_net *net);
+vkt_view vkt_net_input(vkt_net *net, int slot);       // [max_batch, in] the stage's input
+vkt_view vkt_net_output(vkt_net *net, int slot);      // [max_batch, out] the stage's output
+vkt_view vkt_net_input_grad(vkt_net *net, int slot);  // [max_batch, in] d loss / d input
+vkt_view vkt_net_output_grad(vkt_net *net, int slot); // [max_batch, out] d loss / d output
+vkt_view vkt_net_targets(vkt_net *net, int slot);     // labels (uint32 [B]) or MSE targets [B,out]
+vkt_view vkt_net_loss_rows(vkt_net *net, int slot);   // [max_batch] per-sample loss
+vkt_view vkt_net_correct(vkt_net *net);               // uint32 counter for accuracy
+vkt_view vkt_net_params(vkt_net *net);
+vkt_view vkt_net_grads(vkt_net *net);
+
+// Recording. Layer labels look like "fwd:2:dense", "bwd:0:dense", "opt:sgd" (the trace's
+// categories come from the prefix).
+void vkt_net_record_zero_grads(vkt_net *net, vkt_cmd *cmd);
+void vkt_net_record_forward(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B);
+// The loss of the last stage: loss rows and the output gradient, scaled by grad_scale (1/B of
+// the whole batch, so that micro-batches and shards add up to the whole batch's gradient).
+void vkt_net_record_loss(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, float grad_scale);
+// Backward through the stage from its output gradient; accumulates parameter gradients.
+// input_grad: also compute the gradient of the stage's input (needed by an earlier stage).
+void vkt_net_record_backward(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, bool input_grad);
+// The same for the layers [lo, hi) of the stage only (model indices), from hi-1 down to lo:
+// lets a data-parallel step send the last layers' gradients while earlier layers still run.
+void vkt_net_record_backward_layers(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, int lo,
+                                    int hi, bool input_grad);
+// The byte range [*off, *off + *bytes) of the packed parameter/gradient buffers that holds the
+// tensors of layers [lo, hi); *bytes is 0 when those layers have no parameters.
+void vkt_net_param_range(const vkt_net *net, int lo, int hi, uint64_t *off, uint64_t *bytes);
+// Bytes of each packed buffer (parameters, gradients, optimizer state).
+uint64_t vkt_net_packed_bytes(const vkt_net *net);
+int vkt_net_first_layer(const vkt_net *net);
+int vkt_net_last_layer(const vkt_net *net);
+// Gradient clipping (when the descriptor asks) and one optimizer update; step counts from 1.
+void vkt_net_record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step);
+// Counts rows whose argmax matches the label into the correct counter (last stage).
+void vkt_net_record_accuracy(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B);
+// For the test that proves synchronization validation guards the backward: the which-th barrier
+// (from 0) that vkt_net_record_backward* would record is left out. -1 restores them all.
+void vkt_net_test_skip_barrier(vkt_net *net, int which);
+// Any error from building kernels while recording.
+vkt_status vkt_net_status(vkt_net *net);
+const vkt_model_desc *vkt_net_model(const vkt_net *net);
+vkt_device *vkt_net_device(const vkt_net *net);
+
+#endif

@@ -1,0 +1,476 @@
+// train.c: the training loop. Loads the model and data, builds the strategy, runs epochs of
+// steps (one submit per step and device: forward, backward and update recorded together),
+// evaluates after each epoch, writes metrics and checkpoints, and stops with a clear error on a
+// non-finite loss. Printing is the caller's (through the progress callback).
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "data.h"
+#include "train.h"
+#include "vkt_internal.h"
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints
+
+static const char *optim_state_name(vkt_optim_kind kind, vkt_net_store store) {
+    if (kind == VKT_OPTIM_ADAMW) return store == VKT_STORE_OPT1 ? "exp_avg" : "exp_avg_sq";
+    return "momentum_buffer";
+}
+
+// "dir/run.safetensors" -> stem "dir/run" (the ".safetensors" suffix dropped when present).
+static void path_stem(const char *path, char *stem, size_t size) {
+    snprintf(stem, size, "%s", path);
+    size_t n = strlen(stem);
+    const char *ext = ".safetensors";
+    size_t e = strlen(ext);
+    if (n > e && strcmp(stem + n - e, ext) == 0) stem[n - e] = 0;
+}
+
+static void dir_of(const char *path, char *dir, size_t size) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    snprintf(dir, size, "%s", dirname(tmp));
+}
+
+// Removes optimizer files of this checkpoint other than keep (older steps).
+static void remove_stale_optim(const char *path, const char *keep_base) {
+    char stem[4096], dir[4096], prefix[4096];
+    path_stem(path, stem, sizeof stem);
+    dir_of(path, dir, sizeof dir);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", stem);
+    snprintf(prefix, sizeof prefix, "%s.optim-s", basename(tmp));
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *ent;
+    while ((ent = readdir(d))) {
+        if (strncmp(ent->d_name, prefix, strlen(prefix)) != 0) continue;
+        if (strcmp(ent->d_name, keep_base) == 0) continue;
+        size_t n = strlen(ent->d_name);
+        if (n < 12 || strcmp(ent->d_name + n - 12, ".safetensors") != 0) continue;
+        char full[8192];
+        snprintf(full, sizeof full, "%s/%s", dir, ent->d_name);
+        unlink(full);
+    }
+    closedir(d);
+}
+
+vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_position *pos,
+                               const vkt_train_opts *o) {
+    int n = vkt_strategy_tensor_count(s);
+    vkt_ckpt_tensor *t = calloc((size_t)n * 2 + 1, sizeof *t);
+    float **bufs = calloc((size_t)n * 3 + 1, sizeof *bufs);
+    char(*names)[64] = calloc((size_t)n * 2 + 1, 64);
+    vkt_status st = (t && bufs && names) ? VKT_OK : vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    int nb = 0;
+    // Optimizer state first: its file must exist before the parameter file names it.
+    char stem[4096], optim_path[4200], optim_base[4200];
+    path_stem(path, stem, sizeof stem);
+    snprintf(optim_path, sizeof optim_path, "%s.optim-s%llu.safetensors", stem,
+             (unsigned long long)pos->step);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s", optim_path);
+    snprintf(optim_base, sizeof optim_base, "%s", basename(tmp));
+    const vkt_optim_desc *od = &o->optim;
+    bool has_optim = vkt_strategy_has_store(s, VKT_STORE_OPT1);
+    char v_step[32], v_epoch[32], v_batch[32], v_lr[32], v_mom[32], v_wd[32], v_b1[32], v_b2[32],
+        v_eps[32], v_seed[32], v_clip[32];
+    snprintf(v_step, sizeof v_step, "%llu", (unsigned long long)pos->step);
+    snprintf(v_epoch, sizeof v_epoch, "%d", pos->epoch);
+    snprintf(v_batch, sizeof v_batch, "%u", pos->batch);
+    snprintf(v_lr, sizeof v_lr, "%.9g", od->lr);
+    snprintf(v_mom, sizeof v_mom, "%.9g", od->momentum);
+    snprintf(v_wd, sizeof v_wd, "%.9g", od->weight_decay);
+    snprintf(v_b1, sizeof v_b1, "%.9g", od->beta1);
+    snprintf(v_b2, sizeof v_b2, "%.9g", od->beta2);
+    snprintf(v_eps, sizeof v_eps, "%.9g", od->eps);
+    snprintf(v_clip, sizeof v_clip, "%.9g", od->clip);
+    snprintf(v_seed, sizeof v_seed, "%llu", (unsigned long long)o->seed);
+    const char *model_name = o->strategy.model ? o->strategy.model->name : "";
+    vkt_ckpt_meta meta[] = {
+        {"format", "vktrain-checkpoint-1"},
+        {"model", model_name},
+        {"step", v_step},
+        {"epoch", v_epoch},
+        {"batch_in_epoch", v_batch},
+        {"optimizer", od->kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd"},
+        {"lr", v_lr},
+        {"momentum", v_mom},
+        {"nesterov", od->nesterov ? "true" : "false"},
+        {"weight_decay", v_wd},
+        {"betas", ""},
+        {"eps", v_eps},
+        {"clip", v_clip},
+        {"seed", v_seed},
+        {"optimizer_state", has_optim ? optim_base : ""},
+    };
+    char betas[64];
+    snprintf(betas, sizeof betas, "%s,%s", v_b1, v_b2);
+    meta[10].value = betas;
+    int nmeta = (int)(sizeof meta / sizeof meta[0]);
+
+    if (st == VKT_OK && has_optim) {
+        int k = 0;
+        vkt_net_store stores[2] = {VKT_STORE_OPT1, VKT_STORE_OPT2};
+        for (int si = 0; si < 2 && st == VKT_OK; si++) {
+            if (!vkt_strategy_has_store(s, stores[si])) continue;
+            for (int i = 0; i < n && st == VKT_OK; i++) {
+                const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
+                float *b = malloc(nt->count * 4);
+                if (!b) { st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory"); break; }
+                bufs[nb++] = b;
+                st = vkt_strategy_read(s, stores[si], i, b);
+                snprintf(names[k], 64, "%s.%s", nt->name, optim_state_name(od->kind, stores[si]));
+                t[k] = (vkt_ckpt_tensor){.name = names[k], .ndim = nt->ndim, .data = b};
+                for (int d = 0; d < nt->ndim; d++) t[k].shape[d] = nt->shape[d];
+                k++;
+            }
+        }
+        if (st == VKT_OK) st = vkt_checkpoint_write(optim_path, t, k, meta, nmeta);
+        for (int i = 0; i < nb; i++) free(bufs[i]);
+        nb = 0;
+    }
+    if (st == VKT_OK) {
+        for (int i = 0; i < n && st == VKT_OK; i++) {
+            const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
+            float *b = malloc(nt->count * 4);
+            if (!b) { st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory"); break; }
+            bufs[nb++] = b;
+            st = vkt_strategy_read(s, VKT_STORE_PARAM, i, b);
+            t[i] = (vkt_ckpt_tensor){.name = nt->name, .ndim = nt->ndim, .data = b};
+            for (int d = 0; d < nt->ndim; d++) t[i].shape[d] = nt->shape[d];
+        }
+        if (st == VKT_OK) st = vkt_checkpoint_write(path, t, n, meta, nmeta);
+    }
+    for (int i = 0; i < nb; i++) free(bufs[i]);
+    if (st == VKT_OK) remove_stale_optim(path, has_optim ? optim_base : "");
+    free(t);
+    free(bufs);
+    free(names);
+    return st;
+}
+
+static vkt_status load_tensors(vkt_strategy *s, vkt_checkpoint *ck, vkt_net_store store,
+                               const char *suffix) {
+    for (int i = 0; i < vkt_strategy_tensor_count(s); i++) {
+        const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
+        char name[96];
+        if (suffix) snprintf(name, sizeof name, "%s.%s", nt->name, suffix);
+        else snprintf(name, sizeof name, "%s", nt->name);
+        uint64_t shape[VKT_CKPT_MAX_DIMS] = {0};
+        for (int d = 0; d < nt->ndim; d++) shape[d] = nt->shape[d];
+        VKT_TRY(vkt_checkpoint_expect(ck, name, nt->ndim, shape));
+        float *b = malloc(nt->count * 4);
+        if (!b) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        vkt_status st = vkt_checkpoint_read(ck, name, b, nt->count);
+        for (uint64_t k = 0; st == VKT_OK && k < nt->count; k++)
+            if (!isfinite(b[k]))
+                st = vkt_fail(VKT_ERR_FORMAT, "checkpoint %s: tensor %s holds a non-finite value "
+                              "at element %llu", vkt_checkpoint_path(ck), name, (unsigned long long)k);
+        if (st == VKT_OK) st = vkt_strategy_write(s, store, i, b);
+        free(b);
+        VKT_TRY(st);
+    }
+    return VKT_OK;
+}
+
+vkt_status vkt_checkpoint_load(vkt_strategy *s, const char *path, bool with_optim,
+                               vkt_run_position *pos) {
+    vkt_checkpoint *ck;
+    VKT_TRY(vkt_checkpoint_open(path, &ck));
+    vkt_status st = load_tensors(s, ck, VKT_STORE_PARAM, NULL);
+    if (st == VKT_OK && pos) {
+        const char *v;
+        memset(pos, 0, sizeof *pos);
+        if ((v = vkt_checkpoint_meta(ck, "step"))) pos->step = strtoull(v, NULL, 10);
+        if ((v = vkt_checkpoint_meta(ck, "epoch"))) pos->epoch = atoi(v);
+        if ((v = vkt_checkpoint_meta(ck, "batch_in_epoch"))) pos->batch = (uint32_t)strtoul(v, NULL, 10);
+    }
+    if (st == VKT_OK && with_optim) {
+        if (!vkt_checkpoint_meta(ck, "step"))
+            st = vkt_fail(VKT_ERR_FORMAT, "checkpoint %s has no run position (step) to resume "
+                          "from; use --init to start from its parameters", path);
+        const char *ostate = vkt_checkpoint_meta(ck, "optimizer_state");
+        const char *okind = vkt_checkpoint_meta(ck, "optimizer");
+        const vkt_optim_desc *od = vkt_strategy_optim(s);
+        const char *want = od->kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd";
+        if (st == VKT_OK && okind && strcmp(okind, want) != 0)
+            st = vkt_fail(VKT_ERR_ARG, "checkpoint %s was trained with --optimizer %s; resume it "
+                          "with the same optimizer (not %s)", path, okind, want);
+        bool need = vkt_strategy_has_store(s, VKT_STORE_OPT1);
+        if (st == VKT_OK && need) {
+            if (!ostate || !*ostate) {
+                st = vkt_fail(VKT_ERR_FORMAT, "checkpoint %s holds no optimizer state, which "
+                              "this optimizer needs; use --init to restart the optimizer", path);
+            } else {
+                char dir[4096], opath[8192];
+                dir_of(path, dir, sizeof dir);
+                snprintf(opath, sizeof opath, "%s/%s", dir, ostate);
+                vkt_checkpoint *ock;
+                st = vkt_checkpoint_open(opath, &ock);
+                if (st == VKT_OK) {
+                    const char *ostep = vkt_checkpoint_meta(ock, "step");
+                    if (!ostep || strtoull(ostep, NULL, 10) != pos->step)
+                        st = vkt_fail(VKT_ERR_FORMAT, "optimizer state %s is not from step %llu "
+                                      "of %s", opath, (unsigned long long)pos->step, path);
+                    if (st == VKT_OK)
+                        st = load_tensors(s, ock, VKT_STORE_OPT1, optim_state_name(od->kind, VKT_STORE_OPT1));
+                    if (st == VKT_OK && vkt_strategy_has_store(s, VKT_STORE_OPT2))
+                        st = load_tensors(s, ock, VKT_STORE_OPT2, optim_state_name(od->kind, VKT_STORE_OPT2));
+                    vkt_checkpoint_close(ock);
+                }
+            }
+        }
+    }
+    vkt_checkpoint_close(ck);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loop
+
+typedef struct run {
+    const vkt_train_opts *o;
+    vkt_model_desc model;
+    vkt_dataset train, test;
+    bool have_test;
+    vkt_strategy *s;
+    FILE *metrics;
+    float *x;
+    uint32_t *labels;
+    float *targets; // MSE: one-hot rows
+} run;
+
+static void run_free(run *r) {
+    vkt_strategy_destroy(r->s);
+    if (r->metrics) fclose(r->metrics);
+    vkt_dataset_free(&r->train);
+    vkt_dataset_free(&r->test);
+    vkt_model_free(&r->model);
+    free(r->x);
+    free(r->labels);
+    free(r->targets);
+}
+
+static vkt_status load_data(run *r, bool need_train) {
+    const vkt_train_opts *o = r->o;
+    if (o->npy_x) {
+        VKT_TRY(vkt_dataset_load_npy(o->npy_x, o->npy_y, need_train ? &r->train : &r->test));
+        r->have_test = !need_train;
+    } else {
+        if (need_train) VKT_TRY(vkt_dataset_load_mnist_dir(o->data_dir, true, &r->train));
+        VKT_TRY(vkt_dataset_load_mnist_dir(o->data_dir, false, &r->test));
+        r->have_test = true;
+    }
+    if (need_train) vkt_dataset_limit(&r->train, o->limit_train);
+    if (r->have_test) vkt_dataset_limit(&r->test, o->limit_test);
+    const vkt_dataset *d = need_train ? &r->train : &r->test;
+    if (d->features != r->model.input_features)
+        return vkt_fail(VKT_ERR_FORMAT, "the data has %u features per sample (%s) but model %s "
+                        "takes %u", d->features, d->source, r->model.name, r->model.input_features);
+    if (r->model.loss == VKT_LOSS_SOFTMAX_XENT && d->classes > r->model.output_features)
+        return vkt_fail(VKT_ERR_FORMAT, "the data has %u classes (%s) but model %s has %u outputs",
+                        d->classes, d->source, r->model.name, r->model.output_features);
+    return VKT_OK;
+}
+
+static vkt_status setup(run *r, bool need_train) {
+    const vkt_train_opts *o = r->o;
+    if (o->batch < 1) return vkt_fail(VKT_ERR_ARG, "--batch must be at least 1");
+    VKT_TRY(vkt_model_load(o->model_path, &r->model));
+    VKT_TRY(load_data(r, need_train));
+    uint64_t rows = o->batch;
+    r->x = malloc(rows * r->model.input_features * 4);
+    r->labels = malloc(rows * 4);
+    r->targets = malloc(rows * r->model.output_features * 4);
+    if (!r->x || !r->labels || !r->targets) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    vkt_strategy_desc sd = o->strategy;
+    sd.model = &r->model;
+    sd.batch = o->batch;
+    sd.optim = o->optim;
+    sd.trace = o->trace;
+    return vkt_strategy_create(&sd, &r->s);
+}
+
+static const void *batch_targets(run *r, uint32_t B) {
+    if (r->model.loss != VKT_LOSS_MSE) return r->labels;
+    uint32_t C = r->model.output_features;
+    memset(r->targets, 0, (size_t)B * C * 4);
+    for (uint32_t i = 0; i < B; i++)
+        if (r->labels[i] < C) r->targets[(size_t)i * C + r->labels[i]] = 1.0f;
+    return r->targets;
+}
+
+static vkt_status evaluate(run *r, double *loss, double *acc) {
+    *loss = 0;
+    *acc = -1;
+    if (!r->have_test || r->test.n == 0) return VKT_OK;
+    vkt_batcher b;
+    VKT_TRY(vkt_batcher_init(&b, &r->test, r->o->batch, false, 0));
+    double loss_sum = 0;
+    uint64_t correct = 0;
+    vkt_status st = VKT_OK;
+    for (uint32_t i = 0; i < vkt_batcher_count(&b) && st == VKT_OK; i++) {
+        uint32_t B = vkt_batcher_get(&b, i, r->x, r->labels);
+        double ls;
+        uint64_t c;
+        st = vkt_strategy_eval(r->s, r->x, batch_targets(r, B), B, &ls, &c);
+        loss_sum += ls;
+        correct += c;
+    }
+    vkt_batcher_free(&b);
+    VKT_TRY(st);
+    double denom = r->model.loss == VKT_LOSS_MSE ? (double)r->test.n * r->model.output_features : r->test.n;
+    *loss = loss_sum / denom;
+    *acc = r->model.loss == VKT_LOSS_SOFTMAX_XENT ? (double)correct / r->test.n : -1;
+    return VKT_OK;
+}
+
+static void fill_result(run *r, vkt_train_result *res) {
+    snprintf(res->device, sizeof res->device, "%s", vkt_strategy_devices(r->s));
+    snprintf(res->strategy, sizeof res->strategy, "%s", vkt_strategy_name(r->o->strategy.kind));
+    res->ndevices = vkt_strategy_device_count(r->s);
+    for (int i = 0; i < res->ndevices; i++) vkt_strategy_stats(r->s, i, &res->devices[i]);
+}
+
+vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
+    memset(res, 0, sizeof *res);
+    res->test_accuracy = -1;
+    if (o->epochs < 1) return vkt_fail(VKT_ERR_ARG, "--epochs must be at least 1");
+    if (!(o->optim.lr > 0) || !isfinite(o->optim.lr))
+        return vkt_fail(VKT_ERR_ARG, "--lr must be a positive number");
+    if (o->init_path && o->resume_path)
+        return vkt_fail(VKT_ERR_ARG, "--init and --resume exclude each other: --resume continues "
+                        "a run, --init starts a new one from given parameters");
+    run r = {.o = o};
+    vkt_status st = setup(&r, true);
+    vkt_run_position pos = {0};
+    if (st == VKT_OK) st = vkt_strategy_init(r.s, o->seed);
+    if (st == VKT_OK && o->init_path) st = vkt_checkpoint_load(r.s, o->init_path, false, NULL);
+    if (st == VKT_OK && o->resume_path) st = vkt_checkpoint_load(r.s, o->resume_path, true, &pos);
+    if (st == VKT_OK && o->metrics_path) {
+        r.metrics = fopen(o->metrics_path, o->resume_path ? "a" : "w");
+        if (!r.metrics)
+            st = vkt_fail(VKT_ERR_IO, "cannot write metrics file %s: %s", o->metrics_path, strerror(errno));
+    }
+    vkt_batcher b = {0};
+    if (st == VKT_OK) st = vkt_batcher_init(&b, &r.train, o->batch, o->shuffle, o->seed);
+    if (st != VKT_OK) {
+        vkt_batcher_free(&b);
+        run_free(&r);
+        return st;
+    }
+    uint32_t nb = vkt_batcher_count(&b);
+    uint64_t total_steps = (uint64_t)o->epochs * nb;
+    if (o->max_steps && o->max_steps < total_steps) total_steps = o->max_steps;
+    uint64_t step = pos.step;
+    uint64_t samples = 0;
+    double train_ns = 0;
+    double epoch_loss = 0;
+    uint64_t epoch_rows = 0;
+    bool stopped = false;
+    for (int epoch = pos.epoch; epoch < o->epochs && st == VKT_OK && !stopped; epoch++) {
+        vkt_batcher_epoch(&b, (uint64_t)epoch);
+        epoch_loss = 0;
+        epoch_rows = 0;
+        uint32_t first = epoch == pos.epoch ? pos.batch : 0;
+        for (uint32_t i = first; i < nb && st == VKT_OK; i++) {
+            if (step >= total_steps) {
+                stopped = true;
+                pos = (vkt_run_position){.step = step, .epoch = epoch, .batch = i};
+                break;
+            }
+            uint32_t B = vkt_batcher_get(&b, i, r.x, r.labels);
+            int64_t t0 = vkt_trace_now_ns();
+            double loss_sum = 0;
+            st = vkt_strategy_step(r.s, r.x, batch_targets(&r, B), B, (uint32_t)(step + 1), &loss_sum);
+            if (st != VKT_OK) break;
+            step++;
+            train_ns += (double)(vkt_trace_now_ns() - t0);
+            samples += B;
+            double denom = r.model.loss == VKT_LOSS_MSE ? (double)B * r.model.output_features : B;
+            double loss = loss_sum / denom;
+            if (!isfinite(loss)) {
+                st = vkt_fail(VKT_ERR_NUMERIC, "the loss became %s at step %llu (epoch %d, batch "
+                              "%u): training stopped%s%s; try a lower --lr or --clip 1",
+                              isnan(loss) ? "NaN" : "infinite", (unsigned long long)step,
+                              epoch + 1, i + 1, o->save_path ? ", the last good checkpoint " : "",
+                              o->save_path ? o->save_path : "");
+                break;
+            }
+            epoch_loss += loss_sum;
+            epoch_rows += B;
+            double sps = samples / (train_ns * 1e-9);
+            if (o->trace) {
+                int64_t now = vkt_trace_now_ns();
+                vkt_trace_add_counter(o->trace, VKT_TRACE_HOST, "loss", now, loss);
+                vkt_trace_add_counter(o->trace, VKT_TRACE_HOST, "samples_per_sec", now, sps);
+            }
+            if (r.metrics)
+                fprintf(r.metrics, "{\"type\":\"step\",\"step\":%llu,\"epoch\":%d,\"batch\":%u,"
+                        "\"rows\":%u,\"loss\":%.9g,\"samples_per_sec\":%.6g}\n",
+                        (unsigned long long)step, epoch + 1, i + 1, B, loss, sps);
+            if (o->progress) {
+                vkt_progress p = {.epoch = epoch + 1, .epochs = o->epochs, .batch = i + 1,
+                                  .batches = nb, .step = step, .loss = loss, .samples_per_sec = sps,
+                                  .eta_sec = (double)(total_steps - step) * (train_ns * 1e-9 / (step - pos.step))};
+                o->progress(&p, o->progress_user);
+            }
+        }
+        if (st != VKT_OK || stopped) break;
+        double tl = 0, ta = -1;
+        if (!o->skip_eval) st = evaluate(&r, &tl, &ta);
+        if (st != VKT_OK) break;
+        res->epochs = epoch + 1;
+        res->train_loss = epoch_rows ? epoch_loss / (epoch_rows * (r.model.loss == VKT_LOSS_MSE ? r.model.output_features : 1)) : 0;
+        res->test_loss = tl;
+        res->test_accuracy = ta;
+        if (o->trace && ta >= 0) vkt_trace_add_counter(o->trace, VKT_TRACE_HOST, "accuracy", vkt_trace_now_ns(), ta);
+        double sps = samples / (train_ns * 1e-9);
+        if (r.metrics) {
+            fprintf(r.metrics, "{\"type\":\"epoch\",\"epoch\":%d,\"step\":%llu,\"train_loss\":%.9g,"
+                    "\"test_loss\":%.9g,\"test_accuracy\":%.6g,\"samples_per_sec\":%.6g}\n",
+                    epoch + 1, (unsigned long long)step, res->train_loss, tl, ta, sps);
+            fflush(r.metrics);
+        }
+        if (o->progress) {
+            vkt_progress p = {.epoch_end = true, .epoch = epoch + 1, .epochs = o->epochs,
+                              .batch = nb, .batches = nb, .step = step, .loss = res->train_loss,
+                              .samples_per_sec = sps, .test_loss = tl, .test_accuracy = ta};
+            o->progress(&p, o->progress_user);
+        }
+        pos = (vkt_run_position){.step = step, .epoch = epoch + 1, .batch = 0};
+        if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
+    }
+    if (st == VKT_OK && stopped) {
+        if (epoch_rows)
+            res->train_loss = epoch_loss / (epoch_rows * (r.model.loss == VKT_LOSS_MSE ? r.model.output_features : 1));
+        if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
+    }
+    res->steps = step;
+    res->train_seconds = train_ns * 1e-9;
+    res->samples_per_sec = train_ns > 0 ? samples / (train_ns * 1e-9) : 0;
+    if (r.s) fill_result(&r, res);
+    vkt_batcher_free(&b);
+    run_free(&r);
+    return st;
+}
+
+vkt_status vkt_eval_run(const vkt_train_opts *o, vkt_train_result *res) {
+    memset(res, 0, sizeof *res);
+    if (!o->init_path) return vkt_fail(VKT_ERR_ARG, "eval needs --init CHECKPOINT");
+    run r = {.o = o};
+    vkt_status st = setup(&r, false);
+    if (st == VKT_OK) st = vkt_checkpoint_load(r.s, o->init_path, false, NULL);
+    if (st == VKT_OK) st = evaluate(&r, &res->test_loss, &res->test_accuracy);
+    if (r.s) fill_result(&r, res);
+    run_free(&r);
+    return st;
+}

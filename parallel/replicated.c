@@ -1,0 +1,287 @@
+// replicated.c: data parallelism. Every device holds the whole model; each step's batch is cut
+// into shards in proportion to the devices' speed; each replica runs forward, loss (scaled by
+// 1/B of the whole batch, so the shards' gradients add up to the whole batch's) and backward;
+// the gradients are summed through the communicator and every replica applies the same update,
+// so the replicas stay identical.
+//
+// Overlap (as PyTorch DDP): the backward is cut into buckets of layers, last layers first, each
+// its own submit ending in a copy of that bucket's gradients to a host-visible exchange buffer.
+// The host reduces bucket k as soon as every replica finished it, while the devices run the
+// backward of bucket k+1. A last submit copies the sums back and runs the optimizer.
+//
+// Replication never lowers the memory a device needs: every device needs the whole model.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "plan.h"
+#include "strategy_internal.h"
+#include "vkt_internal.h"
+
+#define MAX_BUCKETS 32
+// A bucket closes once it holds this many gradient bytes (DDP uses 25 MB on GPUs; these models
+// are small, and smaller buckets show the overlap).
+#define BUCKET_BYTES (256u << 10)
+
+typedef struct bucket {
+    int lo, hi;           // layers [lo, hi)
+    uint64_t off, bytes;  // range of the packed gradient buffer
+} bucket;
+
+typedef struct repl {
+    float share[VKT_MAX_DEVICES];
+    int nbuckets;
+    bucket b[MAX_BUCKETS]; // b[0] holds the last layers
+    vkt_buffer *xchg[VKT_MAX_DEVICES];
+    vkt_cmd *cmd[VKT_MAX_DEVICES][MAX_BUCKETS + 1]; // [0] = s->cmd[d]; [nbuckets] = the update
+    vkt_comm *comm;
+    double comm_prev_ns;
+} repl;
+
+static void shard_rows(const repl *r, int n, uint32_t B, uint32_t *rows) {
+    vkt_plan_shard_rows(r->share, n, B, rows);
+}
+
+static void make_buckets(vkt_strategy *s, repl *r) {
+    vkt_net *net = s->net[0];
+    const vkt_model_desc *m = s->desc.model;
+    int hi = m->nlayers;
+    r->nbuckets = 0;
+    for (int l = m->nlayers - 1; l >= 0; l--) {
+        uint64_t off, bytes;
+        vkt_net_param_range(net, l, hi, &off, &bytes);
+        bool close = bytes >= BUCKET_BYTES || l == 0 || r->nbuckets == MAX_BUCKETS - 1;
+        if (close && (l == 0 || r->nbuckets < MAX_BUCKETS - 1)) {
+            r->b[r->nbuckets++] = (bucket){.lo = l, .hi = hi, .off = off, .bytes = bytes};
+            hi = l;
+        }
+    }
+}
+
+static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                            uint32_t step, double *loss_sum) {
+    repl *r = s->impl;
+    int n = s->ndev;
+    uint32_t rows[VKT_MAX_DEVICES];
+    shard_rows(r, n, B, rows);
+    int64_t t0 = vkt_trace_now_ns();
+    const vkt_model_desc *m = s->desc.model;
+    uint64_t tgt_per = m->loss == VKT_LOSS_MSE ? m->output_features : 1;
+    float scale = 1.0f / (float)B;
+    uint32_t row0 = 0;
+    // Record and submit every bucket of every device; the devices run while the host reduces.
+    for (int d = 0; d < n; d++) {
+        vkt_net *net = s->net[d];
+        uint32_t R = rows[d];
+        if (R) {
+            VKT_TRY(strategy_upload_input(net, 0, x + (uint64_t)row0 * m->input_features, R));
+            VKT_TRY(strategy_upload_targets(net, 0, (const char *)targets + (uint64_t)row0 * tgt_per * 4, R));
+        }
+        for (int k = 0; k < r->nbuckets; k++) {
+            vkt_cmd *cmd = r->cmd[d][k];
+            const bucket *b = &r->b[k];
+            VKT_TRY(vkt_cmd_begin(cmd, true));
+            if (k == 0) {
+                vkt_net_record_zero_grads(net, cmd);
+                if (R) {
+                    vkt_net_record_forward(net, cmd, 0, R);
+                    vkt_net_record_loss(net, cmd, 0, R, scale);
+                }
+            }
+            if (R) vkt_net_record_backward_layers(net, cmd, 0, R, b->lo, b->hi, false);
+            if (b->bytes)
+                vkt_cmd_copy(cmd, vkt_buffer_view(vkt_net_grads(net).buffer, b->off, b->bytes),
+                             vkt_buffer_view(r->xchg[d], b->off, b->bytes), "comm:grad_out");
+            VKT_TRY(vkt_net_status(net));
+            VKT_TRY(vkt_cmd_end(cmd));
+            VKT_TRY(vkt_cmd_submit(cmd));
+        }
+        row0 += R;
+    }
+    // Reduce bucket by bucket, in the order the devices finish them.
+    for (int k = 0; k < r->nbuckets; k++) {
+        const bucket *b = &r->b[k];
+        float *bufs[VKT_MAX_DEVICES];
+        for (int d = 0; d < n; d++) {
+            int64_t w0 = vkt_trace_now_ns();
+            VKT_TRY(vkt_cmd_wait(r->cmd[d][k], VKT_WAIT_MS));
+            int64_t w1 = vkt_trace_now_ns();
+            // Time the host waited here is time the devices were still computing; attribute it
+            // to the devices that had already finished this bucket.
+            for (int e = 0; e < d; e++) s->stats[e].wait_ns += (double)(w1 - w0);
+            VKT_TRY(strategy_account_cmd(s, d, r->cmd[d][k], (int)step));
+            bufs[d] = (float *)((char *)vkt_buffer_mapped(r->xchg[d]) + b->off);
+        }
+        if (!b->bytes) continue;
+        int64_t c0 = vkt_trace_now_ns();
+        VKT_TRY(vkt_comm_allreduce_sum(r->comm, bufs, b->bytes / 4));
+        int64_t c1 = vkt_trace_now_ns();
+        for (int d = 0; d < n; d++) {
+            s->stats[d].comm_ns += (double)(c1 - c0);
+            s->stats[d].bytes_moved += 2 * b->bytes;
+            // A bucket reduced while later buckets still run is hidden by the overlap.
+            if (k + 1 < r->nbuckets) s->stats[d].comm_hidden_ns += (double)(c1 - c0);
+            if (s->desc.trace)
+                vkt_trace_add_event(s->desc.trace, s->trace_pid[d], "comm:allreduce",
+                                    VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)step);
+        }
+    }
+    // Copy the sums back and update.
+    for (int d = 0; d < n; d++) {
+        vkt_net *net = s->net[d];
+        vkt_cmd *cmd = r->cmd[d][r->nbuckets];
+        VKT_TRY(vkt_cmd_begin(cmd, true));
+        for (int k = 0; k < r->nbuckets; k++)
+            if (r->b[k].bytes)
+                vkt_cmd_copy(cmd, vkt_buffer_view(r->xchg[d], r->b[k].off, r->b[k].bytes),
+                             vkt_buffer_view(vkt_net_grads(net).buffer, r->b[k].off, r->b[k].bytes),
+                             "comm:grad_in");
+        vkt_cmd_barrier(cmd);
+        vkt_net_record_step(net, cmd, step);
+        VKT_TRY(vkt_net_status(net));
+        VKT_TRY(vkt_cmd_end(cmd));
+        VKT_TRY(vkt_cmd_submit(cmd));
+    }
+    double total = 0;
+    for (int d = 0; d < n; d++) {
+        VKT_TRY(vkt_cmd_wait(r->cmd[d][r->nbuckets], VKT_WAIT_MS));
+        VKT_TRY(strategy_account_cmd(s, d, r->cmd[d][r->nbuckets], (int)step));
+        if (rows[d]) {
+            double ls;
+            VKT_TRY(strategy_read_loss(s->net[d], 0, rows[d], &ls));
+            total += ls;
+        }
+    }
+    int64_t t1 = vkt_trace_now_ns();
+    for (int d = 0; d < n; d++) s->stats[d].wall_ns += (double)(t1 - t0);
+    *loss_sum = total;
+    return VKT_OK;
+}
+
+static vkt_status repl_eval(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                            double *loss_sum, uint64_t *correct) {
+    repl *r = s->impl;
+    uint32_t rows[VKT_MAX_DEVICES];
+    shard_rows(r, s->ndev, B, rows);
+    const vkt_model_desc *m = s->desc.model;
+    uint64_t tgt_per = m->loss == VKT_LOSS_MSE ? m->output_features : 1;
+    uint32_t row0 = 0;
+    *loss_sum = 0;
+    *correct = 0;
+    for (int d = 0; d < s->ndev; d++) {
+        if (rows[d]) {
+            double ls;
+            uint64_t c;
+            VKT_TRY(strategy_eval_on(s, d, x + (uint64_t)row0 * m->input_features,
+                                     (const char *)targets + (uint64_t)row0 * tgt_per * 4, rows[d],
+                                     &ls, &c));
+            *loss_sum += ls;
+            *correct += c;
+        }
+        row0 += rows[d];
+    }
+    return VKT_OK;
+}
+
+static void repl_destroy(vkt_strategy *s) {
+    repl *r = s->impl;
+    if (!r) return;
+    for (int d = 0; d < s->ndev; d++) {
+        for (int k = 1; k <= r->nbuckets; k++) vkt_cmd_destroy(r->cmd[d][k]);
+        vkt_buffer_destroy(r->xchg[d]);
+    }
+    vkt_comm_destroy(r->comm);
+    free(r);
+    s->impl = NULL;
+}
+
+static const strategy_vtbl repl_vtbl = {repl_step, repl_eval, repl_destroy};
+
+// Seconds one forward + backward of `rows` rows takes on device d (for --balance auto).
+static vkt_status measure_speed(vkt_strategy *s, int d, uint32_t rows, double *sec) {
+    vkt_net *net = s->net[d];
+    vkt_cmd *cmd = s->cmd[d];
+    *sec = 0;
+    for (int rep = 0; rep < 2; rep++) { // the first run builds pipelines and warms caches
+        int64_t t0 = vkt_trace_now_ns();
+        VKT_TRY(vkt_cmd_begin(cmd, false));
+        vkt_cmd_fill(cmd, vkt_net_input(net, 0), 0);
+        vkt_cmd_fill(cmd, vkt_net_targets(net, 0), 0);
+        vkt_cmd_barrier(cmd);
+        vkt_net_record_forward(net, cmd, 0, rows);
+        vkt_net_record_loss(net, cmd, 0, rows, 1.0f);
+        vkt_net_record_backward(net, cmd, 0, rows, false);
+        vkt_net_record_zero_grads(net, cmd);
+        VKT_TRY(vkt_net_status(net));
+        VKT_TRY(vkt_cmd_end(cmd));
+        VKT_TRY(vkt_cmd_submit(cmd));
+        VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
+        *sec = (vkt_trace_now_ns() - t0) * 1e-9;
+    }
+    return VKT_OK;
+}
+
+vkt_status strategy_replicated_create(vkt_strategy *s) {
+    const vkt_strategy_desc *d = &s->desc;
+    if (d->ndevices < 2)
+        return vkt_fail(VKT_ERR_ARG, "--strategy replicated needs at least two devices in --device "
+                        "(the same one twice gives two logical devices)");
+    repl *r = calloc(1, sizeof *r);
+    if (!r) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    s->impl = r;
+    s->replicated = true;
+    bool auto_balance = d->balance[0] < 0, manual = false;
+    for (int i = 0; i < d->ndevices; i++) {
+        r->share[i] = 1;
+        if (!auto_balance && d->balance[i] > 0) manual = true;
+    }
+    if (manual)
+        for (int i = 0; i < d->ndevices; i++) r->share[i] = d->balance[i];
+    VKT_TRY(strategy_open_devices(s));
+
+    // Check every replica fits before allocating anything: replication needs the whole model on
+    // every device, so the message points at the strategy that splits it.
+    vkt_plan_input pi;
+    strategy_plan_input(s, &pi);
+    for (int i = 0; i < s->ndev; i++) pi.balance[i] = auto_balance ? 1 : r->share[i];
+    vkt_plan p;
+    vkt_plan_replicated(&pi, &p);
+    for (int i = 0; i < s->ndev; i++) {
+        const vkt_net_memory *mem = &p.need[i];
+        if (mem->total > pi.limit[i])
+            return vkt_fail(VKT_ERR_DEVICE_MEMORY,
+                            "replicated: device %s needs %.1f MiB for a whole replica (parameters "
+                            "%.1f, gradients %.1f, optimizer state %.1f, activations %.1f, exchange "
+                            "%.1f MiB) but has %.1f MiB; every device holds the whole model, so more "
+                            "devices do not help: --strategy layers splits the model across devices",
+                            vkt_device_label(s->dev[i]), mem->total / 1048576.0, mem->params / 1048576.0,
+                            mem->grads / 1048576.0, mem->optim / 1048576.0, mem->activations / 1048576.0,
+                            mem->params / 1048576.0, pi.limit[i] / 1048576.0);
+    }
+    for (int i = 0; i < s->ndev; i++) {
+        uint32_t rows = auto_balance ? d->batch : (p.rows[i] < d->batch ? p.rows[i] + 1 : d->batch);
+        vkt_net_desc nd = {.model = d->model, .first_layer = 0, .last_layer = d->model->nlayers,
+                           .max_batch = rows, .slots = 1, .optim = d->optim};
+        VKT_TRY(vkt_net_create(s->dev[i], s->ops[i], &nd, &s->net[i]));
+    }
+    make_buckets(s, r);
+    uint64_t packed = vkt_net_packed_bytes(s->net[0]);
+    for (int i = 0; i < s->ndev; i++) {
+        VKT_TRY(vkt_buffer_create_host(s->dev[i], packed, "gradient exchange", &r->xchg[i]));
+        r->cmd[i][0] = s->cmd[i];
+        for (int k = 1; k <= r->nbuckets; k++) VKT_TRY(vkt_cmd_create(s->dev[i], &r->cmd[i][k]));
+    }
+    VKT_TRY(vkt_comm_create_local(s->ndev, &r->comm));
+    if (auto_balance) {
+        uint32_t probe = d->batch < 64 ? d->batch : 64;
+        for (int i = 0; i < s->ndev; i++) {
+            double sec;
+            VKT_TRY(measure_speed(s, i, probe, &sec));
+            r->share[i] = (float)(1.0 / (sec > 1e-9 ? sec : 1e-9));
+        }
+    }
+    s->vt = &repl_vtbl;
+    return VKT_OK;
+}

@@ -1,0 +1,333 @@
+// strategy.c: the strategy interface, what all strategies share (opening devices, tensor lists,
+// trace accounting, uploads), and the single-device strategy. Replicated and layer-partitioned
+// training live in replicated.c and layers.c.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy_internal.h"
+#include "vkt_internal.h"
+
+const char *vkt_strategy_name(vkt_strategy_kind kind) {
+    switch (kind) {
+    case VKT_STRATEGY_SINGLE: return "single";
+    case VKT_STRATEGY_REPLICATED: return "replicated";
+    case VKT_STRATEGY_LAYERS: return "layers";
+    }
+    return "?";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces
+
+vkt_status strategy_open_devices(vkt_strategy *s) {
+    const vkt_strategy_desc *d = &s->desc;
+    size_t len = 0;
+    for (int i = 0; i < d->ndevices; i++) {
+        vkt_device_desc dd = {.mem_limit = d->mem_limit};
+        VKT_TRY(vkt_device_create(d->ctx, d->devices[i], &dd, &s->dev[i]));
+        s->ndev = i + 1;
+        VKT_TRY(vkt_ops_create(s->dev[i], &s->ops[i]));
+        VKT_TRY(vkt_cmd_create(s->dev[i], &s->cmd[i]));
+        const vkt_device_info *info = vkt_device_get_info(s->dev[i]);
+        int w = snprintf(s->devices_str + len, sizeof s->devices_str - len, "%s%s", i ? "," : "",
+                         info->name);
+        if (w > 0 && len + (size_t)w < sizeof s->devices_str) len += (size_t)w;
+        snprintf(s->stats[i].label, sizeof s->stats[i].label, "%s", vkt_device_label(s->dev[i]));
+        s->stats[i].memory_limit = vkt_device_memory_limit(s->dev[i]);
+    }
+    return VKT_OK;
+}
+
+vkt_status strategy_trace_begin(vkt_strategy *s) {
+    vkt_trace *t = s->desc.trace;
+    if (!t) return VKT_OK;
+    VKT_TRY(vkt_trace_set_strategy(t, vkt_strategy_name(s->desc.kind)));
+    for (int i = 0; i < s->ndev; i++) {
+        VKT_TRY(vkt_trace_add_vk_device(t, s->dev[i], &s->trace_pid[i]));
+        VKT_TRY(vkt_trace_calibrate(t, s->trace_pid[i], s->dev[i]));
+    }
+    return VKT_OK;
+}
+
+vkt_status strategy_account(vkt_strategy *s, int d, int step) {
+    return strategy_account_cmd(s, d, s->cmd[d], step);
+}
+
+vkt_status strategy_account_cmd(vkt_strategy *s, int d, vkt_cmd *cmd, int step) {
+    const vkt_timing *tm;
+    int n = vkt_cmd_timings(cmd, &tm);
+    for (int i = 0; i < n; i++) {
+        double dur = (double)(tm[i].end_ns - tm[i].start_ns);
+        s->stats[d].busy_ns += dur;
+        if (strncmp(tm[i].label, "comm:", 5) == 0) {
+            s->stats[d].comm_ns += dur;
+            s->stats[d].gpu_comm_ns += dur;
+        }
+        const char *kind = strrchr(tm[i].label, ':');
+        if (kind && (!strcmp(kind, ":dense") || !strcmp(kind, ":dweight") || !strcmp(kind, ":dinput")))
+            s->stats[d].matmul_ns += dur;
+    }
+    uint64_t peak = vkt_device_memory_peak(s->dev[d]);
+    if (peak > s->stats[d].peak_memory) s->stats[d].peak_memory = peak;
+    vkt_trace *t = s->desc.trace;
+    if (!t) return VKT_OK;
+    if (n) VKT_TRY(vkt_trace_add_timings(t, s->trace_pid[d], tm, n, step, NULL, NULL));
+    return vkt_trace_add_counter(t, s->trace_pid[d], "memory_bytes", vkt_trace_now_ns(),
+                                 (double)vkt_device_memory_used(s->dev[d]));
+}
+
+vkt_status strategy_upload_input(vkt_net *net, int slot, const float *x, uint32_t B) {
+    vkt_view v = vkt_net_input(net, slot);
+    return vkt_buffer_write(v.buffer, v.offset, x, (uint64_t)B * vkt_net_in_features(net) * 4);
+}
+
+vkt_status strategy_upload_targets(vkt_net *net, int slot, const void *targets, uint32_t B) {
+    vkt_view v = vkt_net_targets(net, slot);
+    uint64_t per = vkt_net_model(net)->loss == VKT_LOSS_MSE ? vkt_net_out_features(net) : 1;
+    return vkt_buffer_write(v.buffer, v.offset, targets, (uint64_t)B * per * 4);
+}
+
+vkt_status strategy_read_loss(vkt_net *net, int slot, uint32_t B, double *sum) {
+    float buf[1024];
+    vkt_view v = vkt_net_loss_rows(net, slot);
+    double total = 0;
+    for (uint32_t r = 0; r < B; r += 1024) {
+        uint32_t n = B - r < 1024 ? B - r : 1024;
+        VKT_TRY(vkt_buffer_read(v.buffer, v.offset + (uint64_t)r * 4, buf, (uint64_t)n * 4));
+        for (uint32_t i = 0; i < n; i++) total += buf[i];
+    }
+    *sum = total;
+    return VKT_OK;
+}
+
+void strategy_plan_input(const vkt_strategy *s, vkt_plan_input *in) {
+    const vkt_strategy_desc *d = &s->desc;
+    memset(in, 0, sizeof *in);
+    in->model = d->model;
+    in->batch = d->batch;
+    in->optim = d->optim;
+    in->ndevices = s->ndev;
+    for (int i = 0; i < s->ndev; i++) {
+        in->limit[i] = vkt_device_memory_limit(s->dev[i]);
+        in->align[i] = vkt_device_align(s->dev[i], 1);
+        in->balance[i] = d->balance[i];
+        in->split[i] = d->split[i];
+    }
+    in->micro_batches = d->micro_batches;
+    in->schedule = d->schedule;
+}
+
+// Builds the global tensor list from the nets (replicas: from net 0 only).
+static void collect_tensors(vkt_strategy *s) {
+    s->ntensors = 0;
+    int nnets = s->replicated ? 1 : s->ndev;
+    for (int d = 0; d < nnets; d++) {
+        for (int i = 0; i < vkt_net_tensor_count(s->net[d]) && s->ntensors < MAX_TENSORS; i++) {
+            s->tensors[s->ntensors] = *vkt_net_get_tensor(s->net[d], i);
+            s->owner[s->ntensors] = d;
+            s->local[s->ntensors] = i;
+            s->ntensors++;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// single
+
+static vkt_status single_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                              uint32_t step, double *loss_sum) {
+    vkt_net *net = s->net[0];
+    vkt_cmd *cmd = s->cmd[0];
+    int64_t t0 = vkt_trace_now_ns();
+    VKT_TRY(strategy_upload_input(net, 0, x, B));
+    VKT_TRY(strategy_upload_targets(net, 0, targets, B));
+    VKT_TRY(vkt_cmd_begin(cmd, true));
+    vkt_net_record_zero_grads(net, cmd);
+    vkt_net_record_forward(net, cmd, 0, B);
+    vkt_net_record_loss(net, cmd, 0, B, 1.0f / (float)B);
+    vkt_net_record_backward(net, cmd, 0, B, false);
+    vkt_net_record_step(net, cmd, step);
+    VKT_TRY(vkt_net_status(net));
+    VKT_TRY(vkt_cmd_end(cmd));
+    VKT_TRY(vkt_cmd_submit(cmd));
+    VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
+    VKT_TRY(strategy_read_loss(net, 0, B, loss_sum));
+    s->stats[0].wall_ns += (double)(vkt_trace_now_ns() - t0);
+    return strategy_account(s, 0, (int)step);
+}
+
+// Forward, loss and accuracy of one batch on one net (used by every strategy whose last stage
+// is a whole model: single and replicated).
+static vkt_status eval_on(vkt_strategy *s, int d, const float *x, const void *targets, uint32_t B,
+                          double *loss_sum, uint64_t *correct) {
+    vkt_net *net = s->net[d];
+    vkt_cmd *cmd = s->cmd[d];
+    VKT_TRY(strategy_upload_input(net, 0, x, B));
+    VKT_TRY(strategy_upload_targets(net, 0, targets, B));
+    VKT_TRY(vkt_cmd_begin(cmd, false));
+    vkt_cmd_fill(cmd, vkt_net_correct(net), 0);
+    vkt_cmd_barrier(cmd);
+    vkt_net_record_forward(net, cmd, 0, B);
+    vkt_net_record_loss(net, cmd, 0, B, 1.0f / (float)B);
+    if (vkt_net_model(net)->loss == VKT_LOSS_SOFTMAX_XENT) vkt_net_record_accuracy(net, cmd, 0, B);
+    VKT_TRY(vkt_net_status(net));
+    VKT_TRY(vkt_cmd_end(cmd));
+    VKT_TRY(vkt_cmd_submit(cmd));
+    VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
+    VKT_TRY(strategy_read_loss(net, 0, B, loss_sum));
+    uint32_t c = 0;
+    if (vkt_net_model(net)->loss == VKT_LOSS_SOFTMAX_XENT) {
+        vkt_view v = vkt_net_correct(net);
+        VKT_TRY(vkt_buffer_read(v.buffer, v.offset, &c, 4));
+    }
+    *correct = c;
+    return VKT_OK;
+}
+
+static vkt_status single_eval(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                              double *loss_sum, uint64_t *correct) {
+    return eval_on(s, 0, x, targets, B, loss_sum, correct);
+}
+
+static void single_destroy(vkt_strategy *s) { (void)s; }
+
+static const strategy_vtbl single_vtbl = {single_step, single_eval, single_destroy};
+
+static vkt_status single_create(vkt_strategy *s) {
+    if (s->desc.ndevices != 1)
+        return vkt_fail(VKT_ERR_ARG, "--strategy single runs on one device; %d were given (use "
+                        "--strategy replicated or layers for several)", s->desc.ndevices);
+    VKT_TRY(strategy_open_devices(s));
+    vkt_net_desc nd = {
+        .model = s->desc.model,
+        .first_layer = 0,
+        .last_layer = s->desc.model->nlayers,
+        .max_batch = s->desc.batch,
+        .slots = 1,
+        .optim = s->desc.optim,
+    };
+    VKT_TRY(vkt_net_create(s->dev[0], s->ops[0], &nd, &s->net[0]));
+    s->vt = &single_vtbl;
+    return VKT_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public
+
+vkt_status vkt_strategy_create(const vkt_strategy_desc *desc, vkt_strategy **out) {
+    *out = NULL;
+    if (desc->ndevices < 1 || desc->ndevices > VKT_MAX_DEVICES)
+        return vkt_fail(VKT_ERR_ARG, "between 1 and %d devices, not %d", VKT_MAX_DEVICES, desc->ndevices);
+    if (desc->batch < 1) return vkt_fail(VKT_ERR_ARG, "batch must be at least 1");
+    vkt_strategy *s = calloc(1, sizeof *s);
+    if (!s) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    s->desc = *desc;
+    vkt_status st;
+    switch (desc->kind) {
+    case VKT_STRATEGY_SINGLE: st = single_create(s); break;
+    case VKT_STRATEGY_REPLICATED: st = strategy_replicated_create(s); break;
+    case VKT_STRATEGY_LAYERS: st = strategy_layers_create(s); break;
+    default: st = vkt_fail(VKT_ERR_ARG, "unknown strategy");
+    }
+    if (st == VKT_OK) {
+        collect_tensors(s);
+        st = strategy_trace_begin(s);
+    }
+    if (st != VKT_OK) {
+        vkt_strategy_destroy(s);
+        return st;
+    }
+    *out = s;
+    return VKT_OK;
+}
+
+void vkt_strategy_destroy(vkt_strategy *s) {
+    if (!s) return;
+    if (s->vt && s->vt->destroy) s->vt->destroy(s);
+    for (int i = s->ndev - 1; i >= 0; i--) {
+        vkt_net_destroy(s->net[i]);
+        vkt_cmd_destroy(s->cmd[i]);
+        vkt_ops_destroy(s->ops[i]);
+        vkt_device_destroy(s->dev[i]);
+    }
+    free(s);
+}
+
+const char *vkt_strategy_devices(const vkt_strategy *s) { return s->devices_str; }
+int vkt_strategy_tensor_count(const vkt_strategy *s) { return s->ntensors; }
+const vkt_net_tensor *vkt_strategy_tensor(const vkt_strategy *s, int i) {
+    return i >= 0 && i < s->ntensors ? &s->tensors[i] : NULL;
+}
+
+const vkt_optim_desc *vkt_strategy_optim(const vkt_strategy *s) { return &s->desc.optim; }
+
+bool vkt_strategy_has_store(const vkt_strategy *s, vkt_net_store store) {
+    const vkt_optim_desc *o = &s->desc.optim;
+    switch (store) {
+    case VKT_STORE_PARAM:
+    case VKT_STORE_GRAD: return true;
+    case VKT_STORE_OPT1: return o->kind == VKT_OPTIM_ADAMW || o->momentum != 0;
+    case VKT_STORE_OPT2: return o->kind == VKT_OPTIM_ADAMW;
+    }
+    return false;
+}
+
+vkt_status vkt_strategy_read(vkt_strategy *s, vkt_net_store store, int i, float *dst) {
+    if (i < 0 || i >= s->ntensors) return vkt_fail(VKT_ERR_ARG, "no tensor %d", i);
+    return vkt_net_read_tensor(s->net[s->owner[i]], store, s->local[i], dst);
+}
+
+vkt_status vkt_strategy_write(vkt_strategy *s, vkt_net_store store, int i, const float *src) {
+    if (i < 0 || i >= s->ntensors) return vkt_fail(VKT_ERR_ARG, "no tensor %d", i);
+    if (s->replicated) {
+        for (int d = 0; d < s->ndev; d++)
+            VKT_TRY(vkt_net_write_tensor(s->net[d], store, s->local[i], src));
+        return VKT_OK;
+    }
+    return vkt_net_write_tensor(s->net[s->owner[i]], store, s->local[i], src);
+}
+
+vkt_status vkt_strategy_init(vkt_strategy *s, uint64_t seed) {
+    for (int d = 0; d < s->ndev; d++)
+        if (s->net[d]) VKT_TRY(vkt_net_init(s->net[d], seed));
+    return VKT_OK;
+}
+
+vkt_status vkt_strategy_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                             uint32_t step, double *loss_sum) {
+    if (B < 1 || B > s->desc.batch)
+        return vkt_fail(VKT_ERR_ARG, "a step of %u rows on a strategy built for %u", B, s->desc.batch);
+    return s->vt->step(s, x, targets, B, step, loss_sum);
+}
+
+vkt_status vkt_strategy_eval(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                             double *loss_sum, uint64_t *correct) {
+    if (B < 1 || B > s->desc.batch)
+        return vkt_fail(VKT_ERR_ARG, "an evaluation of %u rows on a strategy built for %u", B,
+                        s->desc.batch);
+    return s->vt->eval(s, x, targets, B, loss_sum, correct);
+}
+
+int vkt_strategy_device_count(const vkt_strategy *s) { return s->ndev; }
+
+void vkt_strategy_stats(const vkt_strategy *s, int i, vkt_device_stats *out) {
+    *out = s->stats[i];
+    out->peak_memory = vkt_device_memory_peak(s->dev[i]);
+}
+
+void vkt_strategy_reset_stats(vkt_strategy *s) {
+    for (int i = 0; i < s->ndev; i++) {
+        vkt_device_stats keep = s->stats[i];
+        memset(&s->stats[i], 0, sizeof s->stats[i]);
+        memcpy(s->stats[i].label, keep.label, sizeof keep.label);
+        s->stats[i].memory_limit = keep.memory_limit;
+    }
+}
+
+// Exposed for replicated.c: evaluation on replica 0.
+vkt_status strategy_eval_on(vkt_strategy *s, int d, const float *x, const void *targets,
+                            uint32_t B, double *loss_sum, uint64_t *correct) {
+    return eval_on(s, d, x, targets, B, loss_sum, correct);
+}

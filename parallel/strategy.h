@@ -1,0 +1,97 @@
+// strategy.h: how one training run is laid over its devices. The trainer (engine/train.c) only
+// sees this interface: it hands each step's whole batch to vkt_strategy_step and gets the summed
+// loss back; the strategy decides where the layers live, how the batch is cut, and how
+// activations and gradients move between devices.
+//
+//   single      one device holds the whole model.
+//   replicated  data parallel: every device holds the whole model, the batch is sharded, the
+//               gradients are all-reduced through a communicator (parallel/comm.h) and every
+//               replica applies the same update.
+//   layers      model parallel: contiguous stages of layers on different devices, the batch cut
+//               into micro-batches that flow through the stages (GPipe or 1F1B schedule).
+#ifndef VKT_STRATEGY_H
+#define VKT_STRATEGY_H
+
+#include "model.h"
+#include "network.h"
+#include "trace.h"
+#include "vktrain.h"
+
+#define VKT_MAX_DEVICES 16
+
+typedef enum vkt_strategy_kind {
+    VKT_STRATEGY_SINGLE,
+    VKT_STRATEGY_REPLICATED,
+    VKT_STRATEGY_LAYERS,
+} vkt_strategy_kind;
+
+typedef enum vkt_schedule { VKT_SCHEDULE_GPIPE, VKT_SCHEDULE_1F1B } vkt_schedule;
+
+typedef struct vkt_strategy_desc {
+    vkt_strategy_kind kind;
+    vkt_context *ctx;
+    int ndevices;
+    int devices[VKT_MAX_DEVICES]; // physical device indices (repeats allowed)
+    uint64_t mem_limit;           // per device; 0 = the device's heap
+    const vkt_model_desc *model;
+    uint32_t batch;               // the largest batch a step or evaluation will be given
+    vkt_optim_desc optim;
+    // replicated: relative share of each device in every batch; all 0 = equal
+    float balance[VKT_MAX_DEVICES];
+    // layers: layer counts per stage (all 0 = automatic), micro-batches, schedule
+    int split[VKT_MAX_DEVICES];
+    int micro_batches;
+    vkt_schedule schedule;
+    vkt_trace *trace; // record every step's device timeline here (may be NULL)
+} vkt_strategy_desc;
+
+// What a run measured per device (accumulated over steps since the last reset).
+typedef struct vkt_device_stats {
+    char label[300];
+    double busy_ns;    // GPU time in labelled work
+    double matmul_ns;  // the part of busy_ns in matmuls (dense forward, weight and input grads)
+    double wall_ns;    // host wall time of the steps
+    double comm_ns;    // time in transfers and reductions (GPU copies and host work)
+    double gpu_comm_ns; // the GPU-copy part of comm_ns (also inside busy_ns)
+    double comm_hidden_ns; // the part of comm_ns that overlapped computation
+    double wait_ns;    // time waiting for other devices
+    uint64_t bytes_moved;
+    uint64_t peak_memory;
+    uint64_t memory_limit;
+} vkt_device_stats;
+
+typedef struct vkt_strategy vkt_strategy;
+
+// Opens the devices and lays the model over them. Fails with VKT_ERR_DEVICE_MEMORY naming the
+// device, the bytes needed and available, when the model does not fit.
+vkt_status vkt_strategy_create(const vkt_strategy_desc *desc, vkt_strategy **out);
+void vkt_strategy_destroy(vkt_strategy *s);
+const char *vkt_strategy_name(vkt_strategy_kind kind);
+// "llvmpipe" or "llvmpipe,SwiftShader Device": the devices, for reports.
+const char *vkt_strategy_devices(const vkt_strategy *s);
+
+// Parameters as one list, in model order, whatever the placement (checkpoints use it).
+int vkt_strategy_tensor_count(const vkt_strategy *s);
+const vkt_net_tensor *vkt_strategy_tensor(const vkt_strategy *s, int i);
+vkt_status vkt_strategy_read(vkt_strategy *s, vkt_net_store store, int i, float *dst);
+vkt_status vkt_strategy_write(vkt_strategy *s, vkt_net_store store, int i, const float *src);
+const vkt_optim_desc *vkt_strategy_optim(const vkt_strategy *s);
+bool vkt_strategy_has_store(const vkt_strategy *s, vkt_net_store store);
+vkt_status vkt_strategy_init(vkt_strategy *s, uint64_t seed);
+
+// One training step on x[B, in] with targets (uint32 labels [B], or floats [B, out] for MSE):
+// forward, loss, backward, gradient exchange, update. *loss_sum receives the sum of the
+// per-sample losses (divide by B for the mean). step counts from 1.
+vkt_status vkt_strategy_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                             uint32_t step, double *loss_sum);
+// Forward only: *loss_sum and *correct (rows whose argmax is the label).
+vkt_status vkt_strategy_eval(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                             double *loss_sum, uint64_t *correct);
+
+int vkt_strategy_device_count(const vkt_strategy *s);
+// The layers [*lo, *hi) that device d holds under --strategy layers; false otherwise.
+bool vkt_strategy_stage(const vkt_strategy *s, int d, int *lo, int *hi);
+void vkt_strategy_stats(const vkt_strategy *s, int i, vkt_device_stats *out);
+void vkt_strategy_reset_stats(vkt_strategy *s);
+
+#endif

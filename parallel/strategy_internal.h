@@ -1,0 +1,62 @@
+// strategy_internal.h: what the strategies (single/replicated in parallel/strategy.c and
+// parallel/replicated.c, layers in parallel/layers.c) share. Not part of the public API.
+#ifndef VKT_STRATEGY_INTERNAL_H
+#define VKT_STRATEGY_INTERNAL_H
+
+#include "plan.h"
+#include "strategy.h"
+
+#define MAX_TENSORS 1024
+
+typedef struct strategy_vtbl {
+    vkt_status (*step)(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                       uint32_t step, double *loss_sum);
+    vkt_status (*eval)(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                       double *loss_sum, uint64_t *correct);
+    void (*destroy)(vkt_strategy *s); // frees impl (devices and nets are freed by the caller)
+} strategy_vtbl;
+
+struct vkt_strategy {
+    vkt_strategy_desc desc;
+    const strategy_vtbl *vt;
+    int ndev;
+    vkt_device *dev[VKT_MAX_DEVICES];
+    vkt_ops *ops[VKT_MAX_DEVICES];
+    vkt_cmd *cmd[VKT_MAX_DEVICES];
+    vkt_net *net[VKT_MAX_DEVICES]; // one per device: a replica or a stage
+    // The model's parameters as one list: tensor i lives in net[owner[i]] at local[i];
+    // replicated writes go to every replica.
+    int ntensors;
+    vkt_net_tensor tensors[MAX_TENSORS];
+    int owner[MAX_TENSORS], local[MAX_TENSORS];
+    bool replicated;
+    vkt_device_stats stats[VKT_MAX_DEVICES];
+    int trace_pid[VKT_MAX_DEVICES];
+    char devices_str[1024];
+    void *impl;
+};
+
+// Opens desc->devices (each with the memory limit) with ops and a command stream each.
+vkt_status strategy_open_devices(vkt_strategy *s);
+// Registers the trace devices and calibrates their clocks (when desc->trace is set).
+vkt_status strategy_trace_begin(vkt_strategy *s);
+// After device d's stream finished: adds its timings to the trace and to the busy time.
+vkt_status strategy_account(vkt_strategy *s, int d, int step);
+vkt_status strategy_account_cmd(vkt_strategy *s, int d, vkt_cmd *cmd, int step);
+// Uploads rows into a net slot's input and targets.
+vkt_status strategy_upload_input(vkt_net *net, int slot, const float *x, uint32_t B);
+vkt_status strategy_upload_targets(vkt_net *net, int slot, const void *targets, uint32_t B);
+// Sums a slot's per-sample losses (read back from the device) in double precision.
+vkt_status strategy_read_loss(vkt_net *net, int slot, uint32_t B, double *sum);
+
+// Forward, loss and accuracy of one batch on net d (slot 0).
+vkt_status strategy_eval_on(vkt_strategy *s, int d, const float *x, const void *targets,
+                            uint32_t B, double *loss_sum, uint64_t *correct);
+
+// The planner's view of the opened devices (limits, alignments) and of the desc.
+void strategy_plan_input(const vkt_strategy *s, vkt_plan_input *in);
+
+vkt_status strategy_replicated_create(vkt_strategy *s);
+vkt_status strategy_layers_create(vkt_strategy *s);
+
+#endif

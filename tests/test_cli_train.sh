@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# test_cli_train.sh: `vktrain train` and `vktrain eval` end to end on Fashion-MNIST subsets:
+# learning well above chance on lavapipe and on SwiftShader, checkpoint round trip, resume equal
+# to an uninterrupted run (bit for bit), a checkpoint write killed midway, and the clear errors
+# bad input must get. Args: VKTRAIN_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1 src=$2
+fails=0
+check() { if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+model=$src/assets/models/fashion_mlp.json
+small="--model $model --limit-train 3000 --limit-test 1000 --batch 64 --epochs 1 --quiet"
+
+jfield() { python3 -c "import json,sys; print(json.loads(open('$1').read().strip().splitlines()[-1])['$2'])"; }
+same_tensors() { # same_tensors A B: every tensor of A bit-identical in B
+    python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def load(p):
+    d = open(p, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n])
+    return {k: d[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+sys.exit(0 if a.keys() == b.keys() and all(a[k] == b[k] for k in a) else 1)
+PY
+}
+
+# 1. Learning on both drivers: one epoch on 3000 samples is well above chance (0.1).
+for dev in llvmpipe swiftshader; do
+    "$bin" train $small --device $dev --json --save "$work/$dev.safetensors" > "$work/$dev.json"
+    check "train on $dev" $?
+    acc=$(jfield "$work/$dev.json" test_accuracy)
+    python3 -c "import sys; sys.exit(0 if $acc > 0.6 else 1)"; check "$dev: test accuracy $acc > 0.6" $?
+    # Checkpoint round trip: eval of the saved parameters gives the accuracy training reported.
+    "$bin" eval --model "$model" --init "$work/$dev.safetensors" --limit-test 1000 --batch 64 --device $dev --json > "$work/$dev.eval.json"
+    check "eval on $dev" $?
+    acc2=$(jfield "$work/$dev.eval.json" test_accuracy)
+    [ "$acc" = "$acc2" ]; check "$dev: eval of the checkpoint gives the same accuracy ($acc2)" $?
+done
+# The same run on the two drivers: the same accuracy within 0.005.
+a1=$(jfield "$work/llvmpipe.json" test_accuracy) a2=$(jfield "$work/swiftshader.json" test_accuracy)
+python3 -c "import sys; sys.exit(0 if abs($a1 - $a2) <= 0.005 else 1)"; check "lavapipe $a1 vs SwiftShader $a2 within 0.005" $?
+
+# 2. Resume equals an uninterrupted run, for SGD with momentum and for AdamW (shuffled batches).
+for opt in "--optimizer sgd" "--optimizer adamw --lr 0.002"; do
+    tag=${opt// /_}
+    common="--model $model --limit-train 640 --batch 64 --epochs 2 --seed 7 --quiet --no-eval $opt --device llvmpipe"
+    "$bin" train $common --save "$work/full$tag.safetensors"; check "uninterrupted run ($opt)" $?
+    "$bin" train $common --max-steps 13 --save "$work/part$tag.safetensors"; check "run stopped at step 13" $?
+    "$bin" train $common --resume "$work/part$tag.safetensors" --save "$work/part$tag.safetensors"; check "resumed run" $?
+    same_tensors "$work/full$tag.safetensors" "$work/part$tag.safetensors"; check "resume = uninterrupted, bit for bit ($opt)" $?
+done
+n=$(ls "$work"/part--optimizer_sgd.optim-s*.safetensors 2> /dev/null | wc -l)
+[ "$n" -eq 1 ]; check "one optimizer-state file beside the checkpoint, older ones removed ($n)" $?
+
+# 3. A checkpoint write killed midway leaves the old checkpoint loadable and unchanged.
+cp "$work/llvmpipe.safetensors" "$work/keep.safetensors"
+VKT_TEST_CRASH_AFTER_BYTES=4096 "$bin" train $small --device llvmpipe --no-eval --save "$work/llvmpipe.safetensors" > /dev/null 2>&1
+rc=$?
+[ $rc -eq 137 ]; check "the writer was killed midway (exit $rc)" $?
+cmp -s "$work/keep.safetensors" "$work/llvmpipe.safetensors"; check "the old checkpoint is unchanged" $?
+"$bin" eval --model "$model" --init "$work/llvmpipe.safetensors" --limit-test 200 --device llvmpipe --quiet > /dev/null
+check "the old checkpoint still loads" $?
+
+# 4. Bad input: one clear line, non-zero exit, no crash.
+expect_error() { # expect_error NAME PATTERN ARGS...
+    local name=$1 pattern=$2; shift 2
+    "$bin" "$@" > "$work/out" 2> "$work/err"; local rc=$?
+    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qi -- "$pattern" "$work/err"; then
+        echo "ok   $name: $(head -c 200 "$work/err")"
+    else
+        echo "FAIL $name (exit $rc): $(cat "$work/err")"; fails=$((fails + 1))
+    fi
+}
+mkdir -p "$work/data"
+python3 - "$work/data" <<'PY'
+import gzip, struct, sys, os
+d = sys.argv[1]
+imgs = struct.pack(">IIII", 0x803, 10, 28, 28) + bytes(10 * 784)
+labs = struct.pack(">II", 0x801, 10) + bytes(range(10))
+for split in ("train", "t10k"):
+    open(os.path.join(d, f"{split}-images-idx3-ubyte"), "wb").write(imgs[:-100])  # truncated
+    open(os.path.join(d, f"{split}-labels-idx1-ubyte"), "wb").write(labs)
+os.makedirs(d + "/magic"); os.makedirs(d + "/count")
+for split in ("train", "t10k"):
+    open(f"{d}/magic/{split}-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x801, 10, 28, 28) + bytes(7840))
+    open(f"{d}/magic/{split}-labels-idx1-ubyte", "wb").write(labs)
+    with gzip.open(f"{d}/count/{split}-images-idx3-ubyte.gz", "wb") as f: f.write(imgs)
+    with gzip.open(f"{d}/count/{split}-labels-idx1-ubyte.gz", "wb") as f: f.write(struct.pack(">II", 0x801, 9) + bytes(9))
+PY
+expect_error "missing data directory" "$work/nodata" train --model "$model" --data "$work/nodata"
+expect_error "truncated IDX file" "truncated\|expected" train --model "$model" --data "$work/data"
+expect_error "wrong IDX magic" "magic" train --model "$model" --data "$work/data/magic"
+expect_error "images and labels of different counts" "count\|labels" train --model "$model" --data "$work/data/count"
+expect_error "malformed model file" "layers" train --model <(echo '{"input": [784], "layers": [{"type": "dense"}], "loss": "mse"}')
+"$bin" train --model "$src/assets/models/tiny_mlp.json" --limit-train 64 --batch 64 --epochs 1 --no-eval --quiet --device llvmpipe --save "$work/tiny.safetensors"
+expect_error "checkpoint that does not match the model" "shape\|has no tensor" train --model "$model" --init "$work/tiny.safetensors" --limit-train 64
+expect_error "NaN loss" "step" train $small --device llvmpipe --lr 1e6 --no-eval
+expect_error "--batch 0" "--batch" train --batch 0
+expect_error "--lr abc" "--lr" train --lr abc
+expect_error "--epochs -1" "--epochs" train --epochs -1
+expect_error "--optimizer foo" "sgd or adamw" train --optimizer foo
+expect_error "--device nothing" "matches no device" train --device nosuchgpu
+expect_error "unknown flag" "unknown option" train --frobnicate
+expect_error "eval without --init" "--init" eval
+VK_ICD_FILENAMES=/nonexistent VK_DRIVER_FILES=/nonexistent VK_ADD_DRIVER_FILES= "$bin" train --limit-train 64 > /dev/null 2> "$work/err"
+rc=$?; [ $rc -ne 0 ] && grep -q "no Vulkan device found" "$work/err"; check "train with no driver: $(cat "$work/err")" $?
+
+echo "test_cli_train: $fails failed"
+[ $fails -eq 0 ]

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# test_torch_equiv.sh: vktrain's SGD and AdamW steps equal PyTorch's (tests/torch_equiv.py), on
+# lavapipe and on SwiftShader. Args: VKTRAIN_BINARY SOURCE_DIR
+# Debian's python3-torch is for Debian's interpreter: /usr/bin/python3, whatever python3 is on PATH.
+set -uo pipefail
+bin=$1 src=$2
+if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    if [ "${CI:-}" = true ]; then
+        echo "FAIL: CI=true but python3-torch is missing (scripts/setup.sh test installs it)"
+        exit 1
+    fi
+    echo "SKIP: python3-torch is not installed (apt-get install python3-torch)"
+    exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+rc=0
+/usr/bin/python3 "$src/tests/torch_equiv.py" "$bin" "$src" "$work/lvp" --device llvmpipe || rc=1
+/usr/bin/python3 "$src/tests/torch_equiv.py" "$bin" "$src" "$work/ss" --device swiftshader || rc=1
+exit $rc
