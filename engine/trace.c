@@ -748,7 +748,8 @@ static void write_locked(const vkt_trace *t, FILE *f, const vkt_trace_event **ev
         fputs(",\"idle_fraction\":", f);
         put_number(f, s.idle_fraction);
         if (set)
-            fprintf(f, ",\"bytes_moved\":%llu", (unsigned long long)s.bytes_moved);
+            fprintf(f, ",\"busy_ns\":%.0f,\"wall_ns\":%.0f,\"bytes_moved\":%llu", s.busy_ns,
+                    s.wall_ns, (unsigned long long)s.bytes_moved);
         else
             fputs(",\"bytes_moved\":null", f);
         fprintf(f, ",\"peak_memory_bytes\":%llu}", (unsigned long long)s.peak_memory_bytes);
@@ -1017,6 +1018,8 @@ static vkt_status load_other(loader *L, const cJSON *other) {
             double bytes = 0, peak = 0;
             num_field(s, "busy_fraction", &sum.busy_fraction);
             num_field(s, "idle_fraction", &sum.idle_fraction);
+            num_field(s, "busy_ns", &sum.busy_ns);
+            num_field(s, "wall_ns", &sum.wall_ns);
             num_field(s, "bytes_moved", &bytes);
             num_field(s, "peak_memory_bytes", &peak);
             sum.bytes_moved = (uint64_t)bytes;

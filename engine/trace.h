@@ -69,6 +69,7 @@ typedef struct vkt_trace_device {
 // What the trainer measured about one device over the run (written in otherData.summary).
 typedef struct vkt_trace_summary {
     double busy_fraction, idle_fraction;
+    double busy_ns, wall_ns; // what the fractions are of (0 when computed from the trace)
     uint64_t bytes_moved;
     uint64_t peak_memory_bytes;
 } vkt_trace_summary;

@@ -454,6 +454,19 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             res->train_loss = epoch_loss / (epoch_rows * (r.model.loss == VKT_LOSS_MSE ? r.model.output_features : 1));
         if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
     }
+    if (r.s && o->trace) {
+        // The trainer's own figures go into the trace, so the file and the report agree.
+        for (int d = 0; d < vkt_strategy_device_count(r.s); d++) {
+            vkt_device_stats ds;
+            vkt_strategy_stats(r.s, d, &ds);
+            double busy = ds.wall_ns > 0 ? ds.busy_ns / ds.wall_ns : 0;
+            if (busy > 1) busy = 1;
+            vkt_trace_summary sum = {.busy_fraction = busy, .idle_fraction = 1 - busy,
+                                     .busy_ns = ds.busy_ns, .wall_ns = ds.wall_ns,
+                                     .bytes_moved = ds.bytes_moved, .peak_memory_bytes = ds.peak_memory};
+            vkt_trace_set_summary(o->trace, vkt_strategy_trace_pid(r.s, d), &sum);
+        }
+    }
     res->steps = step;
     res->train_seconds = train_ns * 1e-9;
     res->samples_per_sec = train_ns > 0 ? samples / (train_ns * 1e-9) : 0;

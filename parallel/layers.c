@@ -127,6 +127,7 @@ static vkt_status transfer(vkt_strategy *s, int d, vkt_view v, float *host, uint
                               : vkt_buffer_read(v.buffer, v.offset, host, bytes);
     int64_t t1 = vkt_trace_now_ns();
     s->stats[d].comm_ns += (double)(t1 - t0);
+    s->stats[d].busy_ns += (double)(t1 - t0); // the device's row is occupied by the transfer
     s->stats[d].bytes_moved += bytes;
     layers_impl *L = s->impl;
     if (s->desc.trace)

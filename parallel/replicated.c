@@ -123,6 +123,7 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
             s->stats[d].bytes_moved += 2 * b->bytes;
             // A bucket reduced while later buckets still run is hidden by the overlap.
             if (k + 1 < r->nbuckets) s->stats[d].comm_hidden_ns += (double)(c1 - c0);
+            else s->stats[d].busy_ns += (double)(c1 - c0); // exposed: the device waits on it
             if (s->desc.trace)
                 vkt_trace_add_event(s->desc.trace, s->trace_pid[d], "comm:allreduce",
                                     VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)step);

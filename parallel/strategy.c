@@ -317,6 +317,8 @@ void vkt_strategy_stats(const vkt_strategy *s, int i, vkt_device_stats *out) {
     out->peak_memory = vkt_device_memory_peak(s->dev[i]);
 }
 
+int vkt_strategy_trace_pid(const vkt_strategy *s, int i) { return s->trace_pid[i]; }
+
 void vkt_strategy_reset_stats(vkt_strategy *s) {
     for (int i = 0; i < s->ndev; i++) {
         vkt_device_stats keep = s->stats[i];

@@ -48,7 +48,8 @@ typedef struct vkt_strategy_desc {
 // What a run measured per device (accumulated over steps since the last reset).
 typedef struct vkt_device_stats {
     char label[300];
-    double busy_ns;    // GPU time in labelled work
+    double busy_ns;    // GPU time in labelled work, plus host transfers and reductions the
+                       // device was not computing through (its trace row is occupied)
     double matmul_ns;  // the part of busy_ns in matmuls (dense forward, weight and input grads)
     double wall_ns;    // host wall time of the steps
     double comm_ns;    // time in transfers and reductions (GPU copies and host work)
@@ -93,5 +94,7 @@ int vkt_strategy_device_count(const vkt_strategy *s);
 bool vkt_strategy_stage(const vkt_strategy *s, int d, int *lo, int *hi);
 void vkt_strategy_stats(const vkt_strategy *s, int i, vkt_device_stats *out);
 void vkt_strategy_reset_stats(vkt_strategy *s);
+// The trace process of device i (when desc.trace was set).
+int vkt_strategy_trace_pid(const vkt_strategy *s, int i);
 
 #endif

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# test_cli_trace.sh: a short training on two devices (lavapipe + SwiftShader, layers, 2
+# micro-batches) with --trace. Checks the trace file (every device present, events ordered and
+# not overlapping per device, the union of each device's busy events equal to the busy time the
+# trainer reports), renders it headless to PNG and checks the picture against the trace, then
+# runs `vktrain train --view` under Xvfb and checks the live window's picture.
+# Args: VKTRAIN_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1 src=$2
+fails=0
+check() { if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
+work=$(mktemp -d)
+xvfb_pid=""
+trap '[ -n "$xvfb_pid" ] && kill $xvfb_pid 2> /dev/null; rm -rf "$work"' EXIT
+model=$src/assets/models/fashion_mlp.json
+run=(--model "$model" --limit-train 512 --batch 64 --epochs 1 --no-eval --quiet)
+
+"$bin" train "${run[@]}" --device llvmpipe,swiftshader --strategy layers --micro-batches 2 \
+    --trace "$work/trace.json" --json > "$work/result.json"
+check "two-device training with --trace" $?
+
+python3 - "$work/trace.json" "$work/result.json" <<'PY'
+import json, sys
+trace = json.load(open(sys.argv[1]))
+result = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+ev = trace["traceEvents"]
+procs = {e["pid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"}
+devices = [d for d in trace["otherData"]["devices"]]
+assert len(devices) == 2, devices
+for d in devices:
+    assert d["pid"] in procs, ("no process for device", d)
+    print("device", d["pid"], procs[d["pid"]])
+x = [e for e in ev if e.get("ph") == "X"]
+summary = {s["pid"]: s for s in trace["otherData"]["summary"]}
+for d in devices:
+    pid = d["pid"]
+    evs = [e for e in x if e["pid"] == pid]
+    assert evs, ("no events for device", pid)
+    cats = {e["cat"] for e in evs}
+    assert {"forward", "backward", "optimizer"} <= cats, (pid, cats)
+    # Ordered in the file and not overlapping: one queue per device, and the host-side events
+    # (transfers, waits) sit between its submits. Slack: the clock calibration's uncertainty.
+    ts = [e["ts"] for e in evs]
+    assert ts == sorted(ts), ("events of device %d out of order" % pid)
+    slack = max(2.0, d.get("clock_uncertainty_ns", 0) / 1000 * 2 + 2)
+    for a, b in zip(evs, evs[1:]):
+        assert b["ts"] >= a["ts"] + a["dur"] - slack, ("overlap", a, b)
+    # Busy time: the union of non-wait events equals what the trainer reports.
+    busy = 0.0
+    end = -1e18
+    for e in evs:
+        if e["cat"] == "wait":
+            continue
+        s0, s1 = e["ts"], e["ts"] + e["dur"]
+        if s1 > end:
+            busy += s1 - max(s0, end)
+            end = s1
+    s = summary[pid]
+    assert s["source"] == "trainer", s
+    rel = abs(busy * 1000 - s["busy_ns"]) / s["busy_ns"]
+    assert rel < 0.03, ("busy from the trace %.0f us, reported %.0f us" % (busy, s["busy_ns"] / 1000))
+    frac = busy * 1000 / s["wall_ns"]
+    reported = [r for r in result["devices"] if r["device"] == procs[pid]][0]["busy_fraction"]
+    assert abs(frac - reported) < 0.03, (frac, reported)
+    print("device %d: busy %.1f%% from the trace, %.1f%% reported; %d events" % (pid, 100 * frac, 100 * reported, len(evs)))
+PY
+check "trace structure: devices, order, no overlap, busy time consistent with the report" $?
+
+# Headless picture of the two-device run, checked against the trace.
+"$bin" view "$work/trace.json" --png "$work/trace.png" --device llvmpipe --layout "$work/layout.json" > /dev/null
+check "renders the trace to PNG" $?
+python3 "$src/tests/viewer_check.py" "$work/trace.png" "$work/trace.json" "$work/layout.json" --size 1280x720
+check "the PNG shows each device's work where the trace says" $?
+
+# train --view under Xvfb: the window appears, shows the live run, and closes by itself.
+if ! command -v Xvfb > /dev/null || ! command -v xwd > /dev/null || ! command -v xwininfo > /dev/null; then
+    if [ "${CI:-}" = true ]; then echo "FAIL CI=true but Xvfb/x11-apps are missing"; fails=$((fails + 1)); fi
+else
+    display=""
+    for n in 83 84 85 86 87 88 89 82 81 80; do
+        if [ ! -e /tmp/.X11-unix/X$n ] && [ ! -e /tmp/.X$n-lock ]; then display=:$n; break; fi
+    done
+    Xvfb "$display" -screen 0 1280x800x24 -nolisten tcp > "$work/xvfb.log" 2>&1 &
+    xvfb_pid=$!
+    for _ in $(seq 100); do [ -S "/tmp/.X11-unix/X${display#:}" ] && break; sleep 0.1; done
+    start=$(date +%s)
+    DISPLAY=$display "$bin" train "${run[@]}" --limit-train 2048 --device llvmpipe --view --view-device swiftshader \
+        --exit-after 4 > "$work/view.out" 2> "$work/view.err" &
+    pid=$!
+    found=1
+    for _ in $(seq 300); do
+        if xwininfo -root -tree -display "$display" 2> /dev/null | grep -q '"vktrain'; then found=0; break; fi
+        sleep 0.1
+    done
+    check "train --view opens a window titled vktrain" $found
+    sleep 2
+    xwd -root -display "$display" -silent > "$work/live.xwd"; check "screenshot of the live window" $?
+    wait $pid
+    rc=$?
+    cat "$work/view.err"
+    [ $rc -eq 0 ]; check "train --view finishes (exit $rc) in $(($(date +%s) - start)) s" $?
+    ! grep -qi "validation" "$work/view.err"; check "train --view: no validation message" $?
+    python3 - "$src/tests" "$work/live.xwd" "$work/layout.json" <<'PY'
+# The live window is the same kind of picture: the title's text colour, and the forward and
+# backward colours of the timeline, each over a good number of pixels.
+import sys
+sys.path.insert(0, sys.argv[1])
+import json, viewer_check as vc
+w, h, rows = vc.read_xwd(sys.argv[2])
+lay = json.load(open(sys.argv[3]))
+def count(c):
+    n = 0
+    for y in range(0, min(h, 720), 2):
+        r = rows[y]
+        for x in range(0, min(w, 1280), 2):
+            p = (r[3 * x], r[3 * x + 1], r[3 * x + 2])
+            if sum((a - b) ** 2 for a, b in zip(p, c)) < 900:
+                n += 1
+    return n
+counts = {k: count(tuple(v)) for k, v in lay["categories"].items() if k in ("forward", "backward")}
+counts["text"] = count(tuple(lay["text"]))
+print("live window pixels:", counts)
+sys.exit(0 if all(v > 50 for v in counts.values()) else 1)
+PY
+    check "the live window shows the timeline colours and text" $?
+fi
+
+echo "test_cli_trace: $fails failed"
+[ $fails -eq 0 ]
