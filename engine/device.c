@@ -62,7 +62,10 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     dev->ctx = ctx;
     dev->phys = &ctx->devices[index];
     dev->info = &dev->phys->info;
-    snprintf(dev->label, sizeof dev->label, "#%d %s", index, dev->info->name);
+    // The same physical device opened again (two logical devices) gets a distinct label.
+    int nth = ctx->devices[index].opened + 1;
+    if (nth == 1) snprintf(dev->label, sizeof dev->label, "#%d %s", index, dev->info->name);
+    else snprintf(dev->label, sizeof dev->label, "#%d %s (%d)", index, dev->info->name, nth);
     dev->mem_limit = desc && desc->mem_limit ? desc->mem_limit : dev->info->memory_bytes;
 
     vkt_status s = choose_memory(dev);
@@ -105,6 +108,7 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     volkLoadDeviceTable(&dev->vk, dev->handle);
     dev->vk.vkGetDeviceQueue(dev->handle, dev->phys->queue_family, 0, &dev->queue);
     *out = dev; // from here on vkt_device_destroy cleans up whatever was made
+    ctx->devices[index].opened++;
 
     VkCommandPoolCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -133,6 +137,7 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
 
 void vkt_device_destroy(vkt_device *dev) {
     if (!dev) return;
+    ((vkt_physical *)dev->phys)->opened--;
     if (dev->handle) {
         dev->vk.vkDeviceWaitIdle(dev->handle);
         if (dev->pipeline_cache) dev->vk.vkDestroyPipelineCache(dev->handle, dev->pipeline_cache, NULL);

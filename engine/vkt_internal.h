@@ -57,6 +57,7 @@ typedef struct vkt_physical {
     vkt_device_info info;
     uint32_t queue_family;
     VkPhysicalDeviceMemoryProperties mem;
+    int opened; // logical devices open on it now (the labels of repeats get " (2)", ...)
 } vkt_physical;
 
 struct vkt_context {
