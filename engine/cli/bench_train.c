@@ -1,0 +1,248 @@
+// bench_train.c (CLI): `vktrain bench train`. Times real training steps of a model (random
+// inputs and labels, so no data set is needed and every machine runs the same work) and splits
+// each device's step into matmuls, other kernels, communication and host overhead, all from GPU
+// timestamps and the host clock of the same run. It then times the step's own matmul shapes on
+// their own and reports the step's achieved FLOP/s against them: how much the rest of the step
+// costs around the matmuls.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "ops.h"
+#include "strategy.h"
+
+typedef struct mm_shape {
+    vkt_mm_form form;
+    uint32_t M, N, K;
+} mm_shape;
+
+// The matmuls of one training step of model m at batch B (forward, weight and input gradients).
+static int step_shapes(const vkt_model_desc *m, uint32_t B, mm_shape *out, int max) {
+    int n = 0, first_dense = -1;
+    for (int l = 0; l < m->nlayers; l++)
+        if (m->layers[l].kind == VKT_LAYER_DENSE && first_dense < 0) first_dense = l;
+    for (int l = 0; l < m->nlayers && n + 3 <= max; l++) {
+        const vkt_layer_desc *ly = &m->layers[l];
+        if (ly->kind != VKT_LAYER_DENSE) continue;
+        out[n++] = (mm_shape){VKT_MM_NT, B, ly->out_features, ly->in_features};
+        out[n++] = (mm_shape){VKT_MM_TN, ly->out_features, ly->in_features, B};
+        if (l != first_dense) out[n++] = (mm_shape){VKT_MM_NN, B, ly->in_features, ly->out_features};
+    }
+    return n;
+}
+
+static double shape_flops(const mm_shape *s) { return 2.0 * s->M * s->N * s->K; }
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Median GPU time (ns) of each shape run on its own, reps times, on device index phys.
+static vkt_status time_shapes(vkt_context *ctx, int phys, const mm_shape *sh, int n, int reps,
+                              double *ns) {
+    vkt_device *dev = NULL;
+    vkt_ops *ops = NULL;
+    vkt_cmd *cmd = NULL;
+    vkt_buffer *a = NULL, *b = NULL, *c = NULL;
+    uint64_t most = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t x = (uint64_t)sh[i].M * sh[i].K, y = (uint64_t)sh[i].K * sh[i].N, z = (uint64_t)sh[i].M * sh[i].N;
+        if (x > most) most = x;
+        if (y > most) most = y;
+        if (z > most) most = z;
+    }
+    vkt_status st = vkt_device_create(ctx, phys, NULL, &dev);
+    if (st == VKT_OK) st = vkt_ops_create(dev, &ops);
+    if (st == VKT_OK) st = vkt_cmd_create(dev, &cmd);
+    if (st == VKT_OK) st = vkt_buffer_create(dev, most * 4, "bench a", &a);
+    if (st == VKT_OK) st = vkt_buffer_create(dev, most * 4, "bench b", &b);
+    if (st == VKT_OK) st = vkt_buffer_create(dev, most * 4, "bench c", &c);
+    double *t = calloc((size_t)reps, sizeof *t);
+    if (!t && st == VKT_OK) st = vkt_set_error(VKT_ERR_HOST_MEMORY, "out of host memory");
+    for (int i = 0; i < n && st == VKT_OK; i++) {
+        const mm_shape *s = &sh[i];
+        vkt_view va = vkt_buffer_view(a, 0, (uint64_t)s->M * s->K * 4);
+        vkt_view vb = vkt_buffer_view(b, 0, (uint64_t)s->K * s->N * 4);
+        vkt_view vc = vkt_buffer_view(c, 0, (uint64_t)s->M * s->N * 4);
+        st = vkt_cmd_begin(cmd, true);
+        vkt_cmd_fill(cmd, vkt_buffer_whole(a), 0x3c23d70a); // 0.01f
+        vkt_cmd_fill(cmd, vkt_buffer_whole(b), 0x3c23d70a);
+        vkt_cmd_barrier(cmd);
+        for (int r = 0; r <= reps && st == VKT_OK; r++) { // the first run warms up
+            vkt_op_matmul(cmd, ops, s->form, vc, va, vb, NULL, 0.0f, s->M, s->N, s->K, "mm");
+            vkt_cmd_barrier(cmd);
+        }
+        if (st == VKT_OK) st = vkt_ops_status(ops);
+        if (st == VKT_OK) st = vkt_cmd_end(cmd);
+        if (st == VKT_OK) st = vkt_cmd_submit(cmd);
+        if (st == VKT_OK) st = vkt_cmd_wait(cmd, VKT_WAIT_MS);
+        const vkt_timing *tm;
+        int nt = st == VKT_OK ? vkt_cmd_timings(cmd, &tm) : 0;
+        for (int r = 1; r < nt && r <= reps; r++) t[r - 1] = (double)(tm[r].end_ns - tm[r].start_ns);
+        if (nt > reps) {
+            qsort(t, (size_t)reps, sizeof *t, cmp_double);
+            ns[i] = t[reps / 2];
+        }
+    }
+    free(t);
+    vkt_buffer_destroy(c);
+    vkt_buffer_destroy(b);
+    vkt_buffer_destroy(a);
+    vkt_cmd_destroy(cmd);
+    vkt_ops_destroy(ops);
+    vkt_device_destroy(dev);
+    return st;
+}
+
+int cli_bench_train(int argc, char **argv) {
+    // bench-only flags first, the rest are the run options (--model, --device, --strategy, ...)
+    int steps = 20, warmup = 3;
+    char *rest[256];
+    int nrest = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
+            steps = atoi(argv[++i]);
+            if (steps < 1 || steps > 100000) {
+                fprintf(stderr, "vktrain: --steps wants a whole number from 1 to 100000\n");
+                return 2;
+            }
+        } else if (nrest < 256) {
+            rest[nrest++] = argv[i];
+        }
+    }
+    cli_run_options c;
+    int rc = cli_parse_run_options(nrest, rest, &c);
+    if (rc) return rc;
+    vkt_context *ctx = NULL;
+    rc = cli_resolve_devices(&c, &ctx);
+    if (rc) {
+        vkt_context_destroy(ctx);
+        return rc;
+    }
+    vkt_model_desc m;
+    if (vkt_model_load(c.o.model_path, &m) != VKT_OK) {
+        vkt_context_destroy(ctx);
+        return cli_fail(vkt_error());
+    }
+    vkt_strategy_desc sd = c.o.strategy;
+    sd.model = &m;
+    sd.batch = c.o.batch;
+    sd.optim = c.o.optim;
+    vkt_strategy *s = NULL;
+    uint32_t B = c.o.batch;
+    float *x = malloc((size_t)B * m.input_features * 4);
+    void *y = malloc((size_t)B * (m.loss == VKT_LOSS_MSE ? m.output_features : 1) * 4);
+    vkt_status st = x && y ? vkt_strategy_create(&sd, &s) : vkt_set_error(VKT_ERR_HOST_MEMORY, "out of host memory");
+    if (st == VKT_OK) st = vkt_strategy_init(s, c.o.seed);
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (uint64_t i = 0; x && i < (uint64_t)B * m.input_features; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        x[i] = (float)(r >> 40) / (float)(1 << 24);
+    }
+    for (uint32_t i = 0; y && i < B; i++) {
+        if (m.loss == VKT_LOSS_MSE)
+            for (uint32_t k = 0; k < m.output_features; k++) ((float *)y)[(size_t)i * m.output_features + k] = (float)(k == i % m.output_features);
+        else
+            ((uint32_t *)y)[i] = i % m.output_features;
+    }
+    double wall_ns = 0;
+    for (int i = 0; i < warmup + steps && st == VKT_OK; i++) {
+        if (i == warmup) vkt_strategy_reset_stats(s);
+        double ls;
+        double t0 = 0;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t0 = ts.tv_sec * 1e9 + ts.tv_nsec;
+        st = vkt_strategy_step(s, x, y, B, (uint32_t)i + 1, &ls);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if (i >= warmup) wall_ns += ts.tv_sec * 1e9 + ts.tv_nsec - t0;
+    }
+    mm_shape shapes[3 * 256];
+    int nshapes = step_shapes(&m, B, shapes, 3 * 256);
+    double step_flops = 0;
+    for (int i = 0; i < nshapes; i++) step_flops += shape_flops(&shapes[i]);
+    double *alone = calloc((size_t)nshapes + 1, sizeof *alone);
+    // The standalone comparison is meaningful for one device holding the whole model.
+    bool compare = sd.kind == VKT_STRATEGY_SINGLE;
+    if (st == VKT_OK && compare) st = time_shapes(ctx, sd.devices[0], shapes, nshapes, 5, alone);
+    if (st != VKT_OK) {
+        rc = cli_fail(vkt_error());
+    } else {
+        double sps = B * steps / (wall_ns * 1e-9);
+        double alone_ns = 0;
+        for (int i = 0; i < nshapes; i++) alone_ns += alone[i];
+        double step_gflops = step_flops * steps / wall_ns;
+        const vkt_device_info *info = vkt_context_device_info(ctx, sd.devices[0]);
+        char api[32];
+        vkt_api_version_string(info->api_version, api, sizeof api);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "benchmark", "train");
+        cJSON_AddStringToObject(o, "model", m.name);
+        cJSON_AddStringToObject(o, "strategy", vkt_strategy_name(sd.kind));
+        cJSON_AddStringToObject(o, "device", info->name);
+        cJSON_AddStringToObject(o, "driver", info->driver);
+        cJSON_AddStringToObject(o, "api_version", api);
+        cJSON_AddNumberToObject(o, "vendor_id", info->vendor_id);
+        cJSON_AddNumberToObject(o, "batch", B);
+        cJSON_AddNumberToObject(o, "steps", steps);
+        cJSON_AddNumberToObject(o, "samples_per_sec", sps);
+        cJSON_AddNumberToObject(o, "step_ms", wall_ns / steps * 1e-6);
+        cJSON_AddNumberToObject(o, "step_gflops", step_gflops);
+        if (compare && alone_ns > 0) {
+            cJSON_AddNumberToObject(o, "matmul_alone_gflops", step_flops / alone_ns);
+            cJSON_AddNumberToObject(o, "step_vs_matmul_alone", step_gflops / (step_flops / alone_ns));
+        }
+        cJSON *devs = cJSON_AddArrayToObject(o, "devices");
+        printf("bench train: %s, batch %u, %s on %s: %.0f samples/s, %.2f ms/step, %.2f GFLOP/s in the step\n",
+               m.name, B, vkt_strategy_name(sd.kind), vkt_strategy_devices(s), sps, wall_ns / steps * 1e-6,
+               step_gflops);
+        for (int d = 0; d < vkt_strategy_device_count(s); d++) {
+            vkt_device_stats ds;
+            vkt_strategy_stats(s, d, &ds);
+            double w = ds.wall_ns > 0 ? ds.wall_ns : wall_ns;
+            double mm = ds.matmul_ns / w, comm = ds.comm_ns / w;
+            double other = (ds.busy_ns - ds.matmul_ns - ds.gpu_comm_ns) / w;
+            if (other < 0) other = 0;
+            double host = 1 - mm - other - comm;
+            if (host < 0) host = 0;
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "device", ds.label);
+            cJSON_AddNumberToObject(j, "matmul_fraction", mm);
+            cJSON_AddNumberToObject(j, "other_kernels_fraction", other);
+            cJSON_AddNumberToObject(j, "communication_fraction", comm);
+            cJSON_AddNumberToObject(j, "host_and_idle_fraction", host);
+            cJSON_AddItemToArray(devs, j);
+            printf("  %s: matmul %.1f%%, other kernels %.1f%%, communication %.1f%%, host overhead and idle %.1f%%\n",
+                   ds.label, 100 * mm, 100 * other, 100 * comm, 100 * host);
+        }
+        if (compare && alone_ns > 0)
+            printf("  the step's matmul shapes alone: %.2f GFLOP/s; the whole step achieves %.0f%% of that\n",
+                   step_flops / alone_ns, 100 * step_gflops / (step_flops / alone_ns));
+        char cmdline[2048] = "vktrain bench train";
+        for (int i = 0; i < argc; i++) {
+            strncat(cmdline, " ", sizeof cmdline - strlen(cmdline) - 1);
+            strncat(cmdline, argv[i], sizeof cmdline - strlen(cmdline) - 1);
+        }
+        cJSON_AddStringToObject(o, "command", cmdline);
+        printf("  reproduce: %s\n", cmdline);
+        if (c.json) {
+            char *js = cJSON_PrintUnformatted(o);
+            printf("%s\n", js);
+            cJSON_free(js);
+        }
+        cJSON_Delete(o);
+    }
+    free(alone);
+    free(x);
+    free(y);
+    vkt_strategy_destroy(s);
+    vkt_model_free(&m);
+    vkt_context_destroy(ctx);
+    return rc;
+}
