@@ -80,22 +80,24 @@ vkt_view vkt_buffer_whole(vkt_buffer *b) { return vkt_buffer_view(b, 0, b->size)
 // ---------------------------------------------------------------------------------------------
 // Staged copies (GPUs whose device memory the host cannot map)
 
-typedef struct staging {
-    VkBuffer buffer;
-    VkDeviceMemory memory;
-    void *ptr;
-} staging;
-
-static void staging_destroy(vkt_device *dev, staging *st) {
-    if (st->buffer) dev->vk.vkDestroyBuffer(dev->handle, st->buffer, NULL);
-    if (st->memory) dev->vk.vkFreeMemory(dev->handle, st->memory, NULL);
+// One staging buffer per device, kept between calls and grown when a copy needs more: a step's
+// uploads and read-backs on a GPU then cost a copy and a submit, not an allocation each.
+static void staging_release(vkt_device *dev) {
+    if (dev->staging.buffer) dev->vk.vkDestroyBuffer(dev->handle, dev->staging.buffer, NULL);
+    if (dev->staging.memory) dev->vk.vkFreeMemory(dev->handle, dev->staging.memory, NULL);
+    memset(&dev->staging, 0, sizeof dev->staging);
 }
 
-static vkt_status staging_create(vkt_device *dev, uint64_t size, staging *st) {
-    memset(st, 0, sizeof *st);
+void vkt_device_release_staging(vkt_device *dev) { staging_release(dev); }
+
+static vkt_status staging_get(vkt_device *dev, uint64_t size) {
+    if (dev->staging.buffer && dev->staging.size >= size) return VKT_OK;
+    staging_release(dev);
+    uint64_t want = size < (1u << 20) ? (1u << 20) : size;
+    vkt_staging *st = &dev->staging;
     VkBufferCreateInfo bci = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-        .size = size,
+        .size = want,
         .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
@@ -111,9 +113,10 @@ static vkt_status staging_create(vkt_device *dev, uint64_t size, staging *st) {
     if (r == VK_SUCCESS) r = dev->vk.vkBindBufferMemory(dev->handle, st->buffer, st->memory, 0);
     if (r == VK_SUCCESS) r = dev->vk.vkMapMemory(dev->handle, st->memory, 0, VK_WHOLE_SIZE, 0, &st->ptr);
     if (r != VK_SUCCESS) {
-        staging_destroy(dev, st);
+        staging_release(dev);
         return vkt_vk_fail(r, "vkAllocateMemory/vkMapMemory", "making a staging buffer", __FILE__, __LINE__);
     }
+    st->size = want;
     return VKT_OK;
 }
 
@@ -180,12 +183,9 @@ vkt_status vkt_buffer_write(vkt_buffer *b, uint64_t offset, const void *src, uin
         memcpy((char *)b->mapped + offset, src, size);
         return VKT_OK;
     }
-    staging st;
-    VKT_TRY(staging_create(dev, size, &st));
-    memcpy(st.ptr, src, size);
-    vkt_status s = staged_copy(dev, st.buffer, 0, b->handle, offset, size);
-    staging_destroy(dev, &st);
-    return s;
+    VKT_TRY(staging_get(dev, size));
+    memcpy(dev->staging.ptr, src, size);
+    return staged_copy(dev, dev->staging.buffer, 0, b->handle, offset, size);
 }
 
 vkt_status vkt_buffer_read(vkt_buffer *b, uint64_t offset, void *dst, uint64_t size) {
@@ -197,10 +197,8 @@ vkt_status vkt_buffer_read(vkt_buffer *b, uint64_t offset, void *dst, uint64_t s
         memcpy(dst, (const char *)b->mapped + offset, size);
         return VKT_OK;
     }
-    staging st;
-    VKT_TRY(staging_create(dev, size, &st));
-    vkt_status s = staged_copy(dev, b->handle, offset, st.buffer, 0, size);
-    if (s == VKT_OK) memcpy(dst, st.ptr, size);
-    staging_destroy(dev, &st);
-    return s;
+    VKT_TRY(staging_get(dev, size));
+    VKT_TRY(staged_copy(dev, b->handle, offset, dev->staging.buffer, 0, size));
+    memcpy(dst, dev->staging.ptr, size);
+    return VKT_OK;
 }

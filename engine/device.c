@@ -36,7 +36,8 @@ static vkt_status choose_memory(vkt_device *dev) {
     // On devices whose memory is the host's (CPU drivers, integrated GPUs) a device-local type
     // that is also host-visible is used directly. A discrete GPU's host-visible device-local
     // memory (a BAR window) is small or slow to read: it keeps staging.
-    bool unified = dev->info->type == VKT_DEVICE_CPU || dev->info->type == VKT_DEVICE_INTEGRATED;
+    bool unified = (dev->info->type == VKT_DEVICE_CPU || dev->info->type == VKT_DEVICE_INTEGRATED) &&
+                   !dev->force_staged;
     if (unified)
         dl = find_memory_type(mem, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | mapped,
                               VK_MEMORY_PROPERTY_HOST_CACHED_BIT, heap);
@@ -67,6 +68,7 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     if (nth == 1) snprintf(dev->label, sizeof dev->label, "#%d %s", index, dev->info->name);
     else snprintf(dev->label, sizeof dev->label, "#%d %s (%d)", index, dev->info->name, nth);
     dev->mem_limit = desc && desc->mem_limit ? desc->mem_limit : dev->info->memory_bytes;
+    dev->force_staged = desc && desc->staged;
 
     vkt_status s = choose_memory(dev);
     if (s != VKT_OK) {
@@ -140,6 +142,7 @@ void vkt_device_destroy(vkt_device *dev) {
     ((vkt_physical *)dev->phys)->opened--;
     if (dev->handle) {
         dev->vk.vkDeviceWaitIdle(dev->handle);
+        vkt_device_release_staging(dev);
         if (dev->pipeline_cache) dev->vk.vkDestroyPipelineCache(dev->handle, dev->pipeline_cache, NULL);
         if (dev->timeline) dev->vk.vkDestroySemaphore(dev->handle, dev->timeline, NULL);
         if (dev->pool) dev->vk.vkDestroyCommandPool(dev->handle, dev->pool, NULL);

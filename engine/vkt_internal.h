@@ -72,6 +72,13 @@ struct vkt_context {
     vkt_physical *devices;
 };
 
+typedef struct vkt_staging {
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    void *ptr;
+    uint64_t size;
+} vkt_staging;
+
 struct vkt_device {
     vkt_context *ctx;
     const vkt_physical *phys;
@@ -86,7 +93,9 @@ struct vkt_device {
     uint32_t mem_type_device; // best device-local type
     uint32_t mem_type_host;   // host-visible, coherent type for staging / readback
     bool device_mapped;       // mem_type_device is also host-visible
+    bool force_staged;        // vkt_device_desc.staged
     uint64_t mem_limit, mem_used, mem_peak;
+    vkt_staging staging; // host-visible copy area of staged reads and writes (buffer.c)
     char label[300];
 };
 
@@ -119,5 +128,6 @@ vkt_status vkt_device_wait_idle(vkt_device *dev);
 vkt_status vkt_device_alloc(vkt_device *dev, VkMemoryRequirements req, uint32_t type_index,
                             const char *what, VkDeviceMemory *out);
 void vkt_device_free(vkt_device *dev, VkDeviceMemory mem, uint64_t size);
+void vkt_device_release_staging(vkt_device *dev);
 
 #endif

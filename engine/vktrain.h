@@ -121,6 +121,8 @@ void vkt_api_version_string(uint32_t v, char *buf, size_t size);
 
 typedef struct vkt_device_desc {
     uint64_t mem_limit; // cap on the bytes this engine allocates on the device; 0 = the heap size
+    bool staged;        // never map device memory, stage every read and write as on a discrete
+                        // GPU (so CPU drivers exercise that path too)
 } vkt_device_desc;
 
 vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc *desc,

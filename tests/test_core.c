@@ -111,6 +111,23 @@ int main(void) {
     vkt_device_destroy(twin[1]);
     vkt_device_destroy(twin[0]);
 
+    // The staged path of discrete GPUs (device memory not mapped), on the CPU drivers too.
+    for (int d = 0; d < t->ndev; d++) {
+        vkt_device *staged = NULL;
+        vkt_device_desc sdesc = {.staged = true};
+        VT_OK(t, vkt_device_create(t->ctx, vkt_device_get_info(t->dev[d])->index, &sdesc, &staged));
+        if (!staged) continue;
+        axpy_run r;
+        vkt_status s = axpy_submit(staged, &r, x, y, 1.5f, 0.5f);
+        VT_CHECK(t, s == VKT_OK, "staged axpy on %s: %s", vkt_device_label(staged), vkt_error());
+        if (s == VKT_OK) {
+            VT_CHECK(t, vkt_buffer_mapped(r.y) == NULL, "a staged device mapped its buffer");
+            axpy_check(t, staged, &r, x, y, 1.5f, 0.5f);
+        }
+        axpy_release(&r);
+        vkt_device_destroy(staged);
+    }
+
     // A memory limit is enforced with a message that names the device and the sizes.
     vkt_device *small = NULL;
     vkt_device_desc desc = {.mem_limit = 1 << 20};
