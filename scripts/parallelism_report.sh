@@ -8,6 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/build}/vktrain
 steps=${2:-12}
 model=$root/assets/models/fashion_mlp.json
+balanced=$root/assets/models/pipeline_mlp.json # equal stages, so the bubble is the schedule's
 common=(--model "$model" --batch 256 --max-steps "$steps" --limit-train $((256 * steps)) --no-eval --quiet --json)
 devs() { local d=llvmpipe; for ((i = 1; i < $1; i++)); do d="$d,llvmpipe"; done; echo "$d"; }
 
@@ -18,7 +19,7 @@ echo "|---|---|---|---|---|---|"
 for p in 2 3; do
     for m in 1 2 4 8; do
         for sched in gpipe 1f1b; do
-            out=$("$bin" train "${common[@]}" --device "$(devs $p)" --strategy layers --micro-batches $m --schedule $sched | tail -1)
+            out=$("$bin" train "${common[@]}" --model "$balanced" --device "$(devs $p)" --strategy layers --micro-batches $m --schedule $sched | tail -1)
             python3 - "$p" "$m" "$sched" "$out" <<'PY'
 import json, sys
 p, m, sched, r = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])

@@ -117,14 +117,9 @@ int cli_bench_train(int argc, char **argv) {
         }
     }
     cli_run_options c;
-    int rc = cli_parse_run_options(nrest, rest, &c);
+    vkt_context *ctx;
+    int rc = cli_open(nrest, rest, &c, &ctx);
     if (rc) return rc;
-    vkt_context *ctx = NULL;
-    rc = cli_resolve_devices(&c, &ctx);
-    if (rc) {
-        vkt_context_destroy(ctx);
-        return rc;
-    }
     vkt_model_desc m;
     if (vkt_model_load(c.o.model_path, &m) != VKT_OK) {
         vkt_context_destroy(ctx);

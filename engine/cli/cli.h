@@ -25,6 +25,9 @@ typedef struct cli_run_options {
 
 // Parses the run options; returns 0, or the exit status (2) after printing why.
 int cli_parse_run_options(int argc, char **argv, cli_run_options *c);
+// Parses the run options and opens the context (cli_resolve_devices); on failure prints why,
+// leaves nothing open and returns the exit status.
+int cli_open(int argc, char **argv, cli_run_options *c, vkt_context **ctx);
 // Opens the context and resolves --device, --balance and --split into c->o.strategy. Returns 0
 // or an exit status (the message printed). The caller destroys *ctx.
 int cli_resolve_devices(cli_run_options *c, vkt_context **ctx);

@@ -63,14 +63,9 @@ static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const vkt_co
 
 int cmd_plan(int argc, char **argv) {
     cli_run_options c;
-    int rc = cli_parse_run_options(argc, argv, &c);
+    vkt_context *ctx;
+    int rc = cli_open(argc, argv, &c, &ctx);
     if (rc) return rc;
-    vkt_context *ctx = NULL;
-    rc = cli_resolve_devices(&c, &ctx);
-    if (rc) {
-        vkt_context_destroy(ctx);
-        return rc;
-    }
     vkt_model_desc model;
     if (vkt_model_load(c.o.model_path, &model) != VKT_OK) {
         vkt_context_destroy(ctx);

@@ -257,6 +257,17 @@ static bool parse_list(const char *flag, const char *v, int want, float *out) {
     return true;
 }
 
+int cli_open(int argc, char **argv, cli_run_options *c, vkt_context **ctx) {
+    *ctx = NULL;
+    int rc = cli_parse_run_options(argc, argv, c);
+    if (rc == 0) rc = cli_resolve_devices(c, ctx);
+    if (rc) {
+        vkt_context_destroy(*ctx);
+        *ctx = NULL;
+    }
+    return rc;
+}
+
 // Opens the context, resolves --device and the strategy's per-device options.
 int cli_resolve_devices(cli_run_options *c, vkt_context **ctx) {
     vkt_strategy_desc *sd = &c->o.strategy;
@@ -383,14 +394,9 @@ vkt_status cli_train_with_viewer(cli_run_options *c, vkt_train_result *r) {
 
 int cmd_train(int argc, char **argv) {
     cli_run_options c;
-    int rc = cli_parse_run_options(argc, argv, &c);
+    vkt_context *ctx;
+    int rc = cli_open(argc, argv, &c, &ctx);
     if (rc) return rc;
-    vkt_context *ctx = NULL;
-    rc = cli_resolve_devices(&c, &ctx);
-    if (rc) {
-        vkt_context_destroy(ctx);
-        return rc;
-    }
     printer pr = {.tty = isatty(STDOUT_FILENO), .json = c.json, .quiet = c.quiet};
     c.o.progress = on_progress;
     c.o.progress_user = &pr;
@@ -433,17 +439,13 @@ int cmd_train(int argc, char **argv) {
 
 int cmd_eval(int argc, char **argv) {
     cli_run_options c;
-    int rc = cli_parse_run_options(argc, argv, &c);
+    vkt_context *ctx;
+    int rc = cli_open(argc, argv, &c, &ctx);
     if (rc) return rc;
     if (!c.o.init_path) {
+        vkt_context_destroy(ctx);
         fprintf(stderr, "vktrain: eval needs --init CHECKPOINT.safetensors\n");
         return 2;
-    }
-    vkt_context *ctx = NULL;
-    rc = cli_resolve_devices(&c, &ctx);
-    if (rc) {
-        vkt_context_destroy(ctx);
-        return rc;
     }
     vkt_train_result r;
     if (vkt_eval_run(&c.o, &r) != VKT_OK) rc = cli_fail(vkt_error());
