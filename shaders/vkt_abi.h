@@ -38,6 +38,17 @@ VKT_STRUCT(vkt_axpy_push) {
     VKT_F32 a;
 };
 
+// peak_fma: out[i] = sum of VKT_PEAK_CHAINS chains of iters * VKT_PEAK_UNROLL FMAs, for i < n.
+// Binding 0 = out. Flops per invocation: 2 * VKT_PEAK_CHAINS * VKT_PEAK_UNROLL * iters.
+#define VKT_PEAK_CHAINS 32
+#define VKT_PEAK_UNROLL 8
+VKT_STRUCT(vkt_peak_fma_push) {
+    VKT_U32 n;
+    VKT_U32 iters;
+    VKT_F32 a;
+    VKT_F32 b;
+};
+
 // ---- Training ops of engine/ops_nn.c. In every struct below the first member is the number of
 // units (elements or rows) that one dispatch covers: ops_nn.c splits views larger than a
 // device's maxStorageBufferRange into several dispatches and rewrites only that member.
@@ -86,6 +97,24 @@ VKT_STRUCT(vkt_adamw_push) {
     VKT_F32 decay;
     VKT_F32 step_size;
     VKT_F32 bc2_sqrt;
+};
+
+// ---- Matmul (engine/matmul.c, shaders/matmul_*.comp): c[M,N] = op(a) op(b) (+ bias[N])
+// (+ beta * c) over k in [k_begin, k_end). Bindings: 0 = c, 1 = a, 2 = b, 3 = bias (any valid view
+// when has_bias is 0). Specialization constants from VKT_SPEC_USER: the form (VKT_MM_FORM_*), then
+// the wide kernel's tile (matmul_wide.glsl). A dispatch with k_begin > 0 continues a K-split: it
+// adds onto c and adds no bias.
+#define VKT_MM_FORM_NN 0
+#define VKT_MM_FORM_NT 1
+#define VKT_MM_FORM_TN 2
+VKT_STRUCT(vkt_matmul_push) {
+    VKT_U32 m;
+    VKT_U32 n;
+    VKT_U32 k;
+    VKT_U32 k_begin;
+    VKT_U32 k_end;
+    VKT_U32 has_bias;
+    VKT_F32 beta;
 };
 
 #endif

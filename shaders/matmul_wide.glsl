@@ -1,0 +1,193 @@
+// matmul_wide.glsl: the register-tiled matmul with wide loads, included by matmul_wide.comp (vec4
+// pieces) and matmul_wide64.comp (dvec4 pieces: 8 floats per load, for devices with
+// shaderFloat64; the bits are moved, never used as doubles).
+//
+// Reads a (NN, NT: [M,K]; TN: [K,M]), b (NN, TN: [K,N]; NT: [N,K]), bias[N], and c[M,N] when
+// p.beta != 0 or p.k_begin > 0. Writes c[M,N]:
+//   c = sum over k in [k_begin, k_end) of op(a)[m,k] op(b)[k,n]  (+ bias[n]) (+ beta * c)
+// where a dispatch with k_begin > 0 continues a K-split: beta is taken as 1 and bias is not added.
+//
+// One workgroup of WG lanes computes TM rows x (WG * TC) columns. The rows are the same for every
+// lane and lane l owns the TC contiguous columns from (group_y * WG + l) * TC. Every operand is
+// read in W-float pieces along its contiguous dimension (k for a in NN/NT and for b in NT, m for a
+// in TN, n for b in NN/TN and for c) and each iteration of the k loop consumes W k-steps. The host
+// (engine/matmul.c) uses this kernel only when K, N (and M for TN), k_begin, k_end are multiples
+// of W and the views are aligned for W-wide access; TM and TC are multiples of W. Rows and
+// columns past M and N are clamped on load and skipped on store (the bounds guard).
+//
+// Why: on lavapipe every storage-buffer load inside a loop becomes a loop over the 8 lanes, so
+// the kernel reads few, wide pieces and reuses each for TM (or TC) FMAs. The tile is given by
+// specialization constants, which lavapipe's NIR unrolls after specialization (SwiftShader does
+// not, and uses matmul_scalar.glsl). The code avoids early exits and guarded loads in unrolled
+// loops: both made LLVM's compile time grow from seconds to a minute.
+#extension GL_EXT_control_flow_attributes : require
+
+layout(local_size_x_id = VKT_SPEC_LOCAL_X, local_size_y_id = VKT_SPEC_LOCAL_Y,
+       local_size_z_id = VKT_SPEC_LOCAL_Z) in;
+layout(constant_id = VKT_SPEC_USER + 0) const uint FORM = VKT_MM_FORM_NN;
+layout(constant_id = VKT_SPEC_USER + 1) const uint TM = 32; // rows per workgroup
+layout(constant_id = VKT_SPEC_USER + 2) const uint TC = 16; // columns per lane
+layout(constant_id = VKT_SPEC_USER + 3) const uint W = 4;   // floats per piece: 4, or 8 with MM_F64
+
+layout(std430, binding = 0) buffer Cv { vec4 c4[]; };
+layout(std430, binding = 1) readonly buffer Av { vec4 a4[]; };
+layout(std430, binding = 2) readonly buffer Bv { vec4 b4[]; };
+#ifdef MM_F64
+layout(std430, binding = 0) buffer Cd { dvec4 c8[]; };
+layout(std430, binding = 1) readonly buffer Ad { dvec4 a8[]; };
+layout(std430, binding = 2) readonly buffer Bd { dvec4 b8[]; };
+#endif
+layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
+layout(push_constant) uniform PC { vkt_matmul_push p; };
+
+const uint TC4 = TC / 4;
+
+#ifdef MM_F64
+void unpack8(dvec4 d, out vec4 lo, out vec4 hi) {
+    lo = uintBitsToFloat(uvec4(unpackDouble2x32(d.x), unpackDouble2x32(d.y)));
+    hi = uintBitsToFloat(uvec4(unpackDouble2x32(d.z), unpackDouble2x32(d.w)));
+}
+dvec4 pack8(vec4 lo, vec4 hi) {
+    uvec4 l = floatBitsToUint(lo), h = floatBitsToUint(hi);
+    return dvec4(packDouble2x32(l.xy), packDouble2x32(l.zw), packDouble2x32(h.xy),
+                 packDouble2x32(h.zw));
+}
+#endif
+
+// The W floats from element e (a multiple of W) as W/4 vec4s (v[1] unused when W == 4).
+void read_a(uint e, out vec4 v[2]) {
+#ifdef MM_F64
+    if (W == 8) {
+        unpack8(a8[e / 8], v[0], v[1]);
+        return;
+    }
+#endif
+    v[0] = a4[e / 4];
+    v[1] = v[0];
+}
+void read_b(uint e, out vec4 v[2]) {
+#ifdef MM_F64
+    if (W == 8) {
+        unpack8(b8[e / 8], v[0], v[1]);
+        return;
+    }
+#endif
+    v[0] = b4[e / 4];
+    v[1] = v[0];
+}
+void read_c(uint e, out vec4 v[2]) {
+#ifdef MM_F64
+    if (W == 8) {
+        unpack8(c8[e / 8], v[0], v[1]);
+        return;
+    }
+#endif
+    v[0] = c4[e / 4];
+    v[1] = v[0];
+}
+void write_c(uint e, vec4 v[2]) {
+#ifdef MM_F64
+    if (W == 8) {
+        c8[e / 8] = pack8(v[0], v[1]);
+        return;
+    }
+#endif
+    c4[e / 4] = v[0];
+}
+
+void main() {
+    const uint WG = gl_WorkGroupSize.x;
+    const uint TW = TC / W; // pieces per lane along n
+    uint M = p.m, N = p.n, K = p.k;
+    uint m0 = gl_WorkGroupID.x * TM;
+    uint n0 = (gl_WorkGroupID.y * WG + gl_LocalInvocationID.x) * TC;
+    // Clamped starts: a piece that starts past the matrix is moved back inside it (its values
+    // then only feed rows or columns that are not stored).
+    uint arow[TM]; // NN, NT: element offset of row m0 + r of a
+    uint bcol[TC]; // NT: element offset of row n0 + c of b
+    uint am[TM];   // TN: first row of piece g of a (g < TM / W)
+    uint bn[TC];   // NN, TN, and c: first column of piece t (t < TW)
+    [[unroll]] for (uint r = 0; r < TM; r++) arow[r] = min(m0 + r, M - 1) * K;
+    [[unroll]] for (uint c = 0; c < TC; c++) bcol[c] = min(n0 + c, N - 1) * K;
+    [[unroll]] for (uint g = 0; g < TM / W; g++) am[g] = min(m0 + g * W, M - W);
+    [[unroll]] for (uint t = 0; t < TW; t++) bn[t] = min(n0 + t * W, N - W);
+
+    // acc[r][j] holds columns n0 + 4j .. 4j + 3 of row m0 + r. beta * c is read before the k loop
+    // with clamped indices (a guarded read per element in the epilogue compiled far slower).
+    vec4 acc[TM][TC4];
+    [[unroll]] for (uint r = 0; r < TM; r++)
+        [[unroll]] for (uint j = 0; j < TC4; j++) acc[r][j] = vec4(0.0);
+    if (p.beta != 0.0 || p.k_begin > 0) {
+        float beta = p.k_begin > 0 ? 1.0 : p.beta;
+        [[unroll]] for (uint r = 0; r < TM; r++) {
+            uint row = min(m0 + r, M - 1) * N;
+            [[unroll]] for (uint t = 0; t < TW; t++) {
+                vec4 v[2];
+                read_c(row + bn[t], v);
+                [[unroll]] for (uint q = 0; q < W / 4; q++) acc[r][t * (W / 4) + q] = beta * v[q];
+            }
+        }
+    }
+
+    for (uint k = p.k_begin; k < p.k_end; k += W) {
+        float a[TM][W]; // a[r][kk] = op(a)[m0 + r, k + kk]
+        vec4 b[W][TC4]; // b[kk][j] = op(b)[k + kk, n0 + 4j .. 4j + 3]
+        if (FORM == VKT_MM_FORM_TN) {
+            [[unroll]] for (uint kk = 0; kk < W; kk++) {
+                [[unroll]] for (uint g = 0; g < TM / W; g++) {
+                    vec4 v[2];
+                    read_a((k + kk) * M + am[g], v);
+                    [[unroll]] for (uint i = 0; i < W; i++) a[g * W + i][kk] = v[i / 4][i % 4];
+                }
+            }
+        } else {
+            [[unroll]] for (uint r = 0; r < TM; r++) {
+                vec4 v[2];
+                read_a(arow[r] + k, v);
+                [[unroll]] for (uint i = 0; i < W; i++) a[r][i] = v[i / 4][i % 4];
+            }
+        }
+        if (FORM == VKT_MM_FORM_NT) {
+            [[unroll]] for (uint c = 0; c < TC; c++) {
+                vec4 v[2];
+                read_b(bcol[c] + k, v);
+                [[unroll]] for (uint i = 0; i < W; i++) b[i][c / 4][c % 4] = v[i / 4][i % 4];
+            }
+        } else {
+            [[unroll]] for (uint kk = 0; kk < W; kk++) {
+                [[unroll]] for (uint t = 0; t < TW; t++) {
+                    vec4 v[2];
+                    read_b((k + kk) * N + bn[t], v);
+                    [[unroll]] for (uint q = 0; q < W / 4; q++) b[kk][t * (W / 4) + q] = v[q];
+                }
+            }
+        }
+        // Each accumulator takes its W FMAs in a row, so that a CPU driver that keeps it in
+        // memory loads and stores it once per iteration.
+        [[unroll]] for (uint r = 0; r < TM; r++) {
+            [[unroll]] for (uint j = 0; j < TC4; j++) {
+                vec4 s = acc[r][j];
+                [[unroll]] for (uint kk = 0; kk < W; kk++) s = fma(vec4(a[r][kk]), b[kk][j], s);
+                acc[r][j] = s;
+            }
+        }
+    }
+
+    // Epilogue: bias (read with clamped indices, scaled to 0 when absent) and the bounds guard.
+    float use_bias = (p.has_bias != 0 && p.k_begin == 0) ? 1.0 : 0.0;
+    vec4 bsum[TC4];
+    [[unroll]] for (uint j = 0; j < TC4; j++) {
+        uint n = n0 + 4 * j;
+        bsum[j] = use_bias * vec4(bias[min(n, N - 1)], bias[min(n + 1, N - 1)],
+                                  bias[min(n + 2, N - 1)], bias[min(n + 3, N - 1)]);
+    }
+    [[unroll]] for (uint r = 0; r < TM; r++) {
+        [[unroll]] for (uint t = 0; t < TW; t++) {
+            uint m = m0 + r, n = n0 + t * W;
+            vec4 v[2];
+            [[unroll]] for (uint q = 0; q < W / 4; q++) v[q] = acc[r][t * (W / 4) + q] + bsum[t * (W / 4) + q];
+            if (W == 4) v[1] = v[0];
+            if (m < M && n < N) write_c(m * N + n, v);
+        }
+    }
+}
