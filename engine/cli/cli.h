@@ -41,5 +41,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 // `vktrain bench train ...` (engine/cli/bench_train.c), reached through cmd_bench.
 int cli_bench_train(int argc, char **argv);
+// `vktrain bench matmul|train ...` (engine/cli/bench.c).
+int cmd_bench(int argc, char **argv);
 
 #endif

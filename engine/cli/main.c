@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "  eval --init CKPT [options]  test accuracy and loss of a checkpoint\n"
             "  plan [options]          memory each device needs under each strategy, and the one\n"
             "                          to use (--model, --device, --batch, --mem-limit, ...)\n"
+            "  bench matmul [--sizes 256,512,1024,2048] [--reps N] [--device SPEC] [--json]\n"
             "\n"
             "train / eval options:\n"
             "  --model FILE            model JSON (docs/MODEL_FORMAT.md)\n"
@@ -165,6 +166,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
     if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     fprintf(stderr, "vktrain: unknown command \"%s\" (vktrain --help lists the commands)\n", cmd);
     return 2;
 }

@@ -1,0 +1,362 @@
+// bench.c (CLI): `vktrain bench matmul`, and the `vktrain bench` dispatch (`bench train` lives in
+// bench_train.c).
+//
+// bench matmul: for each selected device, the peak fp32 FMA rate measured by shaders/peak_fma.comp
+// (independent FMA chains in registers, enough workgroups to fill the device), then for each size
+// S the GFLOP/s of one S x S x S fp32 vkt_op_matmul: the median of --reps runs timed by GPU
+// timestamps after a warm-up run (which also builds the kernel), the variant the engine chose,
+// and the figure as a fraction of the peak. The product of the last run is spot-checked against a
+// double-precision dot product on random entries: a benchmark of a broken kernel fails (exit 1).
+// It prints the command line that reproduces it; --json prints one JSON object instead.
+//
+// It does not compare against a BLAS library, and a device's figure is measured alone (running
+// several devices at once does not add throughput on a 2-core machine, PLATFORM.md).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "ops.h"
+#include "vkt_abi.h"
+
+#define MAX_SIZES 16
+#define MAX_DEVICES 16
+#define SPOT_CHECKS 24
+
+typedef struct bench_opts {
+    uint32_t sizes[MAX_SIZES];
+    int nsizes;
+    int reps;
+    vkt_mm_form form;
+    bool json;
+    const char *device_spec;
+} bench_opts;
+
+typedef struct size_result {
+    uint32_t size;
+    const char *variant;
+    double median_ms, best_ms, gflops;
+    double max_err; // largest |got - ref| / (atol + rtol |ref|) of the spot check (<= 1 passes)
+    bool ok;
+} size_result;
+
+// The message of a failure this file finds itself (libvktrain's own go through vkt_error()).
+static char bench_msg[256];
+
+static vkt_status bench_fail(vkt_status s, const char *what) {
+    snprintf(bench_msg, sizeof bench_msg, "%s", what);
+    return s;
+}
+
+static const char *form_name(vkt_mm_form f) {
+    return f == VKT_MM_NN ? "NN" : f == VKT_MM_NT ? "NT" : "TN";
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// GPU time of the labelled operations of the last submit: first start to last end (a K-split
+// matmul records several dispatches under one label).
+static double span_ns(const vkt_cmd *cmd) {
+    const vkt_timing *t;
+    int n = vkt_cmd_timings(cmd, &t);
+    if (n <= 0) return 0;
+    return (double)(t[n - 1].end_ns - t[0].start_ns);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Peak FMA rate
+
+// Runs peak_fma until one run takes at least 50 ms, then keeps the best of three: GFLOP/s.
+static vkt_status measure_peak(vkt_device *dev, double *gflops) {
+    const vkt_device_info *d = vkt_device_get_info(dev);
+    uint32_t wg = d->max_workgroup_invocations >= 64 ? 64 : d->max_workgroup_invocations;
+    uint32_t groups = 1024; // 64k invocations: every CPU lane and most GPUs' cores
+    uint32_t spec[3] = {wg, 1, 1};
+    vkt_kernel *k = NULL;
+    vkt_buffer *out = NULL;
+    vkt_cmd *cmd = NULL;
+    vkt_status s = vkt_kernel_create(dev, "peak_fma", spec, 3, &k);
+    if (s == VKT_OK) s = vkt_buffer_create(dev, 4ull * wg * groups, "peak out", &out);
+    if (s == VKT_OK) s = vkt_cmd_create(dev, &cmd);
+    double best = 0;
+    uint32_t iters = 4;
+    int timed = 0;
+    for (int run = 0; s == VKT_OK && run < 12 && timed < 3; run++) {
+        vkt_peak_fma_push p = {.n = wg * groups, .iters = iters, .a = 0.999f, .b = 0.001f};
+        vkt_view v = vkt_buffer_whole(out);
+        if ((s = vkt_cmd_begin(cmd, true)) != VKT_OK) break;
+        vkt_cmd_dispatch(cmd, k, &v, 1, &p, sizeof p, groups, 1, 1, "peak_fma");
+        if ((s = vkt_cmd_end(cmd)) != VKT_OK || (s = vkt_cmd_submit(cmd)) != VKT_OK ||
+            (s = vkt_cmd_wait(cmd, VKT_WAIT_MS)) != VKT_OK)
+            break;
+        double ns = span_ns(cmd);
+        double flops = 2.0 * VKT_PEAK_CHAINS * VKT_PEAK_UNROLL * (double)iters * wg * groups;
+        if (ns < 50e6) {
+            // Too short to time well: scale the work up (and do not count this run).
+            double grow = ns > 0 ? 60e6 / ns : 16;
+            iters = (uint32_t)fmin(iters * fmax(grow, 2.0), 1u << 24);
+            continue;
+        }
+        if (flops / ns > best) best = flops / ns;
+        timed++;
+    }
+    vkt_cmd_destroy(cmd);
+    vkt_buffer_destroy(out);
+    vkt_kernel_destroy(k);
+    *gflops = best;
+    if (s == VKT_OK && best <= 0)
+        return bench_fail(VKT_ERR_VULKAN, "peak_fma returned no GPU timing: the device's "
+                                          "timestamps do not work");
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One matmul size
+
+static double op_a(vkt_mm_form f, const float *a, uint32_t S, uint32_t m, uint32_t k) {
+    return f == VKT_MM_TN ? a[(size_t)k * S + m] : a[(size_t)m * S + k];
+}
+static double op_b(vkt_mm_form f, const float *b, uint32_t S, uint32_t k, uint32_t n) {
+    return f == VKT_MM_NT ? b[(size_t)n * S + k] : b[(size_t)k * S + n];
+}
+
+static vkt_status bench_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const bench_opts *o,
+                             uint32_t S, size_result *r) {
+    memset(r, 0, sizeof *r);
+    r->size = S;
+    uint64_t bytes = 4ull * S * S;
+    uint64_t off_a = vkt_device_align(dev, bytes), off_b = off_a + vkt_device_align(dev, bytes);
+    vkt_buffer *buf = NULL;
+    float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
+    vkt_status s = (a && b && c) ? VKT_OK : bench_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    if (s == VKT_OK) s = vkt_buffer_create(dev, off_b + bytes, "bench matmul", &buf);
+    if (s != VKT_OK) goto done;
+    // Uniform in [-1, 1] from a fixed seed: every run of the benchmark multiplies the same data.
+    uint64_t state = 0x9e3779b97f4a7c15ull ^ S;
+    for (size_t i = 0; i < (size_t)S * S; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        a[i] = (float)((state >> 40) * (1.0 / 8388608.0) * 2.0 - 1.0);
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        b[i] = (float)((state >> 40) * (1.0 / 8388608.0) * 2.0 - 1.0);
+    }
+    if ((s = vkt_buffer_write(buf, off_a, a, bytes)) != VKT_OK) goto done;
+    if ((s = vkt_buffer_write(buf, off_b, b, bytes)) != VKT_OK) goto done;
+    vkt_view vc = vkt_buffer_view(buf, 0, bytes), va = vkt_buffer_view(buf, off_a, bytes),
+             vb = vkt_buffer_view(buf, off_b, bytes);
+    r->variant = vkt_matmul_variant(ops, o->form, S, S, S);
+    double *ns = calloc((size_t)o->reps, sizeof *ns);
+    if (!ns) {
+        s = bench_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        goto done;
+    }
+    // Run 0 is the warm-up: it builds the kernel (lavapipe compiles on first dispatch).
+    for (int run = 0; run <= o->reps; run++) {
+        if ((s = vkt_cmd_begin(cmd, true)) != VKT_OK) break;
+        vkt_op_matmul(cmd, ops, o->form, vc, va, vb, NULL, 0.0f, S, S, S, "matmul");
+        if ((s = vkt_cmd_end(cmd)) != VKT_OK || (s = vkt_ops_status(ops)) != VKT_OK ||
+            (s = vkt_cmd_submit(cmd)) != VKT_OK || (s = vkt_cmd_wait(cmd, VKT_WAIT_MS)) != VKT_OK)
+            break;
+        if (run > 0) ns[run - 1] = span_ns(cmd);
+    }
+    if (s == VKT_OK) {
+        qsort(ns, (size_t)o->reps, sizeof *ns, cmp_double);
+        double med = o->reps % 2 ? ns[o->reps / 2] : 0.5 * (ns[o->reps / 2 - 1] + ns[o->reps / 2]);
+        r->median_ms = med * 1e-6;
+        r->best_ms = ns[0] * 1e-6;
+        r->gflops = med > 0 ? 2.0 * S * S * (double)S / med : 0;
+        s = vkt_buffer_read(buf, 0, c, bytes);
+    }
+    free(ns);
+    if (s == VKT_OK) {
+        // Spot check: fp32 accumulation over S terms of [-1, 1] products errs by about
+        // 1e-7 sqrt(S) |sum|; the tolerance is 1e-6 S + 1e-5 |ref|.
+        r->ok = true;
+        for (int i = 0; i < SPOT_CHECKS; i++) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            uint32_t m = (uint32_t)((state >> 33) % S), n = (uint32_t)((state >> 13) % S);
+            double ref = 0;
+            for (uint32_t k = 0; k < S; k++) ref += op_a(o->form, a, S, m, k) * op_b(o->form, b, S, k, n);
+            double err = fabs(c[(size_t)m * S + n] - ref) / (1e-6 * S + 1e-5 * fabs(ref));
+            if (!(err <= 1.0)) r->ok = false; // NaN fails too
+            if (!(err <= r->max_err)) r->max_err = err;
+        }
+    }
+done:
+    vkt_buffer_destroy(buf);
+    free(a);
+    free(b);
+    free(c);
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// vktrain bench matmul
+
+static int parse_sizes(const char *v, bench_opts *o) {
+    o->nsizes = 0;
+    while (*v) {
+        char *end;
+        unsigned long x = strtoul(v, &end, 10);
+        if (end == v || x < 1 || x > 16384 || o->nsizes == MAX_SIZES || (*end && *end != ',')) {
+            fprintf(stderr, "vktrain bench matmul: --sizes takes up to %d comma-separated sizes "
+                            "from 1 to 16384 (e.g. 256,512,1024), not \"%s\"\n", MAX_SIZES, v);
+            return 2;
+        }
+        o->sizes[o->nsizes++] = (uint32_t)x;
+        v = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+static int bench_matmul(int argc, char **argv) {
+    bench_opts o = {.sizes = {256, 512, 1024, 2048}, .nsizes = 4, .reps = 5, .form = VKT_MM_NN};
+    const char *sizes_arg = "256,512,1024,2048";
+    for (int i = 0; i < argc; i++) {
+        const char *f = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(f, "--json") == 0) {
+            o.json = true;
+        } else if (strcmp(f, "--sizes") == 0 && v) {
+            if (parse_sizes(v, &o)) return 2;
+            sizes_arg = v;
+            i++;
+        } else if (strcmp(f, "--reps") == 0 && v) {
+            o.reps = atoi(v);
+            if (o.reps < 1 || o.reps > 1000) {
+                fprintf(stderr, "vktrain bench matmul: --reps takes 1 to 1000, not \"%s\"\n", v);
+                return 2;
+            }
+            i++;
+        } else if (strcmp(f, "--device") == 0 && v) {
+            o.device_spec = v;
+            i++;
+        } else if (strcmp(f, "--form") == 0 && v) {
+            if (strcmp(v, "NN") == 0 || strcmp(v, "nn") == 0) o.form = VKT_MM_NN;
+            else if (strcmp(v, "NT") == 0 || strcmp(v, "nt") == 0) o.form = VKT_MM_NT;
+            else if (strcmp(v, "TN") == 0 || strcmp(v, "tn") == 0) o.form = VKT_MM_TN;
+            else {
+                fprintf(stderr, "vktrain bench matmul: --form takes NN, NT or TN, not \"%s\"\n", v);
+                return 2;
+            }
+            i++;
+        } else {
+            fprintf(stderr, "vktrain bench matmul: unknown option %s (usage: vktrain bench matmul "
+                            "[--sizes 256,512,1024,2048] [--device SPEC] [--reps N] [--form NN] "
+                            "[--json])\n", f);
+            return 2;
+        }
+    }
+    vkt_context *ctx;
+    if (cli_open_context(&ctx) != VKT_OK) return cli_fail(vkt_error());
+    int sel[MAX_DEVICES], ndev = 0;
+    if (vkt_context_select(ctx, o.device_spec, sel, MAX_DEVICES, &ndev) != VKT_OK) {
+        int rc = cli_fail(vkt_error());
+        vkt_context_destroy(ctx);
+        return rc;
+    }
+    char command[512];
+    snprintf(command, sizeof command, "vktrain bench matmul --sizes %s --reps %d --form %s%s%s%s",
+             sizes_arg, o.reps, form_name(o.form), o.device_spec ? " --device " : "",
+             o.device_spec ? o.device_spec : "", o.json ? " --json" : "");
+
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "benchmark", "matmul");
+    cJSON_AddStringToObject(root, "command", command);
+    cJSON *jdevs = cJSON_AddArrayToObject(root, "devices");
+    int rc = 0;
+    for (int di = 0; di < ndev && rc == 0; di++) {
+        const vkt_device_info *info = vkt_context_device_info(ctx, sel[di]);
+        char api[32];
+        vkt_api_version_string(info->api_version, api, sizeof api);
+        vkt_device *dev = NULL;
+        vkt_ops *ops = NULL;
+        vkt_cmd *cmd = NULL;
+        vkt_status s = vkt_device_create(ctx, sel[di], NULL, &dev);
+        if (s == VKT_OK) s = vkt_ops_create(dev, &ops);
+        if (s == VKT_OK) s = vkt_cmd_create(dev, &cmd);
+        double peak = 0;
+        if (s == VKT_OK) s = measure_peak(dev, &peak);
+        cJSON *jd = cJSON_CreateObject();
+        cJSON_AddNumberToObject(jd, "index", info->index);
+        cJSON_AddStringToObject(jd, "name", info->name);
+        cJSON_AddStringToObject(jd, "driver", info->driver);
+        cJSON_AddStringToObject(jd, "api_version", api);
+        cJSON_AddNumberToObject(jd, "vendor_id", info->vendor_id);
+        cJSON_AddNumberToObject(jd, "device_id", info->device_id);
+        cJSON_AddNumberToObject(jd, "peak_gflops", peak);
+        cJSON *jr = cJSON_AddArrayToObject(jd, "results");
+        cJSON_AddItemToArray(jdevs, jd);
+        if (s == VKT_OK && !o.json) {
+            printf("%s (%s, Vulkan %s, vendor 0x%04x)\n", info->name, info->driver, api,
+                   info->vendor_id);
+            printf("  peak fp32 FMA rate (peak_fma): %.1f GFLOP/s\n", peak);
+            printf("  %6s %-4s %-22s %10s %10s %8s  %s\n", "size", "form", "variant", "median ms",
+                   "GFLOP/s", "of peak", "spot check");
+        }
+        for (int si = 0; si < o.nsizes && s == VKT_OK; si++) {
+            size_result r;
+            s = bench_size(dev, ops, cmd, &o, o.sizes[si], &r);
+            if (s != VKT_OK) break;
+            double frac = peak > 0 ? r.gflops / peak : 0;
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddNumberToObject(j, "size", r.size);
+            cJSON_AddNumberToObject(j, "M", r.size);
+            cJSON_AddNumberToObject(j, "N", r.size);
+            cJSON_AddNumberToObject(j, "K", r.size);
+            cJSON_AddStringToObject(j, "form", form_name(o.form));
+            cJSON_AddStringToObject(j, "variant", r.variant);
+            cJSON_AddNumberToObject(j, "reps", o.reps);
+            cJSON_AddNumberToObject(j, "median_ms", r.median_ms);
+            cJSON_AddNumberToObject(j, "best_ms", r.best_ms);
+            cJSON_AddNumberToObject(j, "gflops", r.gflops);
+            cJSON_AddNumberToObject(j, "fraction_of_peak", frac);
+            cJSON_AddBoolToObject(j, "check_ok", r.ok);
+            cJSON_AddNumberToObject(j, "check_max_err", r.max_err);
+            cJSON_AddItemToArray(jr, j);
+            if (!o.json)
+                printf("  %6u %-4s %-22s %10.3f %10.2f %7.1f%%  %s (worst %.2f of tolerance)\n",
+                       r.size, form_name(o.form), r.variant, r.median_ms, r.gflops, 100 * frac,
+                       r.ok ? "ok" : "WRONG", r.max_err);
+            if (!r.ok) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "matmul %ux%ux%u (%s) on %s gives wrong results "
+                         "(spot check off by %.3g times the tolerance)", r.size, r.size, r.size,
+                         r.variant, info->name, r.max_err);
+                rc = cli_fail(msg);
+                break;
+            }
+        }
+        if (s != VKT_OK) rc = cli_fail(bench_msg[0] ? bench_msg : vkt_error());
+        vkt_cmd_destroy(cmd);
+        vkt_ops_destroy(ops);
+        vkt_device_destroy(dev);
+    }
+    if (rc == 0) {
+        if (o.json) {
+            char *txt = cJSON_PrintUnformatted(root);
+            printf("%s\n", txt);
+            cJSON_free(txt);
+        } else {
+            printf("reproduce: %s\n", command);
+        }
+    }
+    cJSON_Delete(root);
+    vkt_context_destroy(ctx);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+int cmd_bench(int argc, char **argv) {
+    if (argc >= 1 && strcmp(argv[0], "matmul") == 0) return bench_matmul(argc - 1, argv + 1);
+    if (argc >= 1 && strcmp(argv[0], "train") == 0) return cli_bench_train(argc - 1, argv + 1);
+    fprintf(stderr, "vktrain bench: say what to benchmark: `vktrain bench matmul [--sizes ...]` or "
+                    "`vktrain bench train [options]` (vktrain --help)\n");
+    return 2;
+}
