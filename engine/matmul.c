@@ -15,13 +15,17 @@
 //  - lavapipe: inside a loop every storage-buffer load, workgroup-uniform or not, becomes a loop
 //    over the 8 lanes with a bounds check per component (about 37 instructions per lane and
 //    load), and FMAs are split into a multiply and an add. What pays is few, wide loads, each
-//    reused by many FMAs: dvec4 loads (8 floats; matmul_wide64) and a 64-row x 16-column tile per
-//    lane: 45-59 GFLOP/s against 27-30 for the vec4 8x16 tile that PLATFORM.md lists, with the
-//    peak_fma kernel at 88-117. Larger tiles gained little more and take LLVM seconds longer to
-//    compile (64x32: 13 s on first use, which Mesa's shader cache then keeps).
-//  - SwiftShader: loads with a computed index are per-lane gathers whatever their width, and a
-//    tile given by specialization constants is not unrolled (0.5 GFLOP/s): the scalar kernel with
-//    a compiled-in 8x8 tile and 4 lanes is its fastest (about 4-5 GFLOP/s).
+//    reused by many FMAs: dvec4 loads (8 floats; matmul_wide64) and a 32-row x 32-column tile per
+//    lane: 55-57 GFLOP/s (NT 50) against 27-30 for the vec4 8 x 16 tile that PLATFORM.md lists,
+//    with peak_fma at 95-119. 32 x 16 gives 46 and compiles in 2.5 s instead of 7 on first use
+//    (Mesa's shader cache keeps them); 48 or 64 rows took 18-46 s to compile for no clear gain.
+//    Subgroup broadcasts of a (a loop over lanes in lavapipe 22.3), more k per iteration and
+//    K-splits (each dispatch's slice of b fits in L2) were measured and were slower.
+//  - SwiftShader: loads with a computed index are per-lane gathers whatever their width, a tile
+//    given by specialization constants is not unrolled (0.5 GFLOP/s), and Subzero keeps every
+//    value in memory (about 9 stack moves per FMA): the scalar kernel with a compiled-in 16 x 16
+//    tile and 4 lanes is its fastest, about 7 GFLOP/s of CPU time (8 x 8: 4.8; the vec4 8 x 16
+//    tile of PLATFORM.md: 3.5), against 46-52 for peak_fma.
 // The machine is shared; figures vary by +-25% from one minute to the next.
 //
 // Not done here: no measurement at run time (a later issue caches a measured choice per device
@@ -59,22 +63,22 @@ typedef struct mm_variant {
 
 static const mm_variant VARIANTS[] = {
     // lavapipe: dvec4 pieces, one subgroup of 8 lanes per workgroup; 32 rows x 16 columns per
-    // lane (LLVM compiles it in about 3 s on first use), 32 x 32 for large products (about 8 s,
-    // 15% faster at 1024^3 and 2048^3).
+    // lane (LLVM compiles it in about 2.5 s on first use), 32 x 32 for large products (about
+    // 7 s; 20% faster at 1024^3 and 2048^3).
     {"wide64-r32c16-g8", "matmul_wide64", MM_WIDE, 8, 32, 16, 8, 0},
     {"wide64-r32c32-g8", "matmul_wide64", MM_WIDE, 8, 32, 32, 8, 0},
-    // Measured alternatives, kept for VKT_MATMUL_VARIANT: a taller tile, and K-splits of 256
-    // (each dispatch's slice of b fits in L2; slower here: every split reloads c).
-    {"wide64-r64c16-g8", "matmul_wide64", MM_WIDE, 8, 64, 16, 8, 0},
+    // Measured alternatives, kept for VKT_MATMUL_VARIANT: a smaller tile (1.5 s to compile, 43
+    // GFLOP/s) and a K-split of 256 (slower here: every split reloads c).
     {"wide64-r24c16-g8", "matmul_wide64", MM_WIDE, 8, 24, 16, 8, 0},
     {"wide64-r32c16-g8-k256", "matmul_wide64", MM_WIDE, 8, 32, 16, 8, 256},
     // vec4 pieces: the lavapipe tile for CPU drivers without shaderFloat64, and a GPU-shaped one
-    // (64 lanes, a small tile per lane) for everything else.
+    // (64 lanes, a small tile per lane) for everything else. Not measured here (no such device).
     {"wide-r32c16-g8", "matmul_wide", MM_WIDE, 8, 32, 16, 4, 0},
     {"wide-r16c8-g64", "matmul_wide", MM_WIDE, 64, 16, 8, 4, 0},
     // Any shape.
     {"scalar-r8c8-g8", "matmul_s8x8", MM_SCALAR, 8, 8, 8, 1, 0},
     {"scalar-r8c8-g4", "matmul_s8x8", MM_SCALAR, 4, 8, 8, 1, 0},
+    {"scalar-r16c16-g4", "matmul_s16x16", MM_SCALAR, 4, 16, 16, 1, 0},
     {"scalar-r4c4-g64", "matmul_s4x4", MM_SCALAR, 64, 4, 4, 1, 0},
 };
 #define NVARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
@@ -118,7 +122,7 @@ typedef struct mm_rule {
 
 static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe, "wide64-r32c16-g8", "wide64-r32c32-g8", "scalar-r8c8-g8"},
-    {is_swiftshader, NULL, NULL, "scalar-r8c8-g4"},
+    {is_swiftshader, NULL, NULL, "scalar-r16c16-g4"},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64, "wide64-r32c16-g8", "wide64-r32c32-g8", "scalar-r8c8-g8"},
     {is_cpu, "wide-r32c16-g8", NULL, "scalar-r8c8-g8"},

@@ -3,10 +3,13 @@
 //  - awkward shapes: each of 1, 7, 33, 127, 513 along each of M, N, K, in varied combinations,
 //    which the scalar kernel serves;
 //  - aligned shapes (the training shapes among them) through the wide kernel where the device
-//    has one, and the same shapes forced onto the scalar kernel (VKT_MATMUL_VARIANT=none);
+//    has one, then forced (VKT_MATMUL_VARIANT) onto the scalar kernel, onto the variants meant
+//    for GPUs and onto the large-product tile;
 //  - with and without bias, beta 0, 1 and 0.5 (c is read), views at non-zero aligned offsets
 //    inside one buffer and larger than the shape needs, with canaries around c that must survive;
 //  - one product of at least 1024 along every dimension (1024 x 1056 x 1040) per form.
+// Time: about 12 s; about 47 s when Mesa's shader cache is cold (lavapipe's LLVM then compiles
+// the large tile for each form, about 7 s each).
 // Tolerance: |got - ref| <= atol + rtol |ref| with atol = 1e-6 * (K + 1) and rtol = 1e-5. Inputs
 // are uniform in [-1, 1]; fp32 accumulation over K terms errs by about 1e-7 sqrt(K) |sum|, well
 // inside it, while a dropped term, bias or beta misses by 1e-2 or more.
@@ -149,8 +152,11 @@ int main(void) {
     // scalar kernel. The training shapes of a 784-512-256-10 MLP at batch 128 are among them.
     const uint32_t aligned[][3] = {{128, 512, 784}, {512, 784, 128}, {128, 10, 256},
                                    {64, 64, 64},    {72, 136, 40},   {8, 8, 8}};
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) setenv("VKT_MATMUL_VARIANT", "none", 1);
+    // Pass 2 runs the variants meant for GPUs (the vec4 wide kernel, 64-lane workgroups) and
+    // pass 3 the large-product tile, so that every kernel the engine can choose is checked here.
+    const char *passes[4] = {NULL, "none", "wide-r16c8-g64,scalar-r4c4-g64", "wide64-r32c32-g8"};
+    for (int pass = 0; pass < 4; pass++) {
+        if (passes[pass]) setenv("VKT_MATMUL_VARIANT", passes[pass], 1);
         for (int f = 0; f < 3; f++) {
             for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; i++) {
                 mm_case mc = {forms[f], aligned[i][0], aligned[i][1], aligned[i][2],
