@@ -4,7 +4,7 @@
 //    which the scalar kernel serves;
 //  - aligned shapes (the training shapes among them) through the wide kernel where the device
 //    has one, then forced (VKT_MATMUL_VARIANT) onto the scalar kernel, onto the variants meant
-//    for GPUs and onto the large-product tile;
+//    for GPUs, onto the large-product tile and onto a K-split across dispatches;
 //  - with and without bias, beta 0, 1 and 0.5 (c is read), views at non-zero aligned offsets
 //    inside one buffer and larger than the shape needs, with canaries around c that must survive;
 //  - one product of at least 1024 along every dimension (1024 x 1056 x 1040) per form.
@@ -152,10 +152,12 @@ int main(void) {
     // scalar kernel. The training shapes of a 784-512-256-10 MLP at batch 128 are among them.
     const uint32_t aligned[][3] = {{128, 512, 784}, {512, 784, 128}, {128, 10, 256},
                                    {64, 64, 64},    {72, 136, 40},   {8, 8, 8}};
-    // Pass 2 runs the variants meant for GPUs (the vec4 wide kernel, 64-lane workgroups) and
-    // pass 3 the large-product tile, so that every kernel the engine can choose is checked here.
-    const char *passes[4] = {NULL, "none", "wide-r16c8-g64,scalar-r4c4-g64", "wide64-r32c32-g8"};
-    for (int pass = 0; pass < 4; pass++) {
+    // Pass 2 runs the variants meant for GPUs (the vec4 wide kernel, 64-lane workgroups), pass 3
+    // the large-product tile and pass 4 a K-split into dispatches of 256 (K = 784 gives four, the
+    // last of 16), so that every kernel and path the engine can choose is checked here.
+    const char *passes[5] = {NULL, "none", "wide-r16c8-g64,scalar-r4c4-g64", "wide64-r32c32-g8",
+                             "wide64-r32c16-g8-k256"};
+    for (int pass = 0; pass < 5; pass++) {
         if (passes[pass]) setenv("VKT_MATMUL_VARIANT", passes[pass], 1);
         for (int f = 0; f < 3; f++) {
             for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; i++) {
