@@ -42,31 +42,7 @@ static uint8_t *read_all(const char *path, size_t *n) {
     return p;
 }
 
-static void write_all(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
-        fprintf(stderr, "cannot write %s\n", path);
-        exit(1);
-    }
-}
 
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            remove_dir(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 // Files in g_dir whose name contains ".tmp.".
 static int count_temps(void) {
@@ -273,7 +249,7 @@ static void test_spec_reader(vt *t) {
         "assert ends[0][0] == 0 and ends[-1][1] == len(data)\n"
         "assert all(a[1] == b[0] for a, b in zip(ends, ends[1:]))\n"
         "assert (8 + n) % 8 == 0\n";
-    write_all(tpath("check.py"), script, strlen(script));
+    vt_write_file(tpath("check.py"), script, strlen(script));
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "python3 '%s' '%s'", tpath("check.py"), tpath("a.safetensors"));
     int rc = system(cmd);
@@ -293,7 +269,7 @@ static const char *make_st(const char *name, const char *header, size_t data_byt
     for (size_t i = 0; i < data_bytes; i++)
         buf[8 + hl + i] = (uint8_t)i;
     const char *p = tpath(name);
-    write_all(p, buf, 8 + hl + data_bytes);
+    vt_write_file(p, buf, 8 + hl + data_bytes);
     free(buf);
     return p;
 }
@@ -321,31 +297,31 @@ static void test_corrupt(vt *t) {
     for (int i = 0; i < 8; i++)
         hl |= (uint64_t)good[i] << (8 * i);
 
-    write_all(tpath("cut.safetensors"), good, n - 4);
+    vt_write_file(tpath("cut.safetensors"), good, n - 4);
     expect_bad(t, tpath("cut.safetensors"), VKT_ERR_FORMAT, "truncated",
                "holds 156"); // 160 bytes of data, 4 cut
-    write_all(tpath("cuthdr.safetensors"), good, 20);
+    vt_write_file(tpath("cuthdr.safetensors"), good, 20);
     expect_bad(t, tpath("cuthdr.safetensors"), VKT_ERR_FORMAT, "truncated", "header alone");
-    write_all(tpath("tiny.safetensors"), good, 5);
+    vt_write_file(tpath("tiny.safetensors"), good, 5);
     expect_bad(t, tpath("tiny.safetensors"), VKT_ERR_FORMAT, "truncated", "5 bytes");
-    write_all(tpath("empty.safetensors"), good, 0);
+    vt_write_file(tpath("empty.safetensors"), good, 0);
     expect_bad(t, tpath("empty.safetensors"), VKT_ERR_FORMAT, "truncated", NULL);
 
     uint8_t *bad = malloc(n + 16);
     memcpy(bad, good, n);
     memcpy(bad + n, "trailing", 8);
-    write_all(tpath("long.safetensors"), bad, n + 8);
+    vt_write_file(tpath("long.safetensors"), bad, n + 8);
     expect_bad(t, tpath("long.safetensors"), VKT_ERR_FORMAT, "8 unexpected bytes", NULL);
 
     memcpy(bad, good, n);
     bad[5] = 1; // header length 2^40
-    write_all(tpath("hlen.safetensors"), bad, n);
+    vt_write_file(tpath("hlen.safetensors"), bad, n);
     expect_bad(t, tpath("hlen.safetensors"), VKT_ERR_FORMAT, "header length 10995116",
                "not plausible");
     memcpy(bad, good, n);
     char *q = memchr(bad + 8 + 10, '"', hl - 10); // break a string in the JSON
     if (q) *q = '#';
-    write_all(tpath("json.safetensors"), bad, n);
+    vt_write_file(tpath("json.safetensors"), bad, n);
     expect_bad(t, tpath("json.safetensors"), VKT_ERR_FORMAT, "not valid JSON", "at byte");
     free(bad);
     free(good);
@@ -550,6 +526,6 @@ int main(void) {
     test_corrupt(&t);
     test_atomic(&t);
     test_many_metadata(&t);
-    remove_dir(g_dir);
+    vt_remove_dir(g_dir);
     return vt_finish(&t);
 }

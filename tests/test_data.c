@@ -34,30 +34,9 @@ static void write_file(const char *path, const void *data, size_t n, bool gz) {
         }
         return;
     }
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) {
-        fprintf(stderr, "cannot write %s\n", path);
-        exit(1);
-    }
+    vt_write_file(path, data, n);
 }
 
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            remove_dir(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 static bool has(const char *msg, const char *needle) { return strstr(msg, needle) != NULL; }
 
@@ -534,6 +513,6 @@ int main(void) {
     test_npy(&t);
     test_batcher(&t);
     test_fashion_mnist(&t);
-    remove_dir(g_dir);
+    vt_remove_dir(g_dir);
     return vt_finish(&t);
 }

@@ -2,8 +2,11 @@
 #include "test_util.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int icontains(const char *hay, const char *needle) {
     size_t n = strlen(needle);
@@ -108,4 +111,30 @@ size_t vt_compare(const char *what, const float *got, const double *ref, size_t 
         fprintf(stderr, "  %s: %zu of %zu out of tolerance (atol %g, rtol %g); worst [%zu]: got %.9g, "
                         "want %.9g\n", what, bad, n, atol, rtol, worst, got[worst], ref[worst]);
     return bad;
+}
+
+void vt_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+void vt_remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            vt_remove_dir(p);
+        else
+            unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
 }

@@ -54,6 +54,11 @@ void vt_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
 size_t vt_compare(const char *what, const float *got, const double *ref, size_t n, double atol,
                   double rtol);
 
+// Writes n bytes to path, or exits the test with a message (test set-up, not a check).
+void vt_write_file(const char *path, const void *data, size_t n);
+// Removes a directory and everything below it.
+void vt_remove_dir(const char *dir);
+
 // Index of the first device whose name or driver contains needle (case-insensitive), or -1.
 int vt_find_device(vt *t, const char *needle);
 
