@@ -42,7 +42,7 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K);
 
 // ---------------------------------------------------------------------------------------------
-// Elementwise, reductions, losses, optimizers (engine/ops.c)
+// Elementwise, reductions, losses, optimizers (engine/ops_nn.c)
 
 typedef enum vkt_act {
     VKT_ACT_RELU,
