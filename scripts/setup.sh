@@ -5,7 +5,8 @@
 #        GLFW, cJSON, zlib, stb, Fashion-MNIST, a font
 #   test everything above plus what the suite needs: the validation layer, SwiftShader (a second
 #        Vulkan driver from a second vendor, in chromium-common), Xvfb and x11-apps for window
-#        tests, python3 for checking JSON
+#        tests (x11-utils: xwininfo finds the window), python3 for checking JSON, python3-torch for
+#        the step-for-step comparison with PyTorch
 set -euo pipefail
 
 mode=${1:-run}
@@ -13,7 +14,7 @@ pkgs=(cmake ninja-build gcc libc6-dev pkg-config glslc libvulkan1 libvulkan-dev 
       mesa-vulkan-drivers vulkan-validationlayers libglfw3-dev libcjson-dev zlib1g-dev libstb-dev
       dataset-fashion-mnist fonts-dejavu-core)
 if [ "$mode" = test ]; then
-    pkgs+=(chromium-common xvfb x11-apps libxtst6 python3 python3-numpy python3-torch)
+    pkgs+=(chromium-common xvfb x11-apps x11-utils libxtst6 python3 python3-numpy python3-torch)
 elif [ "$mode" != run ]; then
     echo "usage: scripts/setup.sh [run|test]" >&2
     exit 2
