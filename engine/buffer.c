@@ -37,11 +37,13 @@ static vkt_status buffer_create(vkt_device *dev, uint64_t size, const char *name
     if (s == VKT_OK) b->alloc_size = req.size;
     if (s == VKT_OK) {
         r = dev->vk.vkBindBufferMemory(dev->handle, b->handle, b->memory, 0);
-        if (r != VK_SUCCESS) s = vkt_vk_fail(r, "vkBindBufferMemory", "binding buffer memory", __FILE__, __LINE__);
+        if (r != VK_SUCCESS)
+            s = vkt_vk_fail(r, "vkBindBufferMemory", "binding buffer memory", __FILE__, __LINE__);
     }
     if (s == VKT_OK && (host || dev->device_mapped)) {
         r = dev->vk.vkMapMemory(dev->handle, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped);
-        if (r != VK_SUCCESS) s = vkt_vk_fail(r, "vkMapMemory", "mapping a buffer", __FILE__, __LINE__);
+        if (r != VK_SUCCESS)
+            s = vkt_vk_fail(r, "vkMapMemory", "mapping a buffer", __FILE__, __LINE__);
     }
     if (s != VKT_OK) {
         vkt_buffer_destroy(b);
@@ -55,7 +57,8 @@ vkt_status vkt_buffer_create(vkt_device *dev, uint64_t size, const char *name, v
     return buffer_create(dev, size, name, false, out);
 }
 
-vkt_status vkt_buffer_create_host(vkt_device *dev, uint64_t size, const char *name, vkt_buffer **out) {
+vkt_status vkt_buffer_create_host(vkt_device *dev, uint64_t size, const char *name,
+                                  vkt_buffer **out) {
     return buffer_create(dev, size, name, true, out);
 }
 
@@ -101,7 +104,8 @@ static vkt_status staging_get(vkt_device *dev, uint64_t size) {
         .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
-    VKT_VK(dev->vk.vkCreateBuffer(dev->handle, &bci, NULL, &st->buffer), "creating a staging buffer");
+    VKT_VK(dev->vk.vkCreateBuffer(dev->handle, &bci, NULL, &st->buffer),
+           "creating a staging buffer");
     VkMemoryRequirements req;
     dev->vk.vkGetBufferMemoryRequirements(dev->handle, st->buffer, &req);
     VkMemoryAllocateInfo ai = {
@@ -111,10 +115,12 @@ static vkt_status staging_get(vkt_device *dev, uint64_t size) {
     };
     VkResult r = dev->vk.vkAllocateMemory(dev->handle, &ai, NULL, &st->memory);
     if (r == VK_SUCCESS) r = dev->vk.vkBindBufferMemory(dev->handle, st->buffer, st->memory, 0);
-    if (r == VK_SUCCESS) r = dev->vk.vkMapMemory(dev->handle, st->memory, 0, VK_WHOLE_SIZE, 0, &st->ptr);
+    if (r == VK_SUCCESS)
+        r = dev->vk.vkMapMemory(dev->handle, st->memory, 0, VK_WHOLE_SIZE, 0, &st->ptr);
     if (r != VK_SUCCESS) {
         staging_release(dev);
-        return vkt_vk_fail(r, "vkAllocateMemory/vkMapMemory", "making a staging buffer", __FILE__, __LINE__);
+        return vkt_vk_fail(r, "vkAllocateMemory/vkMapMemory", "making a staging buffer", __FILE__,
+                           __LINE__);
     }
     st->size = want;
     return VKT_OK;
@@ -144,15 +150,18 @@ static vkt_status staged_copy(vkt_device *dev, VkBuffer src, uint64_t src_off, V
     VkMemoryBarrier after = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
         .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+        .dstAccessMask =
+            VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
     };
     VkResult r = dev->vk.vkBeginCommandBuffer(cb, &bi);
     if (r == VK_SUCCESS) {
-        dev->vk.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                     VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
+        dev->vk.vkCmdPipelineBarrier(
+            cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+            VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
         dev->vk.vkCmdCopyBuffer(cb, src, dst, 1, &region);
         dev->vk.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                     VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                     VK_PIPELINE_STAGE_HOST_BIT |
+                                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                                      0, 1, &after, 0, NULL, 0, NULL);
         r = dev->vk.vkEndCommandBuffer(cb);
     }
@@ -168,8 +177,9 @@ static vkt_status staged_copy(vkt_device *dev, VkBuffer src, uint64_t src_off, V
 
 static vkt_status check_range(const vkt_buffer *b, uint64_t offset, uint64_t size, const char *op) {
     if (offset > b->size || size > b->size - offset)
-        return vkt_fail(VKT_ERR_ARG, "%s of %llu bytes at offset %llu is outside buffer %s (%llu bytes)",
-                        op, (unsigned long long)size, (unsigned long long)offset, b->name,
+        return vkt_fail(VKT_ERR_ARG,
+                        "%s of %llu bytes at offset %llu is outside buffer %s (%llu bytes)", op,
+                        (unsigned long long)size, (unsigned long long)offset, b->name,
                         (unsigned long long)b->size);
     return VKT_OK;
 }

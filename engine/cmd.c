@@ -33,8 +33,8 @@ struct vkt_cmd {
     int ntimings;
     bool timestamps, recording, recorded;
     int ndispatch;
-    vkt_status err;       // first recording error, returned by vkt_cmd_end
-    uint64_t submitted;   // timeline value of the last submit (0 = never)
+    vkt_status err;     // first recording error, returned by vkt_cmd_end
+    uint64_t submitted; // timeline value of the last submit (0 = never)
 };
 
 vkt_status vkt_cmd_create(vkt_device *dev, vkt_cmd **out) {
@@ -61,8 +61,10 @@ void vkt_cmd_destroy(vkt_cmd *c) {
     if (!c) return;
     vkt_device *dev = c->dev;
     if (c->submitted) vkt_device_wait_value(dev, c->submitted, VKT_WAIT_MS);
-    for (int i = 0; i < c->ndpools; i++) dev->vk.vkDestroyDescriptorPool(dev->handle, c->dpools[i], NULL);
-    for (int i = 0; i < c->nqpools; i++) dev->vk.vkDestroyQueryPool(dev->handle, c->qpools[i], NULL);
+    for (int i = 0; i < c->ndpools; i++)
+        dev->vk.vkDestroyDescriptorPool(dev->handle, c->dpools[i], NULL);
+    for (int i = 0; i < c->nqpools; i++)
+        dev->vk.vkDestroyQueryPool(dev->handle, c->qpools[i], NULL);
     if (c->cb) dev->vk.vkFreeCommandBuffers(dev->handle, dev->pool, 1, &c->cb);
     free(c->ops);
     free(c->timings);
@@ -140,7 +142,8 @@ static vkt_status begin_timed(vkt_cmd *c, const char *label) {
     dev->vk.vkCmdResetQueryPool(c->cb, c->qpools[pool], local, 2);
     // Both stamps at the bottom of the pipe: the start is written once everything before has
     // finished, the end once this op has, so ops on one queue never overlap in the trace.
-    dev->vk.vkCmdWriteTimestamp(c->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->qpools[pool], local);
+    dev->vk.vkCmdWriteTimestamp(c->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->qpools[pool],
+                                local);
     c->nqueries += 2;
     return VKT_OK;
 }
@@ -162,7 +165,8 @@ vkt_status vkt_cmd_begin(vkt_cmd *c, bool timestamps) {
     c->err = VKT_OK;
     c->recorded = false;
     for (int i = 0; i < c->ndpools; i++)
-        VKT_VK(dev->vk.vkResetDescriptorPool(dev->handle, c->dpools[i], 0), "resetting a descriptor pool");
+        VKT_VK(dev->vk.vkResetDescriptorPool(dev->handle, c->dpools[i], 0),
+               "resetting a descriptor pool");
     c->dpool_cur = 0;
     VKT_VK(dev->vk.vkResetCommandBuffer(c->cb, 0), "resetting a command buffer");
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -181,17 +185,18 @@ static bool view_ok(vkt_cmd *c, const vkt_view *v, const char *what) {
         return false;
     }
     if (v->size == 0 || v->offset + v->size > v->buffer->size) {
-        set_err(c, vkt_fail(VKT_ERR_ARG, "%s: view [%llu, +%llu) is outside buffer %s of %llu bytes",
-                            what, (unsigned long long)v->offset, (unsigned long long)v->size,
-                            v->buffer->name, (unsigned long long)v->buffer->size));
+        set_err(c,
+                vkt_fail(VKT_ERR_ARG, "%s: view [%llu, +%llu) is outside buffer %s of %llu bytes",
+                         what, (unsigned long long)v->offset, (unsigned long long)v->size,
+                         v->buffer->name, (unsigned long long)v->buffer->size));
         return false;
     }
     return true;
     (void)info;
 }
 
-void vkt_cmd_dispatch(vkt_cmd *c, vkt_kernel *k, const vkt_view *bind, int nbind,
-                      const void *push, uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz,
+void vkt_cmd_dispatch(vkt_cmd *c, vkt_kernel *k, const vkt_view *bind, int nbind, const void *push,
+                      uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz,
                       const char *label) {
     vkt_device *dev = c->dev;
     if (!c->recording) {
@@ -205,13 +210,15 @@ void vkt_cmd_dispatch(vkt_cmd *c, vkt_kernel *k, const vkt_view *bind, int nbind
         return;
     }
     if (push_size > VKT_MAX_PUSH_BYTES || push_size % 4) {
-        set_err(c, vkt_fail(VKT_ERR_ARG, "kernel %s: push constants of %u bytes", k->shader, push_size));
+        set_err(c, vkt_fail(VKT_ERR_ARG, "kernel %s: push constants of %u bytes", k->shader,
+                            push_size));
         return;
     }
     const uint32_t *maxc = dev->info->max_workgroup_count;
     if (gx > maxc[0] || gy > maxc[1] || gz > maxc[2]) {
-        set_err(c, vkt_fail(VKT_ERR_ARG, "kernel %s: %ux%ux%u workgroups exceed %s's limit %ux%ux%u",
-                            k->shader, gx, gy, gz, dev->label, maxc[0], maxc[1], maxc[2]));
+        set_err(c,
+                vkt_fail(VKT_ERR_ARG, "kernel %s: %ux%ux%u workgroups exceed %s's limit %ux%ux%u",
+                         k->shader, gx, gy, gz, dev->label, maxc[0], maxc[1], maxc[2]));
         return;
     }
     if (gx == 0 || gy == 0 || gz == 0) return;
@@ -227,9 +234,10 @@ void vkt_cmd_dispatch(vkt_cmd *c, vkt_kernel *k, const vkt_view *bind, int nbind
     for (int i = 0; i < nbind; i++) {
         if (!view_ok(c, &bind[i], k->shader)) return;
         if (align && bind[i].offset % align) {
-            set_err(c, vkt_fail(VKT_ERR_ARG, "kernel %s binding %d: offset %llu is not a multiple "
-                                "of %s's storage alignment %llu", k->shader, i,
-                                (unsigned long long)bind[i].offset, dev->label,
+            set_err(c, vkt_fail(VKT_ERR_ARG,
+                                "kernel %s binding %d: offset %llu is not a multiple "
+                                "of %s's storage alignment %llu",
+                                k->shader, i, (unsigned long long)bind[i].offset, dev->label,
                                 (unsigned long long)align));
             return;
         }
@@ -252,8 +260,11 @@ void vkt_cmd_dispatch(vkt_cmd *c, vkt_kernel *k, const vkt_view *bind, int nbind
         }
     }
     dev->vk.vkCmdBindPipeline(c->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
-    dev->vk.vkCmdBindDescriptorSets(c->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &set, 0, NULL);
-    if (push_size) dev->vk.vkCmdPushConstants(c->cb, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+    dev->vk.vkCmdBindDescriptorSets(c->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &set, 0,
+                                    NULL);
+    if (push_size)
+        dev->vk.vkCmdPushConstants(c->cb, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size,
+                                   push);
     dev->vk.vkCmdDispatch(c->cb, gx, gy, gz);
     if (label && c->timestamps) end_timed(c);
     c->ndispatch++;
@@ -268,7 +279,8 @@ void vkt_cmd_barrier(vkt_cmd *c) {
                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
     };
     // Write-after-read hazards are covered by the execution dependency of the same barrier.
-    const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    const VkPipelineStageFlags stages =
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
     c->dev->vk.vkCmdPipelineBarrier(c->cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
@@ -312,8 +324,9 @@ vkt_status vkt_cmd_end(vkt_cmd *c) {
         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
         .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
     };
-    dev->vk.vkCmdPipelineBarrier(c->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                 VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    dev->vk.vkCmdPipelineBarrier(
+        c->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
     c->recording = false;
     VKT_VK(dev->vk.vkEndCommandBuffer(c->cb), "ending a command buffer");
     if (c->err != VKT_OK) return c->err;
@@ -322,7 +335,8 @@ vkt_status vkt_cmd_end(vkt_cmd *c) {
 }
 
 vkt_status vkt_cmd_submit(vkt_cmd *c) {
-    if (!c->recorded) return vkt_fail(VKT_ERR_ARG, "submit of a command stream that was not recorded");
+    if (!c->recorded)
+        return vkt_fail(VKT_ERR_ARG, "submit of a command stream that was not recorded");
     // A command buffer may not be pending twice: wait for its previous submit first.
     if (c->submitted) VKT_TRY(vkt_device_wait_value(c->dev, c->submitted, VKT_WAIT_MS));
     return vkt_device_submit(c->dev, c->cb, &c->submitted);
@@ -337,8 +351,9 @@ vkt_status vkt_cmd_wait(vkt_cmd *c, uint64_t timeout_ms) {
     vkt_timing *t = realloc(c->timings, (size_t)c->nops * sizeof *t);
     if (!t) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     c->timings = t;
-    uint64_t mask = dev->info->timestamp_valid_bits >= 64 ? ~0ull
-                                                           : (1ull << dev->info->timestamp_valid_bits) - 1;
+    uint64_t mask = dev->info->timestamp_valid_bits >= 64
+                        ? ~0ull
+                        : (1ull << dev->info->timestamp_valid_bits) - 1;
     double period = dev->info->timestamp_period_ns;
     uint64_t stamps[QUERIES_PER_POOL];
     for (int p = 0; p * QUERIES_PER_POOL < (int)c->nqueries; p++) {

@@ -24,13 +24,14 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(
     if (severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
                     VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) {
         __atomic_fetch_add(&ctx->validation_count, 1, __ATOMIC_RELAXED);
-        const char *kind = (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning";
+        const char *kind =
+            (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning";
         if (ctx->creating) {
             // Held back until the instance exists: when there is no driver, the loader's own
             // complaint would only repeat the one clear sentence the engine prints.
             size_t len = strlen(ctx->deferred);
-            snprintf(ctx->deferred + len, sizeof ctx->deferred - len, "vktrain: validation %s: %s\n",
-                     kind, data->pMessage);
+            snprintf(ctx->deferred + len, sizeof ctx->deferred - len,
+                     "vktrain: validation %s: %s\n", kind, data->pMessage);
         } else if (!ctx->quiet_validation) {
             fprintf(stderr, "vktrain: validation %s: %s\n", kind, data->pMessage);
         }
@@ -54,7 +55,8 @@ static bool has_layer(const char *name) {
     if (!props) return false;
     bool found = false;
     if (vkEnumerateInstanceLayerProperties(&n, props) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n; i++) found |= strcmp(props[i].layerName, name) == 0;
+        for (uint32_t i = 0; i < n; i++)
+            found |= strcmp(props[i].layerName, name) == 0;
     free(props);
     return found;
 }
@@ -66,7 +68,8 @@ static bool has_instance_extension(const char *layer, const char *name) {
     if (!props) return false;
     bool found = false;
     if (vkEnumerateInstanceExtensionProperties(layer, &n, props) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n; i++) found |= strcmp(props[i].extensionName, name) == 0;
+        for (uint32_t i = 0; i < n; i++)
+            found |= strcmp(props[i].extensionName, name) == 0;
     free(props);
     return found;
 }
@@ -78,10 +81,11 @@ static vkt_status create_instance(vkt_context *ctx) {
     uint32_t nexts = 0;
     if (ctx->validation) {
         if (!has_layer(VALIDATION_LAYER))
-            return vkt_fail(VKT_ERR_NO_DEVICE,
-                            "validation was asked for (VKT_VALIDATION=1) but the Khronos validation "
-                            "layer is not installed: `apt-get install vulkan-validationlayers`, "
-                            "or unset VKT_VALIDATION");
+            return vkt_fail(
+                VKT_ERR_NO_DEVICE,
+                "validation was asked for (VKT_VALIDATION=1) but the Khronos validation "
+                "layer is not installed: `apt-get install vulkan-validationlayers`, "
+                "or unset VKT_VALIDATION");
         layers[nlayers++] = VALIDATION_LAYER;
         if (!has_instance_extension(VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
             !has_instance_extension(NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
@@ -131,7 +135,8 @@ static vkt_status create_instance(vkt_context *ctx) {
     if (r == VK_SUCCESS && !ctx->quiet_validation) fputs(ctx->deferred, stderr);
     ctx->deferred[0] = 0;
     if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
-        return vkt_fail(VKT_ERR_NO_DEVICE, "no Vulkan device found (no driver): %s", NO_DEVICE_HINT);
+        return vkt_fail(VKT_ERR_NO_DEVICE, "no Vulkan device found (no driver): %s",
+                        NO_DEVICE_HINT);
     VKT_VK(r, "creating the Vulkan instance");
     volkLoadInstanceOnly(ctx->instance);
     if (ctx->validation) {
@@ -166,16 +171,21 @@ static vkt_status describe_device(vkt_physical *p, int index) {
     memset(info, 0, sizeof *info);
     info->index = index;
 
-    VkPhysicalDeviceDriverProperties driver = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-    VkPhysicalDeviceSubgroupProperties subgroup = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &driver};
-    VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &subgroup};
-    VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
+    VkPhysicalDeviceDriverProperties driver = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceSubgroupProperties subgroup = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &driver};
+    VkPhysicalDeviceMaintenance3Properties m3 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &subgroup};
+    VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                         .pNext = &m3};
     vkGetPhysicalDeviceProperties2(p->handle, &props);
     const VkPhysicalDeviceLimits *lim = &props.properties.limits;
 
     snprintf(info->name, sizeof info->name, "%s", props.properties.deviceName);
     if (driver.driverInfo[0])
-        snprintf(info->driver, sizeof info->driver, "%s (%s)", driver.driverName, driver.driverInfo);
+        snprintf(info->driver, sizeof info->driver, "%s (%s)", driver.driverName,
+                 driver.driverInfo);
     else
         snprintf(info->driver, sizeof info->driver, "%s", driver.driverName);
     info->vendor_id = props.properties.vendorID;
@@ -205,8 +215,8 @@ static vkt_status describe_device(vkt_physical *p, int index) {
             info->memory_bytes = p->mem.memoryHeaps[i].size;
     for (uint32_t i = 0; i < p->mem.memoryTypeCount; i++) {
         VkMemoryPropertyFlags f = p->mem.memoryTypes[i].propertyFlags;
-        if ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
-            (f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
+        if ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) &&
+            (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && (f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
             info->host_visible_device_local = true;
     }
 
@@ -219,7 +229,8 @@ static vkt_status describe_device(vkt_physical *p, int index) {
     int best = -1;
     for (uint32_t i = 0; i < nq; i++) {
         if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
-        if (best < 0 || (q[best].timestampValidBits == 0 && q[i].timestampValidBits > 0)) best = (int)i;
+        if (best < 0 || (q[best].timestampValidBits == 0 && q[i].timestampValidBits > 0))
+            best = (int)i;
     }
     if (best >= 0) {
         p->queue_family = (uint32_t)best;
@@ -233,8 +244,10 @@ static vkt_status describe_device(vkt_physical *p, int index) {
     VkExtensionProperties *ext = calloc(ne ? ne : 1, sizeof *ext);
     if (!ext) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory listing extensions");
     vkEnumerateDeviceExtensionProperties(p->handle, NULL, &ne, ext);
-    info->calibrated_timestamps = has_device_extension(ext, ne, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
-    info->external_memory_host = has_device_extension(ext, ne, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+    info->calibrated_timestamps =
+        has_device_extension(ext, ne, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
+    info->external_memory_host =
+        has_device_extension(ext, ne, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
     info->cooperative_matrix = has_device_extension(ext, ne, "VK_KHR_cooperative_matrix");
     free(ext);
 
@@ -247,8 +260,7 @@ static vkt_status describe_device(vkt_physical *p, int index) {
 static vkt_status list_devices(vkt_context *ctx) {
     uint32_t n = 0;
     VKT_VK(vkEnumeratePhysicalDevices(ctx->instance, &n, NULL), "listing Vulkan devices");
-    if (n == 0)
-        return vkt_fail(VKT_ERR_NO_DEVICE, "no Vulkan device found: %s", NO_DEVICE_HINT);
+    if (n == 0) return vkt_fail(VKT_ERR_NO_DEVICE, "no Vulkan device found: %s", NO_DEVICE_HINT);
     VkPhysicalDevice *handles = calloc(n, sizeof *handles);
     ctx->devices = calloc(n, sizeof *ctx->devices);
     if (!handles || !ctx->devices) {
@@ -264,8 +276,12 @@ static vkt_status list_devices(vkt_context *ctx) {
         vkt_physical *p = &ctx->devices[ctx->ndevices];
         p->handle = handles[i];
         vkt_status s = describe_device(p, ctx->ndevices);
-        if (s == VKT_OK) ctx->ndevices++;
-        else if (s != VKT_ERR_NO_DEVICE) { free(handles); return s; }
+        if (s == VKT_OK)
+            ctx->ndevices++;
+        else if (s != VKT_ERR_NO_DEVICE) {
+            free(handles);
+            return s;
+        }
     }
     free(handles);
     if (ctx->ndevices == 0)
@@ -281,9 +297,10 @@ vkt_status vkt_context_create(const vkt_context_desc *desc, vkt_context **out) {
     *out = NULL;
     vkt_context_desc d = desc ? *desc : (vkt_context_desc){.validation = -1};
     if (volkInitialize() != VK_SUCCESS)
-        return vkt_fail(VKT_ERR_NO_DEVICE,
-                        "no Vulkan device found: the Vulkan loader (libvulkan.so.1) is missing; "
-                        "`apt-get install libvulkan1 mesa-vulkan-drivers` installs it with lavapipe");
+        return vkt_fail(
+            VKT_ERR_NO_DEVICE,
+            "no Vulkan device found: the Vulkan loader (libvulkan.so.1) is missing; "
+            "`apt-get install libvulkan1 mesa-vulkan-drivers` installs it with lavapipe");
     vkt_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     if (d.validation < 0) {
@@ -368,7 +385,9 @@ static bool icontains(const char *hay, const char *needle) {
     if (n == 0) return false;
     for (; *hay; hay++) {
         size_t i = 0;
-        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
+        while (i < n && hay[i] &&
+               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
         if (i == n) return true;
     }
     return false;
@@ -424,17 +443,17 @@ vkt_status vkt_context_select(const vkt_context *ctx, const char *spec, int *out
         }
         if (found < 0) {
             list_for_message(ctx, list, sizeof list);
-            return vkt_fail(VKT_ERR_NO_DEVICE, "--device item \"%s\" matches no device; the devices are: %s",
-                            item, list);
+            return vkt_fail(VKT_ERR_NO_DEVICE,
+                            "--device item \"%s\" matches no device; the devices are: %s", item,
+                            list);
         }
-        if (*count >= max)
-            return vkt_fail(VKT_ERR_ARG, "--device lists more than %d devices", max);
+        if (*count >= max) return vkt_fail(VKT_ERR_ARG, "--device lists more than %d devices", max);
         out[(*count)++] = found;
         p = end ? end + 1 : p + len;
         if (end && !*p) {
             list_for_message(ctx, list, sizeof list);
-            return vkt_fail(VKT_ERR_NO_DEVICE, "--device \"%s\" ends with a comma; the devices are: %s",
-                            spec, list);
+            return vkt_fail(VKT_ERR_NO_DEVICE,
+                            "--device \"%s\" ends with a comma; the devices are: %s", spec, list);
         }
     }
     return VKT_OK;

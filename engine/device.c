@@ -31,13 +31,15 @@ static vkt_status choose_memory(vkt_device *dev) {
         if ((mem->memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
             (heap == UINT32_MAX || mem->memoryHeaps[i].size > mem->memoryHeaps[heap].size))
             heap = i;
-    const VkMemoryPropertyFlags mapped = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    const VkMemoryPropertyFlags mapped =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     int dl = -1;
     // On devices whose memory is the host's (CPU drivers, integrated GPUs) a device-local type
     // that is also host-visible is used directly. A discrete GPU's host-visible device-local
     // memory (a BAR window) is small or slow to read: it keeps staging.
-    bool unified = (dev->info->type == VKT_DEVICE_CPU || dev->info->type == VKT_DEVICE_INTEGRATED) &&
-                   !dev->force_staged;
+    bool unified =
+        (dev->info->type == VKT_DEVICE_CPU || dev->info->type == VKT_DEVICE_INTEGRATED) &&
+        !dev->force_staged;
     if (unified)
         dl = find_memory_type(mem, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | mapped,
                               VK_MEMORY_PROPERTY_HOST_CACHED_BIT, heap);
@@ -56,8 +58,10 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
                              vkt_device **out) {
     *out = NULL;
     if (index < 0 || index >= ctx->ndevices)
-        return vkt_fail(VKT_ERR_NO_DEVICE, "device index %d is out of range: there are %d devices "
-                        "(`vktrain devices` lists them)", index, ctx->ndevices);
+        return vkt_fail(VKT_ERR_NO_DEVICE,
+                        "device index %d is out of range: there are %d devices "
+                        "(`vktrain devices` lists them)",
+                        index, ctx->ndevices);
     vkt_device *dev = calloc(1, sizeof *dev);
     if (!dev) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     dev->ctx = ctx;
@@ -65,8 +69,10 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     dev->info = &dev->phys->info;
     // The same physical device opened again (two logical devices) gets a distinct label.
     int nth = ctx->devices[index].opened + 1;
-    if (nth == 1) snprintf(dev->label, sizeof dev->label, "#%d %s", index, dev->info->name);
-    else snprintf(dev->label, sizeof dev->label, "#%d %s (%d)", index, dev->info->name, nth);
+    if (nth == 1)
+        snprintf(dev->label, sizeof dev->label, "#%d %s", index, dev->info->name);
+    else
+        snprintf(dev->label, sizeof dev->label, "#%d %s (%d)", index, dev->info->name, nth);
     dev->mem_limit = desc && desc->mem_limit ? desc->mem_limit : dev->info->memory_bytes;
     dev->force_staged = desc && desc->staged;
 
@@ -85,13 +91,15 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     };
     const char *exts[4];
     uint32_t nexts = 0;
-    if (dev->info->calibrated_timestamps) exts[nexts++] = VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME;
+    if (dev->info->calibrated_timestamps)
+        exts[nexts++] = VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME;
     if (dev->info->external_memory_host) exts[nexts++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
         .timelineSemaphore = VK_TRUE,
     };
-    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .pNext = &f12};
     f2.features.shaderFloat64 = dev->info->shader_float64;
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
@@ -127,9 +135,11 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     r = dev->vk.vkCreateCommandPool(dev->handle, &pci, NULL, &dev->pool);
     if (r == VK_SUCCESS) r = dev->vk.vkCreateSemaphore(dev->handle, &sci, NULL, &dev->timeline);
     VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
-    if (r == VK_SUCCESS) r = dev->vk.vkCreatePipelineCache(dev->handle, &cci, NULL, &dev->pipeline_cache);
-    if (r != VK_SUCCESS) st = vkt_vk_fail(r, "vkCreateCommandPool/vkCreateSemaphore/vkCreatePipelineCache",
-                                          "opening the logical device", __FILE__, __LINE__);
+    if (r == VK_SUCCESS)
+        r = dev->vk.vkCreatePipelineCache(dev->handle, &cci, NULL, &dev->pipeline_cache);
+    if (r != VK_SUCCESS)
+        st = vkt_vk_fail(r, "vkCreateCommandPool/vkCreateSemaphore/vkCreatePipelineCache",
+                         "opening the logical device", __FILE__, __LINE__);
     if (st != VKT_OK) {
         vkt_device_destroy(dev);
         *out = NULL;
@@ -143,7 +153,8 @@ void vkt_device_destroy(vkt_device *dev) {
     if (dev->handle) {
         dev->vk.vkDeviceWaitIdle(dev->handle);
         vkt_device_release_staging(dev);
-        if (dev->pipeline_cache) dev->vk.vkDestroyPipelineCache(dev->handle, dev->pipeline_cache, NULL);
+        if (dev->pipeline_cache)
+            dev->vk.vkDestroyPipelineCache(dev->handle, dev->pipeline_cache, NULL);
         if (dev->timeline) dev->vk.vkDestroySemaphore(dev->handle, dev->timeline, NULL);
         if (dev->pool) dev->vk.vkDestroyCommandPool(dev->handle, dev->pool, NULL);
         dev->vk.vkDestroyDevice(dev->handle, NULL);
@@ -170,17 +181,19 @@ vkt_status vkt_device_alloc(vkt_device *dev, VkMemoryRequirements req, uint32_t 
                             const char *what, VkDeviceMemory *out) {
     *out = VK_NULL_HANDLE;
     if (dev->mem_used + req.size > dev->mem_limit)
-        return vkt_fail(VKT_ERR_DEVICE_MEMORY,
-                        "device %s has no room for %s: it needs %llu bytes (%.1f MiB) more, and %llu "
-                        "of its %llu bytes are in use (limit %.1f MiB); use a smaller batch or model, "
-                        "raise --mem-limit, or split the model with --strategy layers",
-                        dev->label, what, (unsigned long long)req.size, req.size / 1048576.0,
-                        (unsigned long long)dev->mem_used, (unsigned long long)dev->mem_limit,
-                        dev->mem_limit / 1048576.0);
+        return vkt_fail(
+            VKT_ERR_DEVICE_MEMORY,
+            "device %s has no room for %s: it needs %llu bytes (%.1f MiB) more, and %llu "
+            "of its %llu bytes are in use (limit %.1f MiB); use a smaller batch or model, "
+            "raise --mem-limit, or split the model with --strategy layers",
+            dev->label, what, (unsigned long long)req.size, req.size / 1048576.0,
+            (unsigned long long)dev->mem_used, (unsigned long long)dev->mem_limit,
+            dev->mem_limit / 1048576.0);
     if (dev->info->max_allocation_bytes && req.size > dev->info->max_allocation_bytes)
         return vkt_fail(VKT_ERR_DEVICE_MEMORY,
                         "device %s cannot allocate %s: %llu bytes is more than its largest "
-                        "allocation (%llu bytes)", dev->label, what, (unsigned long long)req.size,
+                        "allocation (%llu bytes)",
+                        dev->label, what, (unsigned long long)req.size,
                         (unsigned long long)dev->info->max_allocation_bytes);
     if (!(req.memoryTypeBits & (1u << type_index)))
         return vkt_fail(VKT_ERR_VULKAN, "device %s: %s cannot live in memory type %u", dev->label,
@@ -193,8 +206,8 @@ vkt_status vkt_device_alloc(vkt_device *dev, VkMemoryRequirements req, uint32_t 
     VkResult r = dev->vk.vkAllocateMemory(dev->handle, &ai, NULL, out);
     if (r != VK_SUCCESS) {
         char msg[200];
-        snprintf(msg, sizeof msg, "allocating %llu bytes for %s on %s", (unsigned long long)req.size,
-                 what, dev->label);
+        snprintf(msg, sizeof msg, "allocating %llu bytes for %s on %s",
+                 (unsigned long long)req.size, what, dev->label);
         return vkt_vk_fail(r, "vkAllocateMemory", msg, __FILE__, __LINE__);
     }
     dev->mem_used += req.size;
@@ -226,7 +239,8 @@ vkt_status vkt_device_submit(vkt_device *dev, VkCommandBuffer cb, uint64_t *valu
         .signalSemaphoreCount = 1,
         .pSignalSemaphores = &dev->timeline,
     };
-    VKT_VK(dev->vk.vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE), "submitting work to the device");
+    VKT_VK(dev->vk.vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE),
+           "submitting work to the device");
     dev->timeline_value = next;
     if (value) *value = next;
     return VKT_OK;
@@ -241,8 +255,10 @@ vkt_status vkt_device_wait_value(vkt_device *dev, uint64_t value, uint64_t timeo
     };
     VkResult r = dev->vk.vkWaitSemaphores(dev->handle, &wi, timeout_ms * 1000000ull);
     if (r == VK_TIMEOUT)
-        return vkt_fail(VKT_ERR_TIMEOUT, "device %s did not finish its work within %llu ms; the "
-                        "driver may be hung", dev->label, (unsigned long long)timeout_ms);
+        return vkt_fail(VKT_ERR_TIMEOUT,
+                        "device %s did not finish its work within %llu ms; the "
+                        "driver may be hung",
+                        dev->label, (unsigned long long)timeout_ms);
     VKT_VK(r, "waiting for the device");
     return VKT_OK;
 }

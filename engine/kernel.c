@@ -29,7 +29,8 @@ static int count_bindings(const uint32_t *code, size_t words) {
         free(set);
         return -1;
     }
-    for (uint32_t i = 0; i < bound; i++) binding[i] = -1, set[i] = -1;
+    for (uint32_t i = 0; i < bound; i++)
+        binding[i] = -1, set[i] = -1;
     for (size_t i = 5; i < words;) {
         uint32_t len = code[i] >> 16, op = code[i] & 0xffffu;
         if (len == 0 || i + len > words) break;
@@ -51,20 +52,27 @@ vkt_status vkt_kernel_create(vkt_device *dev, const char *shader, const uint32_t
                              vkt_kernel **out) {
     *out = NULL;
     const vkt_shader_blob *blob = vkt_shader_find(shader);
-    if (!blob) return vkt_fail(VKT_ERR_ARG, "no shader named \"%s\" is built into this vktrain", shader);
-    if (nspec > 32) return vkt_fail(VKT_ERR_ARG, "kernel %s: too many specialization constants", shader);
+    if (!blob)
+        return vkt_fail(VKT_ERR_ARG, "no shader named \"%s\" is built into this vktrain", shader);
+    if (nspec > 32)
+        return vkt_fail(VKT_ERR_ARG, "kernel %s: too many specialization constants", shader);
     // The workgroup size must fit the device: say so rather than let the driver fail.
     if (nspec >= 1) {
         uint64_t inv = spec[0];
-        for (int i = 1; i < 3 && i < nspec; i++) inv *= spec[i];
+        for (int i = 1; i < 3 && i < nspec; i++)
+            inv *= spec[i];
         for (int i = 0; i < 3 && i < nspec; i++)
             if (spec[i] == 0 || spec[i] > dev->info->max_workgroup_size[i])
-                return vkt_fail(VKT_ERR_ARG, "kernel %s: workgroup size %u along %c is not "
-                                "supported by %s (max %u)", shader, spec[i], "xyz"[i], dev->label,
-                                dev->info->max_workgroup_size[i]);
+                return vkt_fail(VKT_ERR_ARG,
+                                "kernel %s: workgroup size %u along %c is not "
+                                "supported by %s (max %u)",
+                                shader, spec[i], "xyz"[i], dev -> label,
+                                dev -> info -> max_workgroup_size[i]);
         if (inv > dev->info->max_workgroup_invocations)
-            return vkt_fail(VKT_ERR_ARG, "kernel %s: workgroup of %llu invocations exceeds %s's "
-                            "limit of %u", shader, (unsigned long long)inv, dev->label,
+            return vkt_fail(VKT_ERR_ARG,
+                            "kernel %s: workgroup of %llu invocations exceeds %s's "
+                            "limit of %u",
+                            shader, (unsigned long long)inv, dev->label,
                             dev->info->max_workgroup_invocations);
     }
     int nb = count_bindings(blob->code, blob->size / 4);
@@ -133,16 +141,18 @@ vkt_status vkt_kernel_create(vkt_device *dev, const char *shader, const uint32_t
     if (r == VK_SUCCESS) {
         VkComputePipelineCreateInfo ci = {
             .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-            .stage = {
-                .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                .module = module,
-                .pName = "main",
-                .pSpecializationInfo = nspec ? &si : NULL,
-            },
+            .stage =
+                {
+                    .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                    .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                    .module = module,
+                    .pName = "main",
+                    .pSpecializationInfo = nspec ? &si : NULL,
+                },
             .layout = k->layout,
         };
-        r = dev->vk.vkCreateComputePipelines(dev->handle, dev->pipeline_cache, 1, &ci, NULL, &k->pipeline);
+        r = dev->vk.vkCreateComputePipelines(dev->handle, dev->pipeline_cache, 1, &ci, NULL,
+                                             &k->pipeline);
     }
     if (module) dev->vk.vkDestroyShaderModule(dev->handle, module, NULL);
     if (r != VK_SUCCESS) {

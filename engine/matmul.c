@@ -203,9 +203,9 @@ const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint3
 // ---------------------------------------------------------------------------------------------
 // Recording
 
-void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a,
-                   vkt_view b, const vkt_view *bias, float beta, uint32_t M, uint32_t N,
-                   uint32_t K, const char *label) {
+void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a, vkt_view b,
+                   const vkt_view *bias, float beta, uint32_t M, uint32_t N, uint32_t K,
+                   const char *label) {
     VKT_ASSERT(form == VKT_MM_NN || form == VKT_MM_NT || form == VKT_MM_TN);
     VKT_ASSERT(M >= 1 && N >= 1 && K >= 1);
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
@@ -232,15 +232,21 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
     if (!k) return; // reported by vkt_ops_status
 
     uint32_t gx = (M + v->tm - 1) / v->tm;
-    uint32_t gy = (uint32_t)(((uint64_t)N + (uint64_t)v->wg * v->tc - 1) / ((uint64_t)v->wg * v->tc));
+    uint32_t gy =
+        (uint32_t)(((uint64_t)N + (uint64_t)v->wg * v->tc - 1) / ((uint64_t)v->wg * v->tc));
     vkt_view bind[4] = {c, a, b, bv};
     // A K-split runs its chunks in order, each adding onto c: a barrier between them.
     uint32_t kc = v->kc && v->kc < K ? v->kc : K;
     for (uint32_t k0 = 0; k0 < K; k0 += kc) {
         uint32_t k1 = K - k0 > kc ? k0 + kc : K;
         vkt_matmul_push push = {
-            .m = M, .n = N, .k = K, .k_begin = k0, .k_end = k1,
-            .has_bias = bias != NULL, .beta = beta,
+            .m = M,
+            .n = N,
+            .k = K,
+            .k_begin = k0,
+            .k_end = k1,
+            .has_bias = bias != NULL,
+            .beta = beta,
         };
         if (k0 > 0) vkt_cmd_barrier(cmd);
         vkt_cmd_dispatch(cmd, k, bind, 4, &push, sizeof push, gx, gy, 1, label);

@@ -22,7 +22,7 @@ typedef struct layer_slot {
 
 typedef struct stage_layout {
     int first, last;
-    uint64_t param_bytes;         // one packed buffer (params, grads and each optimizer state)
+    uint64_t param_bytes; // one packed buffer (params, grads and each optimizer state)
     uint64_t weight_off[MAX_LAYERS], bias_off[MAX_LAYERS];
     int ntensors;
     vkt_net_tensor tensors[2 * MAX_LAYERS];
@@ -30,7 +30,7 @@ typedef struct stage_layout {
     uint64_t slot_bytes;
     uint64_t in_off, in_grad_off, targets_off, loss_off;
     layer_slot layer[MAX_LAYERS];
-    uint64_t correct_off;        // after all slots
+    uint64_t correct_off; // after all slots
     uint64_t act_bytes;
     uint32_t in_features, out_features;
 } stage_layout;
@@ -61,7 +61,8 @@ static vkt_status make_layout(const vkt_net_desc *d, uint64_t align, stage_layou
                         d->first_layer, d->last_layer, m->nlayers);
     if (d->last_layer - d->first_layer > MAX_LAYERS)
         return vkt_fail(VKT_ERR_ARG, "a stage of more than %d layers", MAX_LAYERS);
-    if (d->max_batch == 0 || d->slots < 1) return vkt_fail(VKT_ERR_ARG, "batch and slots must be >= 1");
+    if (d->max_batch == 0 || d->slots < 1)
+        return vkt_fail(VKT_ERR_ARG, "batch and slots must be >= 1");
     L->first = d->first_layer;
     L->last = d->last_layer;
     L->in_features = m->layers[L->first].in_features;
@@ -133,8 +134,12 @@ vkt_net_memory vkt_net_estimate(const vkt_net_desc *desc, uint64_t align) {
 
 vkt_optim_desc vkt_optim_default(vkt_optim_kind kind) {
     if (kind == VKT_OPTIM_ADAMW)
-        return (vkt_optim_desc){.kind = kind, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
-                                .eps = 1e-8f, .weight_decay = 0.01f};
+        return (vkt_optim_desc){.kind = kind,
+                                .lr = 1e-3f,
+                                .beta1 = 0.9f,
+                                .beta2 = 0.999f,
+                                .eps = 1e-8f,
+                                .weight_decay = 0.01f};
     return (vkt_optim_desc){.kind = kind, .lr = 0.01f};
 }
 
@@ -162,11 +167,13 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
     if (s == VKT_OK) s = vkt_buffer_create(dev, L->param_bytes, "gradients", &net->grads);
     if (s == VKT_OK && (o->kind == VKT_OPTIM_ADAMW || o->momentum != 0))
         s = vkt_buffer_create(dev, L->param_bytes,
-                              o->kind == VKT_OPTIM_ADAMW ? "AdamW exp_avg" : "SGD momentum", &net->opt1);
+                              o->kind == VKT_OPTIM_ADAMW ? "AdamW exp_avg" : "SGD momentum",
+                              &net->opt1);
     if (s == VKT_OK && o->kind == VKT_OPTIM_ADAMW)
         s = vkt_buffer_create(dev, L->param_bytes, "AdamW exp_avg_sq", &net->opt2);
     if (s == VKT_OK) s = vkt_buffer_create(dev, L->act_bytes, "activations", &net->act);
-    if (s == VKT_OK) s = vkt_buffer_create(dev, vkt_device_align(dev, 4), "clip scratch", &net->scratch);
+    if (s == VKT_OK)
+        s = vkt_buffer_create(dev, vkt_device_align(dev, 4), "clip scratch", &net->scratch);
     if (s != VKT_OK) {
         vkt_net_destroy(net);
         return s;
@@ -199,7 +206,8 @@ vkt_device *vkt_net_device(const vkt_net *net) { return net->dev; }
 
 uint64_t vkt_net_param_count(const vkt_net *net) {
     uint64_t n = 0;
-    for (int i = 0; i < net->L.ntensors; i++) n += net->L.tensors[i].count;
+    for (int i = 0; i < net->L.ntensors; i++)
+        n += net->L.tensors[i].count;
     return n;
 }
 
@@ -270,7 +278,8 @@ vkt_status vkt_net_init(vkt_net *net, uint64_t seed) {
         uint64_t s = seed * 0x100000001b3ull + (uint64_t)t->layer * 2 + (is_bias ? 1 : 0);
         float *v = malloc(t->count * 4);
         if (!v) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-        for (uint64_t k = 0; k < t->count; k++) v[k] = (float)((2 * rng_uniform(&s) - 1) * bound);
+        for (uint64_t k = 0; k < t->count; k++)
+            v[k] = (float)((2 * rng_uniform(&s) - 1) * bound);
         vkt_status st = vkt_net_write_tensor(net, VKT_STORE_PARAM, i, v);
         free(v);
         VKT_TRY(st);
@@ -290,10 +299,12 @@ uint32_t vkt_net_in_features(const vkt_net *net) { return net->L.in_features; }
 uint32_t vkt_net_out_features(const vkt_net *net) { return net->L.out_features; }
 
 vkt_view vkt_net_input(vkt_net *net, int slot) {
-    return act_view(net, slot, net->L.in_off, (uint64_t)net->desc.max_batch * net->L.in_features * 4);
+    return act_view(net, slot, net->L.in_off,
+                    (uint64_t)net->desc.max_batch * net->L.in_features * 4);
 }
 vkt_view vkt_net_input_grad(vkt_net *net, int slot) {
-    return act_view(net, slot, net->L.in_grad_off, (uint64_t)net->desc.max_batch * net->L.in_features * 4);
+    return act_view(net, slot, net->L.in_grad_off,
+                    (uint64_t)net->desc.max_batch * net->L.in_features * 4);
 }
 static vkt_view layer_out(vkt_net *net, int slot, int l) {
     return act_view(net, slot, net->L.layer[l - net->L.first].out,
@@ -304,7 +315,9 @@ static vkt_view layer_grad(vkt_net *net, int slot, int l) {
                     (uint64_t)net->desc.max_batch * net->model->layers[l].out_features * 4);
 }
 vkt_view vkt_net_output(vkt_net *net, int slot) { return layer_out(net, slot, net->L.last - 1); }
-vkt_view vkt_net_output_grad(vkt_net *net, int slot) { return layer_grad(net, slot, net->L.last - 1); }
+vkt_view vkt_net_output_grad(vkt_net *net, int slot) {
+    return layer_grad(net, slot, net->L.last - 1);
+}
 vkt_view vkt_net_targets(vkt_net *net, int slot) {
     uint64_t per = net->model->loss == VKT_LOSS_MSE ? net->L.out_features : 1;
     return act_view(net, slot, net->L.targets_off, (uint64_t)net->desc.max_batch * per * 4);
@@ -387,9 +400,9 @@ void vkt_net_record_loss(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, float
                    vkt_net_output(net, slot), vkt_net_targets(net, slot), B, C, grad_scale,
                    "fwd:loss:mse");
     else
-        vkt_op_softmax_xent(cmd, net->ops, vkt_net_loss_rows(net, slot), vkt_net_output_grad(net, slot),
-                            vkt_net_output(net, slot), vkt_net_targets(net, slot), B, C, grad_scale,
-                            "fwd:loss:softmax_xent");
+        vkt_op_softmax_xent(cmd, net->ops, vkt_net_loss_rows(net, slot),
+                            vkt_net_output_grad(net, slot), vkt_net_output(net, slot),
+                            vkt_net_targets(net, slot), B, C, grad_scale, "fwd:loss:softmax_xent");
     vkt_cmd_barrier(cmd);
 }
 
@@ -438,13 +451,15 @@ void vkt_net_record_backward_layers(vkt_net *net, vkt_cmd *cmd, int slot, uint32
         bool need_dx = l > net->L.first || input_grad;
         vkt_view dy = layer_grad(net, slot, l);
         vkt_view x = layer_in(net, slot, l);
-        vkt_view dx = l == net->L.first ? vkt_net_input_grad(net, slot) : layer_grad(net, slot, l - 1);
+        vkt_view dx =
+            l == net->L.first ? vkt_net_input_grad(net, slot) : layer_grad(net, slot, l - 1);
         if (ly->kind == VKT_LAYER_DENSE) {
             int w = weight_tensor(net, l);
             const vkt_net_tensor *wt = &net->L.tensors[w];
             // dW[out,in] += dy[B,out]^T x[B,in]
             vkt_op_matmul(cmd, net->ops, VKT_MM_TN, tensor_view(net->grads, wt), dy, x, NULL, 1.0f,
-                          ly->out_features, ly->in_features, B, layer_label(net, "bwd", l, "dweight"));
+                          ly->out_features, ly->in_features, B,
+                          layer_label(net, "bwd", l, "dweight"));
             // db[out] += column sums of dy
             if (ly->bias)
                 vkt_op_bias_grad(cmd, net->ops, tensor_view(net->grads, &net->L.tensors[w + 1]), dy,

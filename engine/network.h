@@ -17,11 +17,11 @@ typedef enum vkt_optim_kind { VKT_OPTIM_SGD, VKT_OPTIM_ADAMW } vkt_optim_kind;
 typedef struct vkt_optim_desc {
     vkt_optim_kind kind;
     float lr;
-    float momentum;     // SGD
-    bool nesterov;      // SGD
-    float weight_decay; // SGD: L2 added to the gradient; AdamW: decoupled
+    float momentum;          // SGD
+    bool nesterov;           // SGD
+    float weight_decay;      // SGD: L2 added to the gradient; AdamW: decoupled
     float beta1, beta2, eps; // AdamW
-    float clip;         // global gradient-norm clipping; 0 = off
+    float clip;              // global gradient-norm clipping; 0 = off
 } vkt_optim_desc;
 
 // The optimizer defaults PyTorch uses (SGD lr 0.01 momentum 0; AdamW lr 1e-3, betas 0.9/0.999,
@@ -45,12 +45,12 @@ typedef enum vkt_net_store {
 } vkt_net_store;
 
 typedef struct vkt_net_tensor {
-    char name[32];      // PyTorch nn.Sequential naming: "<layer index>.weight" / ".bias"
-    int layer;          // index in the model's layer list
+    char name[32]; // PyTorch nn.Sequential naming: "<layer index>.weight" / ".bias"
+    int layer;     // index in the model's layer list
     int ndim;
-    uint32_t shape[2];  // weight [out, in] as torch.nn.Linear; bias [out]
-    uint64_t count;     // elements
-    uint64_t offset;    // bytes into each packed buffer
+    uint32_t shape[2]; // weight [out, in] as torch.nn.Linear; bias [out]
+    uint64_t count;    // elements
+    uint64_t offset;   // bytes into each packed buffer
 } vkt_net_tensor;
 
 typedef struct vkt_net vkt_net;

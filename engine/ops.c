@@ -33,7 +33,8 @@ vkt_status vkt_ops_create(vkt_device *dev, vkt_ops **out) {
 
 void vkt_ops_destroy(vkt_ops *ops) {
     if (!ops) return;
-    for (int i = ops->n - 1; i >= 0; i--) vkt_kernel_destroy(ops->cache[i].kernel);
+    for (int i = ops->n - 1; i >= 0; i--)
+        vkt_kernel_destroy(ops->cache[i].kernel);
     free(ops->cache);
     free(ops);
 }

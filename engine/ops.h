@@ -35,9 +35,9 @@ typedef enum vkt_mm_form {
 // c = op(a) op(b) (+ bias broadcast over rows when bias != NULL) (+ beta * c).
 // beta is 0 (overwrite) or any float (beta = 1 accumulates, as a weight gradient does).
 // bias is [N]. Any M, N, K >= 1.
-void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a,
-                   vkt_view b, const vkt_view *bias, float beta, uint32_t M, uint32_t N,
-                   uint32_t K, const char *label);
+void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a, vkt_view b,
+                   const vkt_view *bias, float beta, uint32_t M, uint32_t N, uint32_t K,
+                   const char *label);
 // The variant vkt_op_matmul uses on this device for that shape (for benchmarks and logs).
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K);
 
@@ -53,11 +53,11 @@ typedef enum vkt_act {
 } vkt_act;
 
 // y[R,N] += bias[N] for every row. y is read and written.
-void vkt_op_bias_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view bias, uint32_t R,
-                     uint32_t N, const char *label);
+void vkt_op_bias_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view bias, uint32_t R, uint32_t N,
+                     const char *label);
 // db[N] += sum over rows of dy[R,N]  (accumulates).
-void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint32_t R,
-                      uint32_t N, const char *label);
+void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint32_t R, uint32_t N,
+                      const char *label);
 // y[n] = f(x[n]). y and x may be the same view.
 void vkt_op_act_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, vkt_view y,
                         vkt_view x, uint32_t n, const char *label);
@@ -71,8 +71,8 @@ void vkt_op_act_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, v
 // 1/B for PyTorch's mean reduction over a whole batch of B; a shard of a larger batch uses
 // 1/B_total). dlogits may not alias logits.
 void vkt_op_softmax_xent(vkt_cmd *cmd, vkt_ops *ops, vkt_view loss_rows, vkt_view dlogits,
-                         vkt_view logits, vkt_view labels, uint32_t B, uint32_t C,
-                         float grad_scale, const char *label);
+                         vkt_view logits, vkt_view labels, uint32_t B, uint32_t C, float grad_scale,
+                         const char *label);
 // Mean squared error of pred[B,N] against target[B,N]:
 // loss_rows[b] = sum_n (pred - target)^2, dpred = 2 (pred - target) * grad_scale (overwrites;
 // grad_scale = 1/(B*N) for PyTorch's mean).

@@ -76,11 +76,11 @@ typedef struct nn_arg {
 } nn_arg;
 
 typedef struct nn_grid {
-    uint32_t units;          // elements or rows in all
-    uint32_t grid_per_unit;  // grid positions per unit (N for bias_add, else 1)
-    uint32_t per_group;      // grid positions per workgroup
-    uint32_t fixed_groups;   // when nonzero: this many workgroups per slice (bias_grad)
-    bool accumulates;        // slices add into the same output: barrier between them
+    uint32_t units;         // elements or rows in all
+    uint32_t grid_per_unit; // grid positions per unit (N for bias_add, else 1)
+    uint32_t per_group;     // grid positions per workgroup
+    uint32_t fixed_groups;  // when nonzero: this many workgroups per slice (bias_grad)
+    bool accumulates;       // slices add into the same output: barrier between them
 } nn_grid;
 
 #define MAX_ARGS 8
@@ -125,9 +125,8 @@ static void nn_dispatch(vkt_cmd *cmd, vkt_ops *ops, vkt_kernel *k, const nn_arg 
                 bind[i].size = 4ull * a->fixed_elems;
             }
         }
-        uint64_t groups = g.fixed_groups
-                              ? g.fixed_groups
-                              : (nu * g.grid_per_unit + g.per_group - 1) / g.per_group;
+        uint64_t groups = g.fixed_groups ? g.fixed_groups
+                                         : (nu * g.grid_per_unit + g.per_group - 1) / g.per_group;
         // Fold the workgroups into y: maxComputeWorkGroupCount[0] is only 65535 on many devices.
         uint64_t gx = groups < maxc[0] ? groups : maxc[0];
         uint64_t gy = (groups + gx - 1) / gx;
@@ -135,7 +134,8 @@ static void nn_dispatch(vkt_cmd *cmd, vkt_ops *ops, vkt_kernel *k, const nn_arg 
         uint32_t units32 = (uint32_t)nu;
         memcpy(push, &units32, 4);
         if (u0 > 0 && g.accumulates) vkt_cmd_barrier(cmd);
-        vkt_cmd_dispatch(cmd, k, bind, nargs, push, push_size, (uint32_t)gx, (uint32_t)gy, 1, label);
+        vkt_cmd_dispatch(cmd, k, bind, nargs, push, push_size, (uint32_t)gx, (uint32_t)gy, 1,
+                         label);
     }
 }
 
@@ -145,13 +145,14 @@ static nn_grid grid_elems(uint32_t n, uint32_t wg) {
 }
 
 // The two bindings (float[] and vec4[]) of one array of an ew.glsl shader.
-#define EW_ARG(view) {(view), 1, 0}, {(view), 1, 0}
+#define EW_ARG(view)                                                                               \
+    {(view), 1, 0}, { (view), 1, 0 }
 
 // ---------------------------------------------------------------------------------------------
 // Bias
 
-void vkt_op_bias_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view bias, uint32_t R,
-                     uint32_t N, const char *label) {
+void vkt_op_bias_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view bias, uint32_t R, uint32_t N,
+                     const char *label) {
     if (N == 0) return;
     uint32_t wg = wg_1d(ops);
     vkt_kernel *k = kernel_1d(ops, "bias_add", wg, 0, 0, 0);
@@ -161,12 +162,13 @@ void vkt_op_bias_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view bias, uint
                 (nn_grid){.units = R, .grid_per_unit = N, .per_group = wg}, label);
 }
 
-void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint32_t R,
-                      uint32_t N, const char *label) {
+void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint32_t R, uint32_t N,
+                      const char *label) {
     if (N == 0) return;
     // TX columns (at least a subgroup's worth, for neighbouring reads) by TY row slices.
     uint32_t wg = wg_1d(ops), tx = 8;
-    while (tx < N && tx < 64 && tx < wg) tx *= 2;
+    while (tx < N && tx < 64 && tx < wg)
+        tx *= 2;
     uint32_t ty = wg / tx;
     const vkt_device_info *d = info_of(ops);
     if (ty > d->max_workgroup_size[1]) ty = d->max_workgroup_size[1];
@@ -225,7 +227,8 @@ static vkt_kernel *row_kernel(vkt_ops *ops, const char *shader, uint32_t B, uint
         // A power of two that divides the subgroup (so that a team never straddles two) and the
         // workgroup, with about 4 or more columns per lane.
         uint32_t sg = info_of(ops)->subgroup_size, cap = sg < 32 ? sg : 32;
-        while (team < cap && team < wg && team * 8 <= C) team *= 2;
+        while (team < cap && team < wg && team * 8 <= C)
+            team *= 2;
     }
     uint32_t spec[6] = {wg, 1, 1, team > 1 ? 1 : 0, team, write_preds > 0 ? 1 : 0};
     *g = (nn_grid){.units = B, .grid_per_unit = team, .per_group = wg};
@@ -233,8 +236,8 @@ static vkt_kernel *row_kernel(vkt_ops *ops, const char *shader, uint32_t B, uint
 }
 
 void vkt_op_softmax_xent(vkt_cmd *cmd, vkt_ops *ops, vkt_view loss_rows, vkt_view dlogits,
-                         vkt_view logits, vkt_view labels, uint32_t B, uint32_t C,
-                         float grad_scale, const char *label) {
+                         vkt_view logits, vkt_view labels, uint32_t B, uint32_t C, float grad_scale,
+                         const char *label) {
     VKT_ASSERT(C > 0);
     nn_grid g;
     vkt_kernel *k = row_kernel(ops, "softmax_xent", B, C, -1, &g);
@@ -261,7 +264,9 @@ void vkt_op_accuracy(vkt_cmd *cmd, vkt_ops *ops, vkt_view correct, const vkt_vie
     g.accumulates = true; // every slice adds into correct[0]
     // Without preds, binding 3 is never written: bind the counter, which the op writes anyway,
     // so that no other buffer looks written to the synchronization validation.
-    nn_arg args[4] = {{logits, C, 0}, {labels, 1, 0}, {correct, 0, 1},
+    nn_arg args[4] = {{logits, C, 0},
+                      {labels, 1, 0},
+                      {correct, 0, 1},
                       preds ? (nn_arg){*preds, 1, 0} : (nn_arg){correct, 0, 1}};
     vkt_rows_push p = {.B = B, .C = C};
     nn_dispatch(cmd, ops, k, args, 4, &p, sizeof p, g, label);
@@ -323,8 +328,13 @@ void vkt_op_sgd(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view buf
     // Without momentum the buffer is never touched: bind p in its place, so that buf may be
     // any view (even none) and no other buffer looks written.
     nn_arg args[6] = {EW_ARG(g), EW_ARG(p), EW_ARG(momentum != 0.0f ? buf : p)};
-    vkt_sgd_push push = {.n = n, .lr = lr, .momentum = momentum, .weight_decay = weight_decay,
-                         .mode = momentum == 0.0f ? 0u : nesterov ? 2u : 1u};
+    vkt_sgd_push push = {.n = n,
+                         .lr = lr,
+                         .momentum = momentum,
+                         .weight_decay = weight_decay,
+                         .mode = momentum == 0.0f ? 0u
+                                 : nesterov       ? 2u
+                                                  : 1u};
     nn_dispatch(cmd, ops, k, args, 6, &push, sizeof push, grid_elems(n, wg), label);
 }
 

@@ -68,7 +68,8 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
     vkt_ckpt_tensor *t = calloc((size_t)n * 2 + 1, sizeof *t);
     float **bufs = calloc((size_t)n * 3 + 1, sizeof *bufs);
     char(*names)[64] = calloc((size_t)n * 2 + 1, 64);
-    vkt_status st = (t && bufs && names) ? VKT_OK : vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    vkt_status st =
+        (t && bufs && names) ? VKT_OK : vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     int nb = 0;
     // Optimizer state first: its file must exist before the parameter file names it.
     char stem[4096], optim_path[4200], optim_base[4200];
@@ -124,32 +125,42 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
             for (int i = 0; i < n && st == VKT_OK; i++) {
                 const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
                 float *b = malloc(nt->count * 4);
-                if (!b) { st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory"); break; }
+                if (!b) {
+                    st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+                    break;
+                }
                 bufs[nb++] = b;
                 st = vkt_strategy_read(s, stores[si], i, b);
                 snprintf(names[k], 64, "%s.%s", nt->name, optim_state_name(od->kind, stores[si]));
                 t[k] = (vkt_ckpt_tensor){.name = names[k], .ndim = nt->ndim, .data = b};
-                for (int d = 0; d < nt->ndim; d++) t[k].shape[d] = nt->shape[d];
+                for (int d = 0; d < nt->ndim; d++)
+                    t[k].shape[d] = nt->shape[d];
                 k++;
             }
         }
         if (st == VKT_OK) st = vkt_checkpoint_write(optim_path, t, k, meta, nmeta);
-        for (int i = 0; i < nb; i++) free(bufs[i]);
+        for (int i = 0; i < nb; i++)
+            free(bufs[i]);
         nb = 0;
     }
     if (st == VKT_OK) {
         for (int i = 0; i < n && st == VKT_OK; i++) {
             const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
             float *b = malloc(nt->count * 4);
-            if (!b) { st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory"); break; }
+            if (!b) {
+                st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+                break;
+            }
             bufs[nb++] = b;
             st = vkt_strategy_read(s, VKT_STORE_PARAM, i, b);
             t[i] = (vkt_ckpt_tensor){.name = nt->name, .ndim = nt->ndim, .data = b};
-            for (int d = 0; d < nt->ndim; d++) t[i].shape[d] = nt->shape[d];
+            for (int d = 0; d < nt->ndim; d++)
+                t[i].shape[d] = nt->shape[d];
         }
         if (st == VKT_OK) st = vkt_checkpoint_write(path, t, n, meta, nmeta);
     }
-    for (int i = 0; i < nb; i++) free(bufs[i]);
+    for (int i = 0; i < nb; i++)
+        free(bufs[i]);
     if (st == VKT_OK) remove_stale_optim(path, has_optim ? optim_base : "");
     free(t);
     free(bufs);
@@ -162,18 +173,23 @@ static vkt_status load_tensors(vkt_strategy *s, vkt_checkpoint *ck, vkt_net_stor
     for (int i = 0; i < vkt_strategy_tensor_count(s); i++) {
         const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
         char name[96];
-        if (suffix) snprintf(name, sizeof name, "%s.%s", nt->name, suffix);
-        else snprintf(name, sizeof name, "%s", nt->name);
+        if (suffix)
+            snprintf(name, sizeof name, "%s.%s", nt->name, suffix);
+        else
+            snprintf(name, sizeof name, "%s", nt->name);
         uint64_t shape[VKT_CKPT_MAX_DIMS] = {0};
-        for (int d = 0; d < nt->ndim; d++) shape[d] = nt->shape[d];
+        for (int d = 0; d < nt->ndim; d++)
+            shape[d] = nt->shape[d];
         VKT_TRY(vkt_checkpoint_expect(ck, name, nt->ndim, shape));
         float *b = malloc(nt->count * 4);
         if (!b) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
         vkt_status st = vkt_checkpoint_read(ck, name, b, nt->count);
         for (uint64_t k = 0; st == VKT_OK && k < nt->count; k++)
             if (!isfinite(b[k]))
-                st = vkt_fail(VKT_ERR_FORMAT, "checkpoint %s: tensor %s holds a non-finite value "
-                              "at element %llu", vkt_checkpoint_path(ck), name, (unsigned long long)k);
+                st = vkt_fail(VKT_ERR_FORMAT,
+                              "checkpoint %s: tensor %s holds a non-finite value "
+                              "at element %llu",
+                              vkt_checkpoint_path(ck), name, (unsigned long long)k);
         if (st == VKT_OK) st = vkt_strategy_write(s, store, i, b);
         free(b);
         VKT_TRY(st);
@@ -191,24 +207,31 @@ vkt_status vkt_checkpoint_load(vkt_strategy *s, const char *path, bool with_opti
         memset(pos, 0, sizeof *pos);
         if ((v = vkt_checkpoint_meta(ck, "step"))) pos->step = strtoull(v, NULL, 10);
         if ((v = vkt_checkpoint_meta(ck, "epoch"))) pos->epoch = atoi(v);
-        if ((v = vkt_checkpoint_meta(ck, "batch_in_epoch"))) pos->batch = (uint32_t)strtoul(v, NULL, 10);
+        if ((v = vkt_checkpoint_meta(ck, "batch_in_epoch")))
+            pos->batch = (uint32_t)strtoul(v, NULL, 10);
     }
     if (st == VKT_OK && with_optim) {
         if (!vkt_checkpoint_meta(ck, "step"))
-            st = vkt_fail(VKT_ERR_FORMAT, "checkpoint %s has no run position (step) to resume "
-                          "from; use --init to start from its parameters", path);
+            st = vkt_fail(VKT_ERR_FORMAT,
+                          "checkpoint %s has no run position (step) to resume "
+                          "from; use --init to start from its parameters",
+                          path);
         const char *ostate = vkt_checkpoint_meta(ck, "optimizer_state");
         const char *okind = vkt_checkpoint_meta(ck, "optimizer");
         const vkt_optim_desc *od = vkt_strategy_optim(s);
         const char *want = od->kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd";
         if (st == VKT_OK && okind && strcmp(okind, want) != 0)
-            st = vkt_fail(VKT_ERR_ARG, "checkpoint %s was trained with --optimizer %s; resume it "
-                          "with the same optimizer (not %s)", path, okind, want);
+            st = vkt_fail(VKT_ERR_ARG,
+                          "checkpoint %s was trained with --optimizer %s; resume it "
+                          "with the same optimizer (not %s)",
+                          path, okind, want);
         bool need = vkt_strategy_has_store(s, VKT_STORE_OPT1);
         if (st == VKT_OK && need) {
             if (!ostate || !*ostate) {
-                st = vkt_fail(VKT_ERR_FORMAT, "checkpoint %s holds no optimizer state, which "
-                              "this optimizer needs; use --init to restart the optimizer", path);
+                st = vkt_fail(VKT_ERR_FORMAT,
+                              "checkpoint %s holds no optimizer state, which "
+                              "this optimizer needs; use --init to restart the optimizer",
+                              path);
             } else {
                 char dir[4096], opath[8192];
                 dir_of(path, dir, sizeof dir);
@@ -218,12 +241,16 @@ vkt_status vkt_checkpoint_load(vkt_strategy *s, const char *path, bool with_opti
                 if (st == VKT_OK) {
                     const char *ostep = vkt_checkpoint_meta(ock, "step");
                     if (!ostep || strtoull(ostep, NULL, 10) != pos->step)
-                        st = vkt_fail(VKT_ERR_FORMAT, "optimizer state %s is not from step %llu "
-                                      "of %s", opath, (unsigned long long)pos->step, path);
+                        st = vkt_fail(VKT_ERR_FORMAT,
+                                      "optimizer state %s is not from step %llu "
+                                      "of %s",
+                                      opath, (unsigned long long)pos->step, path);
                     if (st == VKT_OK)
-                        st = load_tensors(s, ock, VKT_STORE_OPT1, optim_state_name(od->kind, VKT_STORE_OPT1));
+                        st = load_tensors(s, ock, VKT_STORE_OPT1,
+                                          optim_state_name(od->kind, VKT_STORE_OPT1));
                     if (st == VKT_OK && vkt_strategy_has_store(s, VKT_STORE_OPT2))
-                        st = load_tensors(s, ock, VKT_STORE_OPT2, optim_state_name(od->kind, VKT_STORE_OPT2));
+                        st = load_tensors(s, ock, VKT_STORE_OPT2,
+                                          optim_state_name(od->kind, VKT_STORE_OPT2));
                     vkt_checkpoint_close(ock);
                 }
             }
@@ -273,8 +300,10 @@ static vkt_status load_data(run *r, bool need_train) {
     if (r->have_test) vkt_dataset_limit(&r->test, o->limit_test);
     const vkt_dataset *d = need_train ? &r->train : &r->test;
     if (d->features != r->model.input_features)
-        return vkt_fail(VKT_ERR_FORMAT, "the data has %u features per sample (%s) but model %s "
-                        "takes %u", d->features, d->source, r->model.name, r->model.input_features);
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "the data has %u features per sample (%s) but model %s "
+                        "takes %u",
+                        d->features, d->source, r->model.name, r->model.input_features);
     if (r->model.loss == VKT_LOSS_SOFTMAX_XENT && d->classes > r->model.output_features)
         return vkt_fail(VKT_ERR_FORMAT, "the data has %u classes (%s) but model %s has %u outputs",
                         d->classes, d->source, r->model.name, r->model.output_features);
@@ -290,7 +319,8 @@ static vkt_status setup(run *r, bool need_train) {
     r->x = malloc(rows * r->model.input_features * 4);
     r->labels = malloc(rows * 4);
     r->targets = malloc(rows * r->model.output_features * 4);
-    if (!r->x || !r->labels || !r->targets) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    if (!r->x || !r->labels || !r->targets)
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     vkt_strategy_desc sd = o->strategy;
     sd.model = &r->model;
     sd.batch = o->batch;
@@ -327,7 +357,8 @@ static vkt_status evaluate(run *r, double *loss, double *acc) {
     }
     vkt_batcher_free(&b);
     VKT_TRY(st);
-    double denom = r->model.loss == VKT_LOSS_MSE ? (double)r->test.n * r->model.output_features : r->test.n;
+    double denom =
+        r->model.loss == VKT_LOSS_MSE ? (double)r->test.n * r->model.output_features : r->test.n;
     *loss = loss_sum / denom;
     *acc = r->model.loss == VKT_LOSS_SOFTMAX_XENT ? (double)correct / r->test.n : -1;
     return VKT_OK;
@@ -337,7 +368,8 @@ static void fill_result(run *r, vkt_train_result *res) {
     snprintf(res->device, sizeof res->device, "%s", vkt_strategy_devices(r->s));
     snprintf(res->strategy, sizeof res->strategy, "%s", vkt_strategy_name(r->o->strategy.kind));
     res->ndevices = vkt_strategy_device_count(r->s);
-    for (int i = 0; i < res->ndevices; i++) vkt_strategy_stats(r->s, i, &res->devices[i]);
+    for (int i = 0; i < res->ndevices; i++)
+        vkt_strategy_stats(r->s, i, &res->devices[i]);
 }
 
 vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
@@ -348,7 +380,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
         return vkt_fail(VKT_ERR_ARG, "--lr must be a positive number");
     if (o->init_path && o->resume_path)
         return vkt_fail(VKT_ERR_ARG, "--init and --resume exclude each other: --resume continues "
-                        "a run, --init starts a new one from given parameters");
+                                     "a run, --init starts a new one from given parameters");
     run r = {.o = o};
     vkt_status st = setup(&r, true);
     vkt_run_position pos = {0};
@@ -358,7 +390,8 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     if (st == VKT_OK && o->metrics_path) {
         r.metrics = fopen(o->metrics_path, o->resume_path ? "a" : "w");
         if (!r.metrics)
-            st = vkt_fail(VKT_ERR_IO, "cannot write metrics file %s: %s", o->metrics_path, strerror(errno));
+            st = vkt_fail(VKT_ERR_IO, "cannot write metrics file %s: %s", o->metrics_path,
+                          strerror(errno));
     }
     vkt_batcher b = {0};
     if (st == VKT_OK) st = vkt_batcher_init(&b, &r.train, o->batch, o->shuffle, o->seed);
@@ -390,7 +423,8 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             uint32_t B = vkt_batcher_get(&b, i, r.x, r.labels);
             int64_t t0 = vkt_trace_now_ns();
             double loss_sum = 0;
-            st = vkt_strategy_step(r.s, r.x, batch_targets(&r, B), B, (uint32_t)(step + 1), &loss_sum);
+            st = vkt_strategy_step(r.s, r.x, batch_targets(&r, B), B, (uint32_t)(step + 1),
+                                   &loss_sum);
             if (st != VKT_OK) break;
             step++;
             train_ns += (double)(vkt_trace_now_ns() - t0);
@@ -398,10 +432,11 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             double denom = r.model.loss == VKT_LOSS_MSE ? (double)B * r.model.output_features : B;
             double loss = loss_sum / denom;
             if (!isfinite(loss)) {
-                st = vkt_fail(VKT_ERR_NUMERIC, "the loss became %s at step %llu (epoch %d, batch "
+                st = vkt_fail(VKT_ERR_NUMERIC,
+                              "the loss became %s at step %llu (epoch %d, batch "
                               "%u): training stopped%s%s; try a lower --lr or --clip 1",
-                              isnan(loss) ? "NaN" : "infinite", (unsigned long long)step,
-                              epoch + 1, i + 1, o->save_path ? ", the last good checkpoint " : "",
+                              isnan(loss) ? "NaN" : "infinite", (unsigned long long)step, epoch + 1,
+                              i + 1, o->save_path ? ", the last good checkpoint " : "",
                               o->save_path ? o->save_path : "");
                 break;
             }
@@ -414,13 +449,20 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                 vkt_trace_add_counter(o->trace, VKT_TRACE_HOST, "samples_per_sec", now, sps);
             }
             if (r.metrics)
-                fprintf(r.metrics, "{\"type\":\"step\",\"step\":%llu,\"epoch\":%d,\"batch\":%u,"
+                fprintf(r.metrics,
+                        "{\"type\":\"step\",\"step\":%llu,\"epoch\":%d,\"batch\":%u,"
                         "\"rows\":%u,\"loss\":%.9g,\"samples_per_sec\":%.6g}\n",
                         (unsigned long long)step, epoch + 1, i + 1, B, loss, sps);
             if (o->progress) {
-                vkt_progress p = {.epoch = epoch + 1, .epochs = o->epochs, .batch = i + 1,
-                                  .batches = nb, .step = step, .loss = loss, .samples_per_sec = sps,
-                                  .eta_sec = (double)(total_steps - step) * (train_ns * 1e-9 / (step - pos.step))};
+                vkt_progress p = {.epoch = epoch + 1,
+                                  .epochs = o->epochs,
+                                  .batch = i + 1,
+                                  .batches = nb,
+                                  .step = step,
+                                  .loss = loss,
+                                  .samples_per_sec = sps,
+                                  .eta_sec = (double)(total_steps - step) *
+                                             (train_ns * 1e-9 / (step - pos.step))};
                 o->progress(&p, o->progress_user);
             }
         }
@@ -429,21 +471,33 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
         if (!o->skip_eval) st = evaluate(&r, &tl, &ta);
         if (st != VKT_OK) break;
         res->epochs = epoch + 1;
-        res->train_loss = epoch_rows ? epoch_loss / (epoch_rows * (r.model.loss == VKT_LOSS_MSE ? r.model.output_features : 1)) : 0;
+        res->train_loss =
+            epoch_rows ? epoch_loss / (epoch_rows *
+                                       (r.model.loss == VKT_LOSS_MSE ? r.model.output_features : 1))
+                       : 0;
         res->test_loss = tl;
         res->test_accuracy = ta;
-        if (o->trace && ta >= 0) vkt_trace_add_counter(o->trace, VKT_TRACE_HOST, "accuracy", vkt_trace_now_ns(), ta);
+        if (o->trace && ta >= 0)
+            vkt_trace_add_counter(o->trace, VKT_TRACE_HOST, "accuracy", vkt_trace_now_ns(), ta);
         double sps = samples / (train_ns * 1e-9);
         if (r.metrics) {
-            fprintf(r.metrics, "{\"type\":\"epoch\",\"epoch\":%d,\"step\":%llu,\"train_loss\":%.9g,"
+            fprintf(r.metrics,
+                    "{\"type\":\"epoch\",\"epoch\":%d,\"step\":%llu,\"train_loss\":%.9g,"
                     "\"test_loss\":%.9g,\"test_accuracy\":%.6g,\"samples_per_sec\":%.6g}\n",
                     epoch + 1, (unsigned long long)step, res->train_loss, tl, ta, sps);
             fflush(r.metrics);
         }
         if (o->progress) {
-            vkt_progress p = {.epoch_end = true, .epoch = epoch + 1, .epochs = o->epochs,
-                              .batch = nb, .batches = nb, .step = step, .loss = res->train_loss,
-                              .samples_per_sec = sps, .test_loss = tl, .test_accuracy = ta};
+            vkt_progress p = {.epoch_end = true,
+                              .epoch = epoch + 1,
+                              .epochs = o->epochs,
+                              .batch = nb,
+                              .batches = nb,
+                              .step = step,
+                              .loss = res->train_loss,
+                              .samples_per_sec = sps,
+                              .test_loss = tl,
+                              .test_accuracy = ta};
             o->progress(&p, o->progress_user);
         }
         pos = (vkt_run_position){.step = step, .epoch = epoch + 1, .batch = 0};
@@ -451,7 +505,9 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     }
     if (st == VKT_OK && stopped) {
         if (epoch_rows)
-            res->train_loss = epoch_loss / (epoch_rows * (r.model.loss == VKT_LOSS_MSE ? r.model.output_features : 1));
+            res->train_loss =
+                epoch_loss /
+                (epoch_rows * (r.model.loss == VKT_LOSS_MSE ? r.model.output_features : 1));
         if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
     }
     if (r.s && o->trace) {
@@ -461,9 +517,12 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             vkt_strategy_stats(r.s, d, &ds);
             double busy = ds.wall_ns > 0 ? ds.busy_ns / ds.wall_ns : 0;
             if (busy > 1) busy = 1;
-            vkt_trace_summary sum = {.busy_fraction = busy, .idle_fraction = 1 - busy,
-                                     .busy_ns = ds.busy_ns, .wall_ns = ds.wall_ns,
-                                     .bytes_moved = ds.bytes_moved, .peak_memory_bytes = ds.peak_memory};
+            vkt_trace_summary sum = {.busy_fraction = busy,
+                                     .idle_fraction = 1 - busy,
+                                     .busy_ns = ds.busy_ns,
+                                     .wall_ns = ds.wall_ns,
+                                     .bytes_moved = ds.bytes_moved,
+                                     .peak_memory_bytes = ds.peak_memory};
             vkt_trace_set_summary(o->trace, vkt_strategy_trace_pid(r.s, d), &sum);
         }
     }

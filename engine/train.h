@@ -18,13 +18,13 @@
 #include "vktrain.h"
 
 typedef struct vkt_progress {
-    bool epoch_end;          // false: a step report; true: the end of an epoch (eval done)
-    int epoch, epochs;       // epoch counts from 1
-    uint32_t batch, batches; // batch in epoch (from 1) and batches per epoch
-    uint64_t step;           // global step (from 1)
-    double loss;             // mean loss of this step / of the epoch
-    double samples_per_sec;  // training throughput so far in this run
-    double eta_sec;          // to the end of the run
+    bool epoch_end;                  // false: a step report; true: the end of an epoch (eval done)
+    int epoch, epochs;               // epoch counts from 1
+    uint32_t batch, batches;         // batch in epoch (from 1) and batches per epoch
+    uint64_t step;                   // global step (from 1)
+    double loss;                     // mean loss of this step / of the epoch
+    double samples_per_sec;          // training throughput so far in this run
+    double eta_sec;                  // to the end of the run
     double test_loss, test_accuracy; // epoch_end only (accuracy < 0: no test set)
 } vkt_progress;
 
@@ -32,32 +32,32 @@ typedef void (*vkt_progress_fn)(const vkt_progress *p, void *user);
 
 typedef struct vkt_train_opts {
     const char *model_path;
-    const char *data_dir;            // MNIST layout; NULL = Fashion-MNIST from Debian
-    const char *npy_x, *npy_y;       // training data from .npy instead (test set: none)
+    const char *data_dir;             // MNIST layout; NULL = Fashion-MNIST from Debian
+    const char *npy_x, *npy_y;        // training data from .npy instead (test set: none)
     uint32_t limit_train, limit_test; // 0 = all
     int epochs;
     uint32_t batch;
-    uint64_t max_steps;              // stop after this many steps of the run (0 = no limit)
+    uint64_t max_steps; // stop after this many steps of the run (0 = no limit)
     vkt_optim_desc optim;
     uint64_t seed;
     bool shuffle;
-    vkt_strategy_desc strategy;      // kind, ctx, devices, mem_limit, balance, split, ...
-    const char *metrics_path;        // JSON lines, NULL = none
-    const char *init_path;           // start from these parameters
-    const char *resume_path;         // continue this run
-    const char *save_path;           // checkpoint after every epoch and at the end
-    vkt_trace *trace;                // record the device timeline (may be NULL)
+    vkt_strategy_desc strategy; // kind, ctx, devices, mem_limit, balance, split, ...
+    const char *metrics_path;   // JSON lines, NULL = none
+    const char *init_path;      // start from these parameters
+    const char *resume_path;    // continue this run
+    const char *save_path;      // checkpoint after every epoch and at the end
+    vkt_trace *trace;           // record the device timeline (may be NULL)
     bool skip_eval;
     vkt_progress_fn progress;
     void *progress_user;
 } vkt_train_opts;
 
 typedef struct vkt_train_result {
-    double train_loss;       // mean loss of the last epoch's steps
+    double train_loss;               // mean loss of the last epoch's steps
     double test_loss, test_accuracy; // after the last epoch (accuracy -1: no test set)
-    double samples_per_sec;  // training samples over training wall time (evaluation excluded)
-    int epochs;              // epochs completed in total (including resumed ones)
-    uint64_t steps;          // steps in total
+    double samples_per_sec; // training samples over training wall time (evaluation excluded)
+    int epochs;             // epochs completed in total (including resumed ones)
+    uint64_t steps;         // steps in total
     double train_seconds;
     char device[1024];
     char strategy[32];
@@ -76,9 +76,9 @@ vkt_status vkt_eval_run(const vkt_train_opts *o, vkt_train_result *r);
 // Writes / reads a checkpoint of the strategy's parameters (and optimizer state when
 // with_optim). meta: extra metadata pairs. Exposed for tests.
 typedef struct vkt_run_position {
-    uint64_t step;   // steps done
-    int epoch;       // epoch in progress (0-based)
-    uint32_t batch;  // next batch in that epoch
+    uint64_t step;  // steps done
+    int epoch;      // epoch in progress (0-based)
+    uint32_t batch; // next batch in that epoch
 } vkt_run_position;
 vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_position *pos,
                                const vkt_train_opts *o);

@@ -16,25 +16,24 @@ const char *vkt_result_name(VkResult r);
 
 // Every Vulkan call is checked, in every build: on failure the message names the call, the
 // VkResult, the file and line, and what the engine was doing. Returns from the enclosing function.
-#define VKT_VK(call, what)                                                                     \
-    do {                                                                                       \
-        VkResult vkt_r_ = (call);                                                              \
-        if (vkt_r_ != VK_SUCCESS)                                                              \
-            return vkt_vk_fail(vkt_r_, #call, what, __FILE__, __LINE__);                       \
+#define VKT_VK(call, what)                                                                         \
+    do {                                                                                           \
+        VkResult vkt_r_ = (call);                                                                  \
+        if (vkt_r_ != VK_SUCCESS) return vkt_vk_fail(vkt_r_, #call, what, __FILE__, __LINE__);     \
     } while (0)
 vkt_status vkt_vk_fail(VkResult r, const char *call, const char *what, const char *file, int line);
 
 // Returns from the enclosing function when a vkt call fails.
-#define VKT_TRY(expr)                                                                          \
-    do {                                                                                       \
-        vkt_status vkt_s_ = (expr);                                                            \
-        if (vkt_s_ != VKT_OK) return vkt_s_;                                                   \
+#define VKT_TRY(expr)                                                                              \
+    do {                                                                                           \
+        vkt_status vkt_s_ = (expr);                                                                \
+        if (vkt_s_ != VKT_OK) return vkt_s_;                                                       \
     } while (0)
 
 // Broken invariant: print and abort (not compiled out under NDEBUG).
-#define VKT_ASSERT(cond)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) vkt_abort(#cond, __FILE__, __LINE__);                                     \
+#define VKT_ASSERT(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) vkt_abort(#cond, __FILE__, __LINE__);                                         \
     } while (0)
 _Noreturn void vkt_abort(const char *what, const char *file, int line);
 
@@ -89,7 +88,7 @@ struct vkt_device {
     VkCommandPool pool;
     VkPipelineCache pipeline_cache;
     VkSemaphore timeline;
-    uint64_t timeline_value; // last value signalled by a submit
+    uint64_t timeline_value;  // last value signalled by a submit
     uint32_t mem_type_device; // best device-local type
     uint32_t mem_type_host;   // host-visible, coherent type for staging / readback
     bool device_mapped;       // mem_type_device is also host-visible
@@ -105,7 +104,7 @@ struct vkt_buffer {
     VkDeviceMemory memory;
     uint64_t size;
     uint64_t alloc_size; // what the device's accounting holds for it
-    void *mapped; // non-NULL when host-visible
+    void *mapped;        // non-NULL when host-visible
     char name[64];
 };
 

@@ -21,15 +21,15 @@ extern "C" {
 
 typedef enum vkt_status {
     VKT_OK = 0,
-    VKT_ERR_NO_DEVICE,    // no Vulkan loader or no driver, or a --device item matched nothing
-    VKT_ERR_ARG,          // a bad argument or flag value
-    VKT_ERR_VULKAN,       // a Vulkan call failed (the message names the call and the VkResult)
-    VKT_ERR_DEVICE_MEMORY,// the device (or the --mem-limit) has no room
-    VKT_ERR_HOST_MEMORY,  // malloc failed
-    VKT_ERR_IO,           // a file could not be opened, read or written
-    VKT_ERR_FORMAT,       // a malformed model, data or checkpoint file
-    VKT_ERR_NUMERIC,      // NaN or infinite loss
-    VKT_ERR_TIMEOUT,      // the device did not finish in time
+    VKT_ERR_NO_DEVICE,     // no Vulkan loader or no driver, or a --device item matched nothing
+    VKT_ERR_ARG,           // a bad argument or flag value
+    VKT_ERR_VULKAN,        // a Vulkan call failed (the message names the call and the VkResult)
+    VKT_ERR_DEVICE_MEMORY, // the device (or the --mem-limit) has no room
+    VKT_ERR_HOST_MEMORY,   // malloc failed
+    VKT_ERR_IO,            // a file could not be opened, read or written
+    VKT_ERR_FORMAT,        // a malformed model, data or checkpoint file
+    VKT_ERR_NUMERIC,       // NaN or infinite loss
+    VKT_ERR_TIMEOUT,       // the device did not finish in time
 } vkt_status;
 
 // The message of the last failure on this thread ("" if none). Valid until the next failure.
@@ -55,14 +55,14 @@ typedef enum vkt_device_type {
 
 // What the engine knows about one physical device, read once at context creation.
 typedef struct vkt_device_info {
-    int index;                    // position in the context's device list
-    char name[256];               // VkPhysicalDeviceProperties::deviceName
-    char driver[256];             // driverName, plus driverInfo when the driver gives one
+    int index;        // position in the context's device list
+    char name[256];   // VkPhysicalDeviceProperties::deviceName
+    char driver[256]; // driverName, plus driverInfo when the driver gives one
     uint32_t vendor_id, device_id, driver_id;
     vkt_device_type type;
-    uint32_t api_version;         // VK_MAKE_API_VERSION encoded
+    uint32_t api_version; // VK_MAKE_API_VERSION encoded
     uint32_t driver_version;
-    uint64_t memory_bytes;        // size of the largest device-local heap
+    uint64_t memory_bytes; // size of the largest device-local heap
     uint32_t subgroup_size;
     uint32_t max_workgroup_invocations;
     uint32_t max_workgroup_size[3];
@@ -70,7 +70,7 @@ typedef struct vkt_device_info {
     uint32_t shared_memory_bytes;
     uint32_t max_push_constants_bytes;
     uint64_t max_storage_buffer_range;
-    uint64_t max_allocation_bytes;  // maxMemoryAllocationSize (Vulkan 1.1)
+    uint64_t max_allocation_bytes; // maxMemoryAllocationSize (Vulkan 1.1)
     uint32_t min_storage_buffer_offset_alignment;
     float timestamp_period_ns;
     uint32_t timestamp_valid_bits;  // of the compute queue family; 0 = no timestamps
@@ -79,7 +79,7 @@ typedef struct vkt_device_info {
     bool external_memory_host;      // VK_EXT_external_memory_host
     bool cooperative_matrix;        // VK_KHR_cooperative_matrix
     bool shader_float64;
-    uint8_t uuid[16];               // pipelineCacheUUID, for caches keyed by driver build
+    uint8_t uuid[16]; // pipelineCacheUUID, for caches keyed by driver build
 } vkt_device_info;
 
 typedef struct vkt_context_desc {
@@ -156,7 +156,8 @@ typedef struct vkt_view {
 vkt_status vkt_buffer_create(vkt_device *dev, uint64_t size, const char *name, vkt_buffer **out);
 // A buffer in host-visible, host-coherent memory, always mapped (vkt_buffer_mapped): staging and
 // exchange areas between devices. Counted against the device's limit like any buffer.
-vkt_status vkt_buffer_create_host(vkt_device *dev, uint64_t size, const char *name, vkt_buffer **out);
+vkt_status vkt_buffer_create_host(vkt_device *dev, uint64_t size, const char *name,
+                                  vkt_buffer **out);
 void vkt_buffer_destroy(vkt_buffer *buf);
 uint64_t vkt_buffer_size(const vkt_buffer *buf);
 vkt_view vkt_buffer_view(vkt_buffer *buf, uint64_t offset, uint64_t size);
@@ -193,7 +194,7 @@ bool vkt_shader_exists(const char *name);
 typedef struct vkt_cmd vkt_cmd;
 
 typedef struct vkt_timing {
-    const char *label;      // as given to the recording call (must outlive the stream)
+    const char *label;         // as given to the recording call (must outlive the stream)
     uint64_t start_ns, end_ns; // device clock, in ns
 } vkt_timing;
 

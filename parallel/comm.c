@@ -42,10 +42,12 @@ vkt_status vkt_comm_allreduce_sum(vkt_comm *c, float *const *bufs, size_t n) {
             size_t e = b + block < n ? b + block : n;
             for (int r = 1; r < c->nlocal; r++) {
                 const float *src = bufs[r];
-                for (size_t i = b; i < e; i++) acc[i] += src[i];
+                for (size_t i = b; i < e; i++)
+                    acc[i] += src[i];
             }
             for (int r = 1; r < c->nlocal; r++)
-                for (size_t i = b; i < e; i++) bufs[r][i] = acc[i];
+                for (size_t i = b; i < e; i++)
+                    bufs[r][i] = acc[i];
         }
     }
     c->stats.reduce_ns += now_ns() - t0;

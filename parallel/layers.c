@@ -62,16 +62,20 @@ static void build_schedule(layers_impl *L, vkt_schedule kind, int s) {
     int M = L->M, n = 0;
     op *o = L->sched[s];
     if (kind == VKT_SCHEDULE_GPIPE) {
-        for (int k = 0; k < M; k++) o[n++] = (op){false, k};
-        for (int k = M - 1; k >= 0; k--) o[n++] = (op){true, k};
+        for (int k = 0; k < M; k++)
+            o[n++] = (op){false, k};
+        for (int k = M - 1; k >= 0; k--)
+            o[n++] = (op){true, k};
     } else {
         int warm = L->S - s - 1 < M ? L->S - s - 1 : M;
-        for (int k = 0; k < warm; k++) o[n++] = (op){false, k};
+        for (int k = 0; k < warm; k++)
+            o[n++] = (op){false, k};
         for (int i = 0; i < M - warm; i++) {
             o[n++] = (op){false, warm + i};
             o[n++] = (op){true, i};
         }
-        for (int i = M - warm; i < M; i++) o[n++] = (op){true, i};
+        for (int i = M - warm; i < M; i++)
+            o[n++] = (op){true, i};
     }
     L->nsched[s] = n;
 }
@@ -100,7 +104,8 @@ static bool wait_flag(vkt_strategy *s, int d, bool *flag, int mb) {
     layers_impl *L = s->impl;
     int64_t t0 = vkt_trace_now_ns();
     pthread_mutex_lock(&L->mu);
-    while (!*flag && !L->failed) pthread_cond_wait(&L->cv, &L->mu);
+    while (!*flag && !L->failed)
+        pthread_cond_wait(&L->cv, &L->mu);
     bool ok = !L->failed;
     pthread_mutex_unlock(&L->mu);
     int64_t t1 = vkt_trace_now_ns();
@@ -131,8 +136,8 @@ static vkt_status transfer(vkt_strategy *s, int d, vkt_view v, float *host, uint
     s->stats[d].bytes_moved += bytes;
     layers_impl *L = s->impl;
     if (s->desc.trace)
-        vkt_trace_add_event(s->desc.trace, s->trace_pid[d], name, VKT_CAT_COMMUNICATION, t0, t1 - t0,
-                            (int)L->step);
+        vkt_trace_add_event(s->desc.trace, s->trace_pid[d], name, VKT_CAT_COMMUNICATION, t0,
+                            t1 - t0, (int)L->step);
     return st;
 }
 
@@ -163,7 +168,8 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
                                  (uint64_t)R * in * 4, true, "comm:recv_activation"));
             }
             if (last)
-                VKT_TRY(strategy_upload_targets(net, slot, (const char *)L->targets + (uint64_t)L->row0[k] * tgt_per * 4, R));
+                VKT_TRY(strategy_upload_targets(
+                    net, slot, (const char *)L->targets + (uint64_t)L->row0[k] * tgt_per * 4, R));
             VKT_TRY(vkt_cmd_begin(cmd, true));
             if (i == 0) vkt_net_record_zero_grads(net, cmd);
             vkt_net_record_forward(net, cmd, slot, R);
@@ -242,7 +248,8 @@ static vkt_status layers_step(vkt_strategy *s, const float *x, const void *targe
     memset(L->fwd_done, 0, (size_t)L->S * L->M * sizeof(bool));
     memset(L->bwd_done, 0, (size_t)L->S * L->M * sizeof(bool));
     cut_batch(L, B);
-    for (int k = 0; k < L->M; k++) L->loss[k] = 0;
+    for (int k = 0; k < L->M; k++)
+        L->loss[k] = 0;
     pthread_t th[VKT_MAX_DEVICES];
     stage_arg args[VKT_MAX_DEVICES];
     int started = 0;
@@ -254,10 +261,12 @@ static vkt_status layers_step(vkt_strategy *s, const float *x, const void *targe
         }
         started++;
     }
-    for (int d = 0; d < started; d++) pthread_join(th[d], NULL);
+    for (int d = 0; d < started; d++)
+        pthread_join(th[d], NULL);
     if (L->failed) return vkt_fail(L->err, "%s", L->err_msg);
     double total = 0;
-    for (int k = 0; k < L->M; k++) total += L->loss[k];
+    for (int k = 0; k < L->M; k++)
+        total += L->loss[k];
     *loss_sum = total;
     return VKT_OK;
 }
@@ -280,10 +289,13 @@ static vkt_status layers_eval(vkt_strategy *s, const float *x, const void *targe
             vkt_cmd *cmd = s->cmd[d];
             bool last = d == L->S - 1;
             uint32_t in = vkt_net_in_features(net);
-            if (d == 0) VKT_TRY(strategy_upload_input(net, 0, x + (uint64_t)L->row0[k] * in, R));
-            else VKT_TRY(strategy_upload_input(net, 0, buf, R));
+            if (d == 0)
+                VKT_TRY(strategy_upload_input(net, 0, x + (uint64_t)L->row0[k] * in, R));
+            else
+                VKT_TRY(strategy_upload_input(net, 0, buf, R));
             if (last)
-                VKT_TRY(strategy_upload_targets(net, 0, (const char *)targets + (uint64_t)L->row0[k] * tgt_per * 4, R));
+                VKT_TRY(strategy_upload_targets(
+                    net, 0, (const char *)targets + (uint64_t)L->row0[k] * tgt_per * 4, R));
             VKT_TRY(vkt_cmd_begin(cmd, false));
             if (last) {
                 vkt_cmd_fill(cmd, vkt_net_correct(net), 0);
@@ -300,7 +312,8 @@ static vkt_status layers_eval(vkt_strategy *s, const float *x, const void *targe
             VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
             if (!last) {
                 vkt_view v = vkt_net_output(net, 0);
-                VKT_TRY(vkt_buffer_read(v.buffer, v.offset, buf, (uint64_t)R * vkt_net_out_features(net) * 4));
+                VKT_TRY(vkt_buffer_read(v.buffer, v.offset, buf,
+                                        (uint64_t)R * vkt_net_out_features(net) * 4));
             } else {
                 double ls;
                 VKT_TRY(strategy_read_loss(net, 0, R, &ls));
@@ -340,8 +353,12 @@ static const strategy_vtbl layers_vtbl = {layers_step, layers_eval, layers_destr
 // Placement
 
 static vkt_net_desc stage_desc(const vkt_strategy *s, const layers_impl *L, int d, int lo, int hi) {
-    return (vkt_net_desc){.model = s->desc.model, .first_layer = lo, .last_layer = hi,
-                          .max_batch = L->mb_max, .slots = L->slots[d], .optim = s->desc.optim};
+    return (vkt_net_desc){.model = s->desc.model,
+                          .first_layer = lo,
+                          .last_layer = hi,
+                          .max_batch = L->mb_max,
+                          .slots = L->slots[d],
+                          .optim = s->desc.optim};
 }
 
 vkt_status strategy_layers_create(vkt_strategy *s) {
@@ -349,11 +366,12 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
     const vkt_model_desc *m = d->model;
     if (d->ndevices < 2)
         return vkt_fail(VKT_ERR_ARG, "--strategy layers needs at least two devices in --device "
-                        "(the same one twice gives two logical devices)");
+                                     "(the same one twice gives two logical devices)");
     int M = d->micro_batches > 0 ? d->micro_batches : 1;
     if (M > MAX_MICRO) return vkt_fail(VKT_ERR_ARG, "at most %d micro-batches", MAX_MICRO);
     if ((uint32_t)M > d->batch)
-        return vkt_fail(VKT_ERR_ARG, "--micro-batches %d is more than the batch of %u rows", M, d->batch);
+        return vkt_fail(VKT_ERR_ARG, "--micro-batches %d is more than the batch of %u rows", M,
+                        d->batch);
     layers_impl *L = calloc(1, sizeof *L);
     if (!L) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     s->impl = L;
@@ -362,7 +380,8 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
     L->S = d->ndevices;
     L->M = M;
     L->mb_max = (d->batch + M - 1) / M;
-    for (int i = 0; i < L->S; i++) L->slots[i] = vkt_plan_stage_slots(L->S, i, M, d->schedule);
+    for (int i = 0; i < L->S; i++)
+        L->slots[i] = vkt_plan_stage_slots(L->S, i, M, d->schedule);
     VKT_TRY(strategy_open_devices(s));
 
     vkt_plan_input pi;
@@ -373,7 +392,8 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
     if (!p.fits) {
         if (d->split[0] <= 0) {
             uint64_t whole = 0, avail = 0;
-            for (int i = 0; i < L->S; i++) whole += p.need[i].total, avail += pi.limit[i];
+            for (int i = 0; i < L->S; i++)
+                whole += p.need[i].total, avail += pi.limit[i];
             return vkt_fail(VKT_ERR_DEVICE_MEMORY,
                             "model %s does not fit on these %d devices even split into stages: %s "
                             "(the stages need %.1f MiB in all, the devices have %.1f MiB); add "
@@ -382,12 +402,15 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
         }
         for (int i = 0; i < L->S; i++)
             if (p.need[i].total > pi.limit[i])
-                return vkt_fail(VKT_ERR_DEVICE_MEMORY, "stage %d (layers %d to %d) needs %.1f MiB "
-                                "on device %s, which has %.1f MiB; change --split or use --split auto",
-                                i, p.lo[i], p.hi[i] - 1, p.need[i].total / 1048576.0,
-                                vkt_device_label(s->dev[i]), pi.limit[i] / 1048576.0);
+                return vkt_fail(
+                    VKT_ERR_DEVICE_MEMORY,
+                    "stage %d (layers %d to %d) needs %.1f MiB "
+                    "on device %s, which has %.1f MiB; change --split or use --split auto",
+                    i, p.lo[i], p.hi[i] - 1, p.need[i].total / 1048576.0,
+                    vkt_device_label(s->dev[i]), pi.limit[i] / 1048576.0);
     }
-    for (int i = 0; i < L->S; i++) L->lo[i] = p.lo[i], L->hi[i] = p.hi[i];
+    for (int i = 0; i < L->S; i++)
+        L->lo[i] = p.lo[i], L->hi[i] = p.hi[i];
     size_t nflags = (size_t)(unsigned)L->S * (size_t)(unsigned)M;
     L->fwd_done = calloc(nflags, sizeof(bool));
     L->bwd_done = calloc(nflags, sizeof(bool));

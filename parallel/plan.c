@@ -9,8 +9,10 @@
 
 void vkt_plan_shard_rows(const float *share, int n, uint32_t B, uint32_t *rows) {
     double sum = 0, w[VKT_MAX_DEVICES];
-    for (int i = 0; i < n; i++) sum += share[i] > 0 ? share[i] : 0;
-    for (int i = 0; i < n; i++) w[i] = sum > 0 ? (share[i] > 0 ? share[i] : 0) : 1;
+    for (int i = 0; i < n; i++)
+        sum += share[i] > 0 ? share[i] : 0;
+    for (int i = 0; i < n; i++)
+        w[i] = sum > 0 ? (share[i] > 0 ? share[i] : 0) : 1;
     if (!(sum > 0)) sum = n;
     uint32_t given = 0;
     double frac[VKT_MAX_DEVICES];
@@ -35,9 +37,14 @@ int vkt_plan_stage_slots(int S, int s, int M, vkt_schedule schedule) {
     return inflight < M ? inflight : M;
 }
 
-static vkt_net_memory estimate(const vkt_plan_input *in, int d, int lo, int hi, uint32_t rows, int slots) {
-    vkt_net_desc nd = {.model = in->model, .first_layer = lo, .last_layer = hi,
-                       .max_batch = rows ? rows : 1, .slots = slots, .optim = in->optim};
+static vkt_net_memory estimate(const vkt_plan_input *in, int d, int lo, int hi, uint32_t rows,
+                               int slots) {
+    vkt_net_desc nd = {.model = in->model,
+                       .first_layer = lo,
+                       .last_layer = hi,
+                       .max_batch = rows ? rows : 1,
+                       .slots = slots,
+                       .optim = in->optim};
     return vkt_net_estimate(&nd, in->align[d]);
 }
 
@@ -62,7 +69,8 @@ void vkt_plan_single(const vkt_plan_input *in, vkt_plan *p) {
     p->lo[0] = 0, p->hi[0] = in->model->nlayers;
     p->compute_share[0] = 1;
     finish(in, p);
-    if (!p->fits) snprintf(p->note, sizeof p->note, "the whole model and batch do not fit on device 0");
+    if (!p->fits)
+        snprintf(p->note, sizeof p->note, "the whole model and batch do not fit on device 0");
 }
 
 void vkt_plan_replicated(const vkt_plan_input *in, vkt_plan *p) {
@@ -83,7 +91,8 @@ void vkt_plan_replicated(const vkt_plan_input *in, vkt_plan *p) {
     }
     finish(in, p);
     if (p->possible && !p->fits)
-        snprintf(p->note, sizeof p->note, "every device holds the whole model: more devices do "
+        snprintf(p->note, sizeof p->note,
+                 "every device holds the whole model: more devices do "
                  "not lower what each one needs");
 }
 
@@ -96,13 +105,14 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
     p->kind = VKT_STRATEGY_LAYERS;
     p->ndevices = S;
     if (S < 2 || n < S) {
-        snprintf(p->note, sizeof p->note, S < 2 ? "needs at least two devices"
-                                                : "needs at least one layer per device");
+        snprintf(p->note, sizeof p->note,
+                 S < 2 ? "needs at least two devices" : "needs at least one layer per device");
         return;
     }
     p->possible = true;
     double total_cost = 0;
-    for (int l = 0; l < n; l++) total_cost += layer_cost(&m->layers[l]);
+    for (int l = 0; l < n; l++)
+        total_cost += layer_cost(&m->layers[l]);
     if (in->split[0] > 0) {
         int at = 0;
         for (int d = 0; d < S; d++) {
@@ -112,7 +122,8 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
         }
         if (at != n) {
             p->possible = false;
-            snprintf(p->note, sizeof p->note, "--split gives %d layers in all, the model has %d", at, n);
+            snprintf(p->note, sizeof p->note, "--split gives %d layers in all, the model has %d",
+                     at, n);
             return;
         }
     } else {
@@ -128,11 +139,13 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
             return;
         }
         prefix[0] = 0;
-        for (int l = 0; l < n; l++) prefix[l + 1] = prefix[l] + layer_cost(&m->layers[l]);
+        for (int l = 0; l < n; l++)
+            prefix[l + 1] = prefix[l] + layer_cost(&m->layers[l]);
 #define BEST(a, b) best[(a) * (n + 1) + (b)]
 #define FROM(a, b) from[(a) * (n + 1) + (b)]
         for (int a = 0; a <= S; a++)
-            for (int b = 0; b <= n; b++) BEST(a, b) = INFINITY, FROM(a, b) = -1;
+            for (int b = 0; b <= n; b++)
+                BEST(a, b) = INFINITY, FROM(a, b) = -1;
         BEST(0, 0) = 0;
         for (int st = 1; st <= S; st++)
             for (int j = st; j <= n - (S - st); j++)
@@ -155,10 +168,12 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
             for (int st = 0; st < S; st++) {
                 p->lo[st] = st == 0 ? 0 : p->hi[st - 1];
                 p->hi[st] = st == S - 1 ? n : p->lo[st] + 1;
-                while (p->hi[st] < n - (S - st - 1) && prefix[p->hi[st]] < total_cost * (st + 1) / S)
+                while (p->hi[st] < n - (S - st - 1) &&
+                       prefix[p->hi[st]] < total_cost * (st + 1) / S)
                     p->hi[st]++;
             }
-            snprintf(p->note, sizeof p->note, "no cut into %d contiguous stages fits every device", S);
+            snprintf(p->note, sizeof p->note, "no cut into %d contiguous stages fits every device",
+                     S);
         }
 #undef BEST
 #undef FROM
@@ -168,7 +183,8 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
         int slots = vkt_plan_stage_slots(S, d, M, in->schedule);
         p->need[d] = estimate(in, d, p->lo[d], p->hi[d], mb, slots);
         double c = 0;
-        for (int l = p->lo[d]; l < p->hi[d]; l++) c += layer_cost(&m->layers[l]);
+        for (int l = p->lo[d]; l < p->hi[d]; l++)
+            c += layer_cost(&m->layers[l]);
         p->compute_share[d] = total_cost > 0 ? c / total_cost : 0;
         p->rows[d] = in->batch;
     }

@@ -23,13 +23,13 @@ typedef struct vkt_plan_input {
 typedef struct vkt_plan {
     vkt_strategy_kind kind;
     int ndevices;
-    bool possible;      // the strategy applies (e.g. layers needs >= 2 devices and layers)
-    bool fits;          // every device's need <= its limit
-    vkt_net_memory need[VKT_MAX_DEVICES]; // .total is what the device needs
-    uint32_t rows[VKT_MAX_DEVICES];       // replicated: rows per device for a full batch
+    bool possible; // the strategy applies (e.g. layers needs >= 2 devices and layers)
+    bool fits;     // every device's need <= its limit
+    vkt_net_memory need[VKT_MAX_DEVICES];         // .total is what the device needs
+    uint32_t rows[VKT_MAX_DEVICES];               // replicated: rows per device for a full batch
     int lo[VKT_MAX_DEVICES], hi[VKT_MAX_DEVICES]; // layers: each device's stage
     double compute_share[VKT_MAX_DEVICES]; // fraction of the model's multiply-adds per device
-    char note[512];     // why it does not apply or fit
+    char note[512];                        // why it does not apply or fit
 } vkt_plan;
 
 // Rows of each device for a batch of B under the given shares (all <= 0: equal): proportional,

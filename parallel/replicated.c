@@ -26,8 +26,8 @@
 #define BUCKET_BYTES (256u << 10)
 
 typedef struct bucket {
-    int lo, hi;           // layers [lo, hi)
-    uint64_t off, bytes;  // range of the packed gradient buffer
+    int lo, hi;          // layers [lo, hi)
+    uint64_t off, bytes; // range of the packed gradient buffer
 } bucket;
 
 typedef struct repl {
@@ -77,7 +77,8 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
         uint32_t R = rows[d];
         if (R) {
             VKT_TRY(strategy_upload_input(net, 0, x + (uint64_t)row0 * m->input_features, R));
-            VKT_TRY(strategy_upload_targets(net, 0, (const char *)targets + (uint64_t)row0 * tgt_per * 4, R));
+            VKT_TRY(strategy_upload_targets(
+                net, 0, (const char *)targets + (uint64_t)row0 * tgt_per * 4, R));
         }
         for (int k = 0; k < r->nbuckets; k++) {
             vkt_cmd *cmd = r->cmd[d][k];
@@ -110,7 +111,8 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
             int64_t w1 = vkt_trace_now_ns();
             // Time the host waited here is time the devices were still computing; attribute it
             // to the devices that had already finished this bucket.
-            for (int e = 0; e < d; e++) s->stats[e].wait_ns += (double)(w1 - w0);
+            for (int e = 0; e < d; e++)
+                s->stats[e].wait_ns += (double)(w1 - w0);
             VKT_TRY(strategy_account_cmd(s, d, r->cmd[d][k], (int)step));
             bufs[d] = (float *)((char *)vkt_buffer_mapped(r->xchg[d]) + b->off);
         }
@@ -122,8 +124,10 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
             s->stats[d].comm_ns += (double)(c1 - c0);
             s->stats[d].bytes_moved += 2 * b->bytes;
             // A bucket reduced while later buckets still run is hidden by the overlap.
-            if (k + 1 < r->nbuckets) s->stats[d].comm_hidden_ns += (double)(c1 - c0);
-            else s->stats[d].busy_ns += (double)(c1 - c0); // exposed: the device waits on it
+            if (k + 1 < r->nbuckets)
+                s->stats[d].comm_hidden_ns += (double)(c1 - c0);
+            else
+                s->stats[d].busy_ns += (double)(c1 - c0); // exposed: the device waits on it
             if (s->desc.trace)
                 vkt_trace_add_event(s->desc.trace, s->trace_pid[d], "comm:allreduce",
                                     VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)step);
@@ -156,7 +160,8 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
         }
     }
     int64_t t1 = vkt_trace_now_ns();
-    for (int d = 0; d < n; d++) s->stats[d].wall_ns += (double)(t1 - t0);
+    for (int d = 0; d < n; d++)
+        s->stats[d].wall_ns += (double)(t1 - t0);
     *loss_sum = total;
     return VKT_OK;
 }
@@ -190,7 +195,8 @@ static void repl_destroy(vkt_strategy *s) {
     repl *r = s->impl;
     if (!r) return;
     for (int d = 0; d < s->ndev; d++) {
-        for (int k = 1; k <= r->nbuckets; k++) vkt_cmd_destroy(r->cmd[d][k]);
+        for (int k = 1; k <= r->nbuckets; k++)
+            vkt_cmd_destroy(r->cmd[d][k]);
         vkt_buffer_destroy(r->xchg[d]);
     }
     vkt_comm_destroy(r->comm);
@@ -228,7 +234,7 @@ vkt_status strategy_replicated_create(vkt_strategy *s) {
     const vkt_strategy_desc *d = &s->desc;
     if (d->ndevices < 2)
         return vkt_fail(VKT_ERR_ARG, "--strategy replicated needs at least two devices in --device "
-                        "(the same one twice gives two logical devices)");
+                                     "(the same one twice gives two logical devices)");
     repl *r = calloc(1, sizeof *r);
     if (!r) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     s->impl = r;
@@ -239,32 +245,39 @@ vkt_status strategy_replicated_create(vkt_strategy *s) {
         if (!auto_balance && d->balance[i] > 0) manual = true;
     }
     if (manual)
-        for (int i = 0; i < d->ndevices; i++) r->share[i] = d->balance[i];
+        for (int i = 0; i < d->ndevices; i++)
+            r->share[i] = d->balance[i];
     VKT_TRY(strategy_open_devices(s));
 
     // Check every replica fits before allocating anything: replication needs the whole model on
     // every device, so the message points at the strategy that splits it.
     vkt_plan_input pi;
     strategy_plan_input(s, &pi);
-    for (int i = 0; i < s->ndev; i++) pi.balance[i] = auto_balance ? 1 : r->share[i];
+    for (int i = 0; i < s->ndev; i++)
+        pi.balance[i] = auto_balance ? 1 : r->share[i];
     vkt_plan p;
     vkt_plan_replicated(&pi, &p);
     for (int i = 0; i < s->ndev; i++) {
         const vkt_net_memory *mem = &p.need[i];
         if (mem->total > pi.limit[i])
-            return vkt_fail(VKT_ERR_DEVICE_MEMORY,
-                            "replicated: device %s needs %.1f MiB for a whole replica (parameters "
-                            "%.1f, gradients %.1f, optimizer state %.1f, activations %.1f, exchange "
-                            "%.1f MiB) but has %.1f MiB; every device holds the whole model, so more "
-                            "devices do not help: --strategy layers splits the model across devices",
-                            vkt_device_label(s->dev[i]), mem->total / 1048576.0, mem->params / 1048576.0,
-                            mem->grads / 1048576.0, mem->optim / 1048576.0, mem->activations / 1048576.0,
-                            mem->params / 1048576.0, pi.limit[i] / 1048576.0);
+            return vkt_fail(
+                VKT_ERR_DEVICE_MEMORY,
+                "replicated: device %s needs %.1f MiB for a whole replica (parameters "
+                "%.1f, gradients %.1f, optimizer state %.1f, activations %.1f, exchange "
+                "%.1f MiB) but has %.1f MiB; every device holds the whole model, so more "
+                "devices do not help: --strategy layers splits the model across devices",
+                vkt_device_label(s->dev[i]), mem->total / 1048576.0, mem->params / 1048576.0,
+                mem->grads / 1048576.0, mem->optim / 1048576.0, mem->activations / 1048576.0,
+                mem->params / 1048576.0, pi.limit[i] / 1048576.0);
     }
     for (int i = 0; i < s->ndev; i++) {
         uint32_t rows = auto_balance ? d->batch : (p.rows[i] < d->batch ? p.rows[i] + 1 : d->batch);
-        vkt_net_desc nd = {.model = d->model, .first_layer = 0, .last_layer = d->model->nlayers,
-                           .max_batch = rows, .slots = 1, .optim = d->optim};
+        vkt_net_desc nd = {.model = d->model,
+                           .first_layer = 0,
+                           .last_layer = d->model->nlayers,
+                           .max_batch = rows,
+                           .slots = 1,
+                           .optim = d->optim};
         VKT_TRY(vkt_net_create(s->dev[i], s->ops[i], &nd, &s->net[i]));
     }
     make_buckets(s, r);
@@ -272,7 +285,8 @@ vkt_status strategy_replicated_create(vkt_strategy *s) {
     for (int i = 0; i < s->ndev; i++) {
         VKT_TRY(vkt_buffer_create_host(s->dev[i], packed, "gradient exchange", &r->xchg[i]));
         r->cmd[i][0] = s->cmd[i];
-        for (int k = 1; k <= r->nbuckets; k++) VKT_TRY(vkt_cmd_create(s->dev[i], &r->cmd[i][k]));
+        for (int k = 1; k <= r->nbuckets; k++)
+            VKT_TRY(vkt_cmd_create(s->dev[i], &r->cmd[i][k]));
     }
     VKT_TRY(vkt_comm_create_local(s->ndev, &r->comm));
     if (auto_balance) {

@@ -66,7 +66,8 @@ vkt_status strategy_account_cmd(vkt_strategy *s, int d, vkt_cmd *cmd, int step) 
             s->stats[d].gpu_comm_ns += dur;
         }
         const char *kind = strrchr(tm[i].label, ':');
-        if (kind && (!strcmp(kind, ":dense") || !strcmp(kind, ":dweight") || !strcmp(kind, ":dinput")))
+        if (kind &&
+            (!strcmp(kind, ":dense") || !strcmp(kind, ":dweight") || !strcmp(kind, ":dinput")))
             s->stats[d].matmul_ns += dur;
     }
     uint64_t peak = vkt_device_memory_peak(s->dev[d]);
@@ -96,7 +97,8 @@ vkt_status strategy_read_loss(vkt_net *net, int slot, uint32_t B, double *sum) {
     for (uint32_t r = 0; r < B; r += 1024) {
         uint32_t n = B - r < 1024 ? B - r : 1024;
         VKT_TRY(vkt_buffer_read(v.buffer, v.offset + (uint64_t)r * 4, buf, (uint64_t)n * 4));
-        for (uint32_t i = 0; i < n; i++) total += buf[i];
+        for (uint32_t i = 0; i < n; i++)
+            total += buf[i];
     }
     *sum = total;
     return VKT_OK;
@@ -197,8 +199,10 @@ static const strategy_vtbl single_vtbl = {single_step, single_eval, single_destr
 
 static vkt_status single_create(vkt_strategy *s) {
     if (s->desc.ndevices != 1)
-        return vkt_fail(VKT_ERR_ARG, "--strategy single runs on one device; %d were given (use "
-                        "--strategy replicated or layers for several)", s->desc.ndevices);
+        return vkt_fail(VKT_ERR_ARG,
+                        "--strategy single runs on one device; %d were given (use "
+                        "--strategy replicated or layers for several)",
+                        s->desc.ndevices);
     VKT_TRY(strategy_open_devices(s));
     vkt_net_desc nd = {
         .model = s->desc.model,
@@ -219,7 +223,8 @@ static vkt_status single_create(vkt_strategy *s) {
 vkt_status vkt_strategy_create(const vkt_strategy_desc *desc, vkt_strategy **out) {
     *out = NULL;
     if (desc->ndevices < 1 || desc->ndevices > VKT_MAX_DEVICES)
-        return vkt_fail(VKT_ERR_ARG, "between 1 and %d devices, not %d", VKT_MAX_DEVICES, desc->ndevices);
+        return vkt_fail(VKT_ERR_ARG, "between 1 and %d devices, not %d", VKT_MAX_DEVICES,
+                        desc->ndevices);
     if (desc->batch < 1) return vkt_fail(VKT_ERR_ARG, "batch must be at least 1");
     vkt_strategy *s = calloc(1, sizeof *s);
     if (!s) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
@@ -298,7 +303,8 @@ vkt_status vkt_strategy_init(vkt_strategy *s, uint64_t seed) {
 vkt_status vkt_strategy_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                              uint32_t step, double *loss_sum) {
     if (B < 1 || B > s->desc.batch)
-        return vkt_fail(VKT_ERR_ARG, "a step of %u rows on a strategy built for %u", B, s->desc.batch);
+        return vkt_fail(VKT_ERR_ARG, "a step of %u rows on a strategy built for %u", B,
+                        s->desc.batch);
     return s->vt->step(s, x, targets, B, step, loss_sum);
 }
 
@@ -329,7 +335,7 @@ void vkt_strategy_reset_stats(vkt_strategy *s) {
 }
 
 // Exposed for replicated.c: evaluation on replica 0.
-vkt_status strategy_eval_on(vkt_strategy *s, int d, const float *x, const void *targets,
-                            uint32_t B, double *loss_sum, uint64_t *correct) {
+vkt_status strategy_eval_on(vkt_strategy *s, int d, const float *x, const void *targets, uint32_t B,
+                            double *loss_sum, uint64_t *correct) {
     return eval_on(s, d, x, targets, B, loss_sum, correct);
 }

@@ -34,7 +34,7 @@ typedef struct vkt_strategy_desc {
     int devices[VKT_MAX_DEVICES]; // physical device indices (repeats allowed)
     uint64_t mem_limit;           // per device; 0 = the device's heap
     const vkt_model_desc *model;
-    uint32_t batch;               // the largest batch a step or evaluation will be given
+    uint32_t batch; // the largest batch a step or evaluation will be given
     vkt_optim_desc optim;
     // replicated: relative share of each device in every batch; all 0 = equal
     float balance[VKT_MAX_DEVICES];
@@ -48,14 +48,14 @@ typedef struct vkt_strategy_desc {
 // What a run measured per device (accumulated over steps since the last reset).
 typedef struct vkt_device_stats {
     char label[300];
-    double busy_ns;    // GPU time in labelled work, plus host transfers and reductions the
-                       // device was not computing through (its trace row is occupied)
-    double matmul_ns;  // the part of busy_ns in matmuls (dense forward, weight and input grads)
-    double wall_ns;    // host wall time of the steps
-    double comm_ns;    // time in transfers and reductions (GPU copies and host work)
-    double gpu_comm_ns; // the GPU-copy part of comm_ns (also inside busy_ns)
+    double busy_ns;        // GPU time in labelled work, plus host transfers and reductions the
+                           // device was not computing through (its trace row is occupied)
+    double matmul_ns;      // the part of busy_ns in matmuls (dense forward, weight and input grads)
+    double wall_ns;        // host wall time of the steps
+    double comm_ns;        // time in transfers and reductions (GPU copies and host work)
+    double gpu_comm_ns;    // the GPU-copy part of comm_ns (also inside busy_ns)
     double comm_hidden_ns; // the part of comm_ns that overlapped computation
-    double wait_ns;    // time waiting for other devices
+    double wait_ns;        // time waiting for other devices
     uint64_t bytes_moved;
     uint64_t peak_memory;
     uint64_t memory_limit;

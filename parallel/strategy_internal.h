@@ -50,8 +50,8 @@ vkt_status strategy_upload_targets(vkt_net *net, int slot, const void *targets, 
 vkt_status strategy_read_loss(vkt_net *net, int slot, uint32_t B, double *sum);
 
 // Forward, loss and accuracy of one batch on net d (slot 0).
-vkt_status strategy_eval_on(vkt_strategy *s, int d, const float *x, const void *targets,
-                            uint32_t B, double *loss_sum, uint64_t *correct);
+vkt_status strategy_eval_on(vkt_strategy *s, int d, const float *x, const void *targets, uint32_t B,
+                            double *loss_sum, uint64_t *correct);
 
 // The planner's view of the opened devices (limits, alignments) and of the desc.
 void strategy_plan_input(const vkt_strategy *s, vkt_plan_input *in);

@@ -6,12 +6,14 @@
 
 void ref_bias_add(double *y, const double *bias, size_t R, size_t N) {
     for (size_t r = 0; r < R; r++)
-        for (size_t j = 0; j < N; j++) y[r * N + j] += bias[j];
+        for (size_t j = 0; j < N; j++)
+            y[r * N + j] += bias[j];
 }
 
 void ref_bias_grad(double *db, const double *dy, size_t R, size_t N) {
     for (size_t r = 0; r < R; r++)
-        for (size_t j = 0; j < N; j++) db[j] += dy[r * N + j];
+        for (size_t j = 0; j < N; j++)
+            db[j] += dy[r * N + j];
 }
 
 static const double GELU_K = 0.79788456080286535588; // sqrt(2/pi)
@@ -49,12 +51,14 @@ double ref_act_grad(vkt_act act, double alpha, double x) {
 }
 
 void ref_act_forward(vkt_act act, double alpha, double *y, const double *x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = ref_act(act, alpha, x[i]);
+    for (size_t i = 0; i < n; i++)
+        y[i] = ref_act(act, alpha, x[i]);
 }
 
 void ref_act_backward(vkt_act act, double alpha, double *dx, const double *dy, const double *x,
                       size_t n) {
-    for (size_t i = 0; i < n; i++) dx[i] = dy[i] * ref_act_grad(act, alpha, x[i]);
+    for (size_t i = 0; i < n; i++)
+        dx[i] = dy[i] * ref_act_grad(act, alpha, x[i]);
 }
 
 void ref_softmax_xent(double *loss_rows, double *dlogits, const double *logits,
@@ -62,9 +66,11 @@ void ref_softmax_xent(double *loss_rows, double *dlogits, const double *logits,
     for (size_t b = 0; b < B; b++) {
         const double *x = logits + b * C;
         double m = x[0];
-        for (size_t j = 1; j < C; j++) m = x[j] > m ? x[j] : m;
+        for (size_t j = 1; j < C; j++)
+            m = x[j] > m ? x[j] : m;
         double s = 0;
-        for (size_t j = 0; j < C; j++) s += exp(x[j] - m);
+        for (size_t j = 0; j < C; j++)
+            s += exp(x[j] - m);
         loss_rows[b] = m + log(s) - x[labels[b]];
         if (dlogits)
             for (size_t j = 0; j < C; j++)
@@ -100,14 +106,16 @@ uint32_t ref_accuracy(uint32_t *preds, const double *logits, const uint32_t *lab
 
 double ref_sumsq(const double *x, size_t n) {
     double s = 0;
-    for (size_t i = 0; i < n; i++) s += x[i] * x[i];
+    for (size_t i = 0; i < n; i++)
+        s += x[i] * x[i];
     return s;
 }
 
 void ref_clip_scale(double *g, double sumsq, size_t n, double max_norm) {
     double coef = max_norm / (sqrt(sumsq) + 1e-6);
     if (coef > 1) coef = 1;
-    for (size_t i = 0; i < n; i++) g[i] *= coef;
+    for (size_t i = 0; i < n; i++)
+        g[i] *= coef;
 }
 
 void ref_sgd(double *p, const double *g, double *buf, size_t n, double lr, double momentum,

@@ -42,8 +42,6 @@ static uint8_t *read_all(const char *path, size_t *n) {
     return p;
 }
 
-
-
 // Files in g_dir whose name contains ".tmp.".
 static int count_temps(void) {
     DIR *d = opendir(g_dir);

@@ -54,7 +54,7 @@ static void axpy_check(vt *t, vkt_device *dev, axpy_run *r, const float *x, cons
     double *ref = malloc(N * sizeof *ref);
     VT_OK(t, vkt_buffer_read(r->y, 0, got, N * 4));
     for (size_t i = 0; i < N; i++) {
-        float y1 = a1 * x[i] + y[i];        // fp32, as the shader computes it
+        float y1 = a1 * x[i] + y[i]; // fp32, as the shader computes it
         ref[i] = (double)(a2 * x[i] + y1);
     }
     size_t bad = vt_compare("axpy", got, ref, N, 1e-6, 1e-6);
@@ -63,9 +63,11 @@ static void axpy_check(vt *t, vkt_device *dev, axpy_run *r, const float *x, cons
     int nt = vkt_cmd_timings(r->cmd, &tm);
     VT_CHECK(t, nt == 2, "expected 2 timings on %s, got %d", vkt_device_label(dev), nt);
     if (nt == 2) {
-        VT_CHECK(t, strcmp(tm[0].label, "axpy1") == 0 && strcmp(tm[1].label, "axpy2") == 0, "labels");
-        VT_CHECK(t, tm[0].end_ns > tm[0].start_ns && tm[1].start_ns >= tm[0].end_ns &&
-                        tm[1].end_ns > tm[1].start_ns,
+        VT_CHECK(t, strcmp(tm[0].label, "axpy1") == 0 && strcmp(tm[1].label, "axpy2") == 0,
+                 "labels");
+        VT_CHECK(t,
+                 tm[0].end_ns > tm[0].start_ns && tm[1].start_ns >= tm[0].end_ns &&
+                     tm[1].end_ns > tm[1].start_ns,
                  "timestamps out of order on %s: %llu %llu %llu %llu", vkt_device_label(dev),
                  (unsigned long long)tm[0].start_ns, (unsigned long long)tm[0].end_ns,
                  (unsigned long long)tm[1].start_ns, (unsigned long long)tm[1].end_ns);
@@ -153,9 +155,11 @@ int main(void) {
     // Unknown shader names are errors, not crashes.
     vkt_kernel *k = NULL;
     uint32_t spec[3] = {64, 1, 1};
-    VT_CHECK(t, vkt_kernel_create(t->dev[0], "no_such_shader", spec, 3, &k) == VKT_ERR_ARG, "bad shader");
+    VT_CHECK(t, vkt_kernel_create(t->dev[0], "no_such_shader", spec, 3, &k) == VKT_ERR_ARG,
+             "bad shader");
     uint32_t huge[3] = {4096, 1, 1};
-    VT_CHECK(t, vkt_kernel_create(t->dev[0], "axpy", huge, 3, &k) == VKT_ERR_ARG, "oversized workgroup");
+    VT_CHECK(t, vkt_kernel_create(t->dev[0], "axpy", huge, 3, &k) == VKT_ERR_ARG,
+             "oversized workgroup");
     free(x);
     free(y);
     return vt_finish(t);

@@ -37,7 +37,6 @@ static void write_file(const char *path, const void *data, size_t n, bool gz) {
     vt_write_file(path, data, n);
 }
 
-
 static bool has(const char *msg, const char *needle) { return strstr(msg, needle) != NULL; }
 
 // A failing call must give status s and a message containing every needle.

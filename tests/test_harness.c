@@ -17,7 +17,15 @@ int main(void) {
         fprintf(stderr, "test_harness: %s\n", vkt_error());
         return 1;
     }
-#define CHECK(c, ...) do { checks++; if (!(c)) { failures++; fprintf(stderr, "FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
+#define CHECK(c, ...)                                                                              \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (!(c)) {                                                                                \
+            failures++;                                                                            \
+            fprintf(stderr, "FAIL: " __VA_ARGS__);                                                 \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
+    } while (0)
     for (int d = 0; d < vkt_context_device_count(ctx); d++) {
         vkt_device *dev;
         if (vkt_device_create(ctx, d, NULL, &dev) != VKT_OK) {
@@ -47,7 +55,8 @@ int main(void) {
         vkt_cmd_submit(cmd);
         vkt_cmd_wait(cmd, VKT_WAIT_MS);
         CHECK(vkt_context_validation_count(ctx) > before,
-              "%s: a missing barrier was not reported by synchronization validation", vkt_device_label(dev));
+              "%s: a missing barrier was not reported by synchronization validation",
+              vkt_device_label(dev));
 
         // 2. The same with the barrier is clean.
         before = vkt_context_validation_count(ctx);

@@ -52,7 +52,8 @@ static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const m
     VT_OK(t, vkt_buffer_create(dev, size, "matmul-test", &buf));
     if (!buf) return;
     uint32_t *host = malloc(size);
-    for (uint64_t i = 0; i < size / 4; i++) host[i] = CANARY;
+    for (uint64_t i = 0; i < size / 4; i++)
+        host[i] = CANARY;
     memcpy((char *)host + off_c, c0, 4 * nc);
     memcpy((char *)host + off_a, a, 4 * na);
     memcpy((char *)host + off_b, b, 4 * nb);
@@ -82,12 +83,15 @@ static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const m
     snprintf(what, sizeof what, "%s %ux%ux%u bias %d beta %g pad %u on %s (%s)",
              form_name(mc->form), M, N, K, mc->bias, mc->beta, mc->pad, vkt_device_label(dev),
              vkt_matmul_variant(ops, mc->form, M, N, K));
-    size_t bad = vt_compare(what, (const float *)((char *)got + off_c), ref, nc, 1e-6 * (K + 1), 1e-5);
+    size_t bad =
+        vt_compare(what, (const float *)((char *)got + off_c), ref, nc, 1e-6 * (K + 1), 1e-5);
     VT_CHECK(t, bad == 0, "%s: %zu wrong elements", what, bad);
     // Nothing outside c was written: the canaries before and after it, and a, b, bias unchanged.
     size_t clobbered = 0;
-    for (uint64_t i = 0; i < off_c / 4; i++) clobbered += got[i] != host[i];
-    for (uint64_t i = (off_c + 4 * nc) / 4; i < size / 4; i++) clobbered += got[i] != host[i];
+    for (uint64_t i = 0; i < off_c / 4; i++)
+        clobbered += got[i] != host[i];
+    for (uint64_t i = (off_c + 4 * nc) / 4; i < size / 4; i++)
+        clobbered += got[i] != host[i];
     VT_CHECK(t, clobbered == 0, "%s: %zu words outside c changed", what, clobbered);
     if (ref != ref_given) free(ref);
     free(got);
@@ -140,8 +144,13 @@ int main(void) {
     for (int f = 0; f < 3; f++) {
         for (int i = 0; i < 5; i++) {
             for (int rot = 1; rot <= 2; rot++) {
-                mm_case mc = {forms[f], v[i], v[(i + rot) % 5], v[(i + 2 * rot) % 5],
-                              (ncase % 2) == 0, betas[ncase % 3], (uint32_t)(ncase % 4)};
+                mm_case mc = {forms[f],
+                              v[i],
+                              v[(i + rot) % 5],
+                              v[(i + 2 * rot) % 5],
+                              (ncase % 2) == 0,
+                              betas[ncase % 3],
+                              (uint32_t)(ncase % 4)};
                 run_on_all(t, ops, cmd, &mc, seed++);
                 ncase++;
             }
@@ -161,8 +170,9 @@ int main(void) {
         if (passes[pass]) setenv("VKT_MATMUL_VARIANT", passes[pass], 1);
         for (int f = 0; f < 3; f++) {
             for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; i++) {
-                mm_case mc = {forms[f], aligned[i][0], aligned[i][1], aligned[i][2],
-                              (ncase % 2) == 1, betas[ncase % 3], (uint32_t)(ncase % 3)};
+                mm_case mc = {
+                    forms[f],         aligned[i][0],    aligned[i][1],        aligned[i][2],
+                    (ncase % 2) == 1, betas[ncase % 3], (uint32_t)(ncase % 3)};
                 run_on_all(t, ops, cmd, &mc, seed++);
                 ncase++;
             }
@@ -176,7 +186,8 @@ int main(void) {
         if (!ops[d]) continue;
         const char *wide = vkt_matmul_variant(ops[d], VKT_MM_NN, 1024, 1024, 1024);
         const char *odd = vkt_matmul_variant(ops[d], VKT_MM_NN, 7, 33, 127);
-        VT_CHECK(t, wide && odd && *wide && strstr(odd, "scalar"), "variant names %s / %s", wide, odd);
+        VT_CHECK(t, wide && odd && *wide && strstr(odd, "scalar"), "variant names %s / %s", wide,
+                 odd);
         printf("test_matmul: %s: 1024^3 NN uses %s, 7x33x127 uses %s\n",
                vkt_device_label(t->dev[d]), wide, odd);
     }

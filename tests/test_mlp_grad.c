@@ -30,48 +30,58 @@ static double ref_loss(const params *p, const double x[B][IN], const uint32_t *y
         double z1[H1], a1[H1], z2[H2], a2[H2], z3[C];
         for (int o = 0; o < H1; o++) {
             z1[o] = p->b1[o];
-            for (int i = 0; i < IN; i++) z1[o] += p->w1[o][i] * x[b][i];
+            for (int i = 0; i < IN; i++)
+                z1[o] += p->w1[o][i] * x[b][i];
             a1[o] = tanh(z1[o]);
         }
         for (int o = 0; o < H2; o++) {
             z2[o] = p->b2[o];
-            for (int i = 0; i < H1; i++) z2[o] += p->w2[o][i] * a1[i];
+            for (int i = 0; i < H1; i++)
+                z2[o] += p->w2[o][i] * a1[i];
             a2[o] = z2[o] > 0 ? z2[o] : 0;
         }
         double mx = -INFINITY;
         for (int o = 0; o < C; o++) {
             z3[o] = p->b3[o];
-            for (int i = 0; i < H2; i++) z3[o] += p->w3[o][i] * a2[i];
+            for (int i = 0; i < H2; i++)
+                z3[o] += p->w3[o][i] * a2[i];
             if (z3[o] > mx) mx = z3[o];
         }
         double se = 0;
-        for (int o = 0; o < C; o++) se += exp(z3[o] - mx);
+        for (int o = 0; o < C; o++)
+            se += exp(z3[o] - mx);
         double lse = mx + log(se);
         loss += lse - z3[y[b]];
         if (!g) continue;
         double d3[C], d2[H2], d1[H1];
-        for (int o = 0; o < C; o++) d3[o] = (exp(z3[o] - lse) - (o == (int)y[b])) / B;
+        for (int o = 0; o < C; o++)
+            d3[o] = (exp(z3[o] - lse) - (o == (int)y[b])) / B;
         for (int o = 0; o < C; o++) {
             g->b3[o] += d3[o];
-            for (int i = 0; i < H2; i++) g->w3[o][i] += d3[o] * a2[i];
+            for (int i = 0; i < H2; i++)
+                g->w3[o][i] += d3[o] * a2[i];
         }
         for (int i = 0; i < H2; i++) {
             double s = 0;
-            for (int o = 0; o < C; o++) s += d3[o] * p->w3[o][i];
+            for (int o = 0; o < C; o++)
+                s += d3[o] * p->w3[o][i];
             d2[i] = z2[i] > 0 ? s : 0;
         }
         for (int o = 0; o < H2; o++) {
             g->b2[o] += d2[o];
-            for (int i = 0; i < H1; i++) g->w2[o][i] += d2[o] * a1[i];
+            for (int i = 0; i < H1; i++)
+                g->w2[o][i] += d2[o] * a1[i];
         }
         for (int i = 0; i < H1; i++) {
             double s = 0;
-            for (int o = 0; o < H2; o++) s += d2[o] * p->w2[o][i];
+            for (int o = 0; o < H2; o++)
+                s += d2[o] * p->w2[o][i];
             d1[i] = s * (1 - a1[i] * a1[i]);
         }
         for (int o = 0; o < H1; o++) {
             g->b1[o] += d1[o];
-            for (int i = 0; i < IN; i++) g->w1[o][i] += d1[o] * x[b][i];
+            for (int i = 0; i < IN; i++)
+                g->w1[o][i] += d1[o] * x[b][i];
         }
     }
     return loss / B;
@@ -88,8 +98,12 @@ static void run_device(vt *t, vkt_device *dev, const vkt_model_desc *m) {
     vkt_ops *ops = NULL;
     vkt_net *net = NULL;
     vkt_cmd *cmd = NULL;
-    vkt_net_desc nd = {.model = m, .first_layer = 0, .last_layer = m->nlayers, .max_batch = B,
-                       .slots = 1, .optim = vkt_optim_default(VKT_OPTIM_SGD)};
+    vkt_net_desc nd = {.model = m,
+                       .first_layer = 0,
+                       .last_layer = m->nlayers,
+                       .max_batch = B,
+                       .slots = 1,
+                       .optim = vkt_optim_default(VKT_OPTIM_SGD)};
     VT_OK(t, vkt_ops_create(dev, &ops));
     VT_OK(t, vkt_net_create(dev, ops, &nd, &net));
     VT_OK(t, vkt_cmd_create(dev, &cmd));
@@ -102,13 +116,15 @@ static void run_device(vt *t, vkt_device *dev, const vkt_model_desc *m) {
     double x[B][IN];
     uint32_t y[B] = {0, 1, 2, 2, 1, 0};
     vt_fill_uniform(xf, B * IN, 7, -1.5f, 1.5f);
-    for (int i = 0; i < B * IN; i++) x[i / IN][i % IN] = xf[i];
+    for (int i = 0; i < B * IN; i++)
+        x[i / IN][i % IN] = xf[i];
     params p;
     float buf[64];
     for (int i = 0; i < 6; i++) {
         const vkt_net_tensor *nt = vkt_net_get_tensor(net, i);
         VT_OK(t, vkt_net_read_tensor(net, VKT_STORE_PARAM, i, buf));
-        for (uint64_t k = 0; k < nt->count; k++) tensor_ptr(&p, i)[k] = buf[k];
+        for (uint64_t k = 0; k < nt->count; k++)
+            tensor_ptr(&p, i)[k] = buf[k];
         // PyTorch's Linear default: uniform within 1/sqrt(fan_in).
         double bound = 1.0 / sqrt((double)m->layers[nt->layer].in_features);
         for (uint64_t k = 0; k < nt->count; k++)
@@ -162,16 +178,20 @@ static void run_device(vt *t, vkt_device *dev, const vkt_model_desc *m) {
         float rows[B];
         vkt_view lr = vkt_net_loss_rows(net, 0);
         VT_OK(t, vkt_buffer_read(lr.buffer, lr.offset, rows, sizeof rows));
-        for (int b = 0; b < B; b++) loss_sum += rows[b];
+        for (int b = 0; b < B; b++)
+            loss_sum += rows[b];
         double want = ref_loss(&p, x, y, NULL);
-        VT_CHECK(t, fabs(loss_sum / B - want) < 1e-5, "%s: loss %g, reference %g", label, loss_sum / B, want);
+        VT_CHECK(t, fabs(loss_sum / B - want) < 1e-5, "%s: loss %g, reference %g", label,
+                 loss_sum / B, want);
         for (int i = 0; i < 6; i++) {
             const vkt_net_tensor *nt = vkt_net_get_tensor(net, i);
             double ref[64];
             VT_OK(t, vkt_net_read_tensor(net, VKT_STORE_GRAD, i, buf));
-            for (uint64_t k = 0; k < nt->count; k++) ref[k] = (pass + 1) * tensor_ptr(&g, i)[k];
+            for (uint64_t k = 0; k < nt->count; k++)
+                ref[k] = (pass + 1) * tensor_ptr(&g, i)[k];
             char what[96];
-            snprintf(what, sizeof what, "%s d%s (%s)", label, nt->name, pass ? "accumulated twice" : "once");
+            snprintf(what, sizeof what, "%s d%s (%s)", label, nt->name,
+                     pass ? "accumulated twice" : "once");
             VT_CHECK(t, vt_compare(what, buf, ref, nt->count, 2e-6, 1e-3) == 0, "%s", what);
         }
     }
@@ -204,7 +224,8 @@ int main(void) {
     if (vt_init(t, "test_mlp_grad")) return 1;
     vkt_model_desc m;
     VT_OK(t, vkt_model_parse(MODEL, "grad_mlp", &m));
-    for (int d = 0; d < t->ndev; d++) run_device(t, t->dev[d], &m);
+    for (int d = 0; d < t->ndev; d++)
+        run_device(t, t->dev[d], &m);
     vkt_model_free(&m);
     return vt_finish(t);
 }

@@ -8,8 +8,8 @@
 //
 // Tolerances (|got - ref| <= atol + rtol*|ref|, the reference in double on the same fp32 inputs):
 //   bias_add, scale, axpy, relu, leaky_relu                     atol 1e-6  rtol 1e-6 (one rounding)
-//   gelu, tanh, sigmoid forward and backward                    atol 2e-6  rtol 1e-5 (driver exp/tanh)
-//   clip_scale (its factor comes from an fp32 sumsq)            atol 1e-6  rtol 1e-5
+//   gelu, tanh, sigmoid forward and backward                    atol 2e-6  rtol 1e-5 (driver
+//   exp/tanh) clip_scale (its factor comes from an fp32 sumsq)            atol 1e-6  rtol 1e-5
 //   bias_grad (sums of up to 513 terms in [-1,1])               atol 2e-5  rtol 1e-5
 //   softmax_xent loss (logsumexp of up to 513 terms)            atol 2e-5  rtol 1e-5
 //   softmax_xent dlogits (scaled by 1/B)                        atol 1e-6  rtol 1e-4
@@ -46,7 +46,8 @@ typedef struct dctx {
 
 static double *to_double(const float *x, size_t n) {
     double *d = malloc(n * sizeof *d);
-    for (size_t i = 0; i < n; i++) d[i] = x[i];
+    for (size_t i = 0; i < n; i++)
+        d[i] = x[i];
     return d;
 }
 
@@ -115,8 +116,9 @@ static void fd_check(vt *t, const char *what, const double *analytic, const doub
     for (size_t i = 0; i < n; i++) {
         double err = fabs(analytic[i] - numeric[i]);
         if (!(err <= FD_ATOL + FD_RTOL * fabs(numeric[i]))) {
-            if (!bad) fprintf(stderr, "  %s [%zu]: analytic %.12g, numeric %.12g\n", what, i,
-                              analytic[i], numeric[i]);
+            if (!bad)
+                fprintf(stderr, "  %s [%zu]: analytic %.12g, numeric %.12g\n", what, i, analytic[i],
+                        numeric[i]);
             bad++;
         }
     }
@@ -128,15 +130,17 @@ static double xent_total(const double *logits, const uint32_t *labels, size_t B,
                          double scale, double *rows) {
     ref_softmax_xent(rows, NULL, logits, labels, B, C, scale);
     double s = 0;
-    for (size_t b = 0; b < B; b++) s += rows[b];
+    for (size_t b = 0; b < B; b++)
+        s += rows[b];
     return s * scale;
 }
 
-static double mse_total(const double *pred, const double *target, size_t B, size_t N,
-                        double scale, double *rows) {
+static double mse_total(const double *pred, const double *target, size_t B, size_t N, double scale,
+                        double *rows) {
     ref_mse(rows, NULL, pred, target, B, N, scale);
     double s = 0;
-    for (size_t b = 0; b < B; b++) s += rows[b];
+    for (size_t b = 0; b < B; b++)
+        s += rows[b];
     return s * scale;
 }
 
@@ -152,7 +156,8 @@ static void test_reference_gradients(vt *t) {
         }
         ref_act_backward((vkt_act)a, 0.05, dx, dy, x, N);
         for (int i = 0; i < N; i++) {
-            double up = ref_act((vkt_act)a, 0.05, x[i] + FD_H), dn = ref_act((vkt_act)a, 0.05, x[i] - FD_H);
+            double up = ref_act((vkt_act)a, 0.05, x[i] + FD_H),
+                   dn = ref_act((vkt_act)a, 0.05, x[i] - FD_H);
             fd[i] = dy[i] * (up - dn) / (2 * FD_H);
         }
         fd_check(t, act_name((vkt_act)a), dx, fd, N);
@@ -161,8 +166,10 @@ static void test_reference_gradients(vt *t) {
     // Softmax cross-entropy: dlogits = d(grad_scale * sum of loss_rows) / dlogits.
     double logits[B * C], dl[B * C], fdl[B * C], rows[B];
     uint32_t labels[B];
-    for (int i = 0; i < B * C; i++) logits[i] = vt_rand_uniform(&seed, -3, 3);
-    for (int b = 0; b < B; b++) labels[b] = (uint32_t)(vt_rand_u64(&seed) % C);
+    for (int i = 0; i < B * C; i++)
+        logits[i] = vt_rand_uniform(&seed, -3, 3);
+    for (int b = 0; b < B; b++)
+        labels[b] = (uint32_t)(vt_rand_u64(&seed) % C);
     double scale = 1.0 / B;
     ref_softmax_xent(rows, dl, logits, labels, B, C, scale);
     for (int i = 0; i < B * C; i++) {
@@ -178,7 +185,8 @@ static void test_reference_gradients(vt *t) {
 
     // MSE: dpred = d(grad_scale * sum of loss_rows) / dpred.
     double target[B * C];
-    for (int i = 0; i < B * C; i++) target[i] = vt_rand_uniform(&seed, -2, 2);
+    for (int i = 0; i < B * C; i++)
+        target[i] = vt_rand_uniform(&seed, -2, 2);
     scale = 1.0 / (B * C);
     ref_mse(rows, dl, logits, target, B, C, scale);
     for (int i = 0; i < B * C; i++) {
@@ -194,8 +202,10 @@ static void test_reference_gradients(vt *t) {
 
     // Bias: with L = sum w * bias_add(y, bias), dL/dbias = bias_grad(w).
     double y[B * C], w[B * C], bias[C], db[C], fdb[C], tmp[B * C];
-    for (int i = 0; i < B * C; i++) y[i] = vt_rand_uniform(&seed, -1, 1), w[i] = vt_rand_uniform(&seed, -1, 1);
-    for (int j = 0; j < C; j++) bias[j] = vt_rand_uniform(&seed, -1, 1), db[j] = 0;
+    for (int i = 0; i < B * C; i++)
+        y[i] = vt_rand_uniform(&seed, -1, 1), w[i] = vt_rand_uniform(&seed, -1, 1);
+    for (int j = 0; j < C; j++)
+        bias[j] = vt_rand_uniform(&seed, -1, 1), db[j] = 0;
     ref_bias_grad(db, w, B, C);
     for (int j = 0; j < C; j++) {
         double l[2];
@@ -206,7 +216,8 @@ static void test_reference_gradients(vt *t) {
             ref_bias_add(tmp, bias, B, C);
             bias[j] = keep;
             l[s] = 0;
-            for (int i = 0; i < B * C; i++) l[s] += w[i] * tmp[i];
+            for (int i = 0; i < B * C; i++)
+                l[s] += w[i] * tmp[i];
         }
         fdb[j] = (l[0] - l[1]) / (2 * FD_H);
     }
@@ -241,7 +252,8 @@ static void test_bias(dctx *c, uint32_t R, uint32_t N, uint64_t seed) {
             free(ry), free(rb), free(rdb), free(rdy);
         }
     }
-    vkt_buffer_destroy(bdb), vkt_buffer_destroy(bdy), vkt_buffer_destroy(bb), vkt_buffer_destroy(by);
+    vkt_buffer_destroy(bdb), vkt_buffer_destroy(bdy), vkt_buffer_destroy(bb),
+        vkt_buffer_destroy(by);
     free(y), free(bias), free(db), free(got);
 }
 
@@ -260,7 +272,8 @@ static void test_act(dctx *c, vkt_act a, uint32_t n, uint64_t seed) {
     float *x = rand_floats(n, seed, -6, 6), *dy = rand_floats(n, seed + 1, -1, 1);
     // Saturated inputs: no inf/inf anywhere.
     const float extremes[] = {-100.0f, 100.0f, -30.0f, 30.0f, 0.0f, -9.5f, 9.5f};
-    for (size_t i = 0; i < n && i < sizeof extremes / sizeof *extremes; i++) x[i] = extremes[i];
+    for (size_t i = 0; i < n && i < sizeof extremes / sizeof *extremes; i++)
+        x[i] = extremes[i];
     float *got = malloc((size_t)n * 4);
     vkt_buffer *bx = buf_new(c, n * 4ull, x, "x"), *by = buf_new(c, n * 4ull, NULL, "y");
     vkt_buffer *bin = buf_new(c, n * 4ull, x, "x in place"), *bd = buf_new(c, n * 4ull, dy, "dy");
@@ -269,7 +282,8 @@ static void test_act(dctx *c, vkt_act a, uint32_t n, uint64_t seed) {
     if (bx && by && bin && bd && begin(c)) {
         vkt_op_act_forward(c->cmd, c->ops, a, alpha, whole(by), whole(bx), n, "act");
         vkt_op_act_forward(c->cmd, c->ops, a, alpha, whole(bin), whole(bin), n, "act in place");
-        vkt_op_act_backward(c->cmd, c->ops, a, alpha, whole(bd), whole(bd), whole(bx), n, "act bwd");
+        vkt_op_act_backward(c->cmd, c->ops, a, alpha, whole(bd), whole(bd), whole(bx), n,
+                            "act bwd");
         if (run(c, what)) {
             double atol, rtol;
             act_tol(a, &atol, &rtol);
@@ -300,11 +314,14 @@ static void test_xent(dctx *c, uint32_t B, uint32_t C, float lo, float hi, uint6
     float *logits = rand_floats(n, seed, lo, hi);
     uint32_t *labels = malloc(B * 4);
     uint64_t s = seed + 7;
-    for (uint32_t b = 0; b < B; b++) labels[b] = (uint32_t)(vt_rand_u64(&s) % C);
+    for (uint32_t b = 0; b < B; b++)
+        labels[b] = (uint32_t)(vt_rand_u64(&s) % C);
     if (hi - lo > 100) { // large logits: saturate whole rows at +-80 too
-        for (uint32_t j = 0; j < C; j++) logits[j] = 80.0f;
+        for (uint32_t j = 0; j < C; j++)
+            logits[j] = 80.0f;
         if (B > 1)
-            for (uint32_t j = 0; j < C; j++) logits[C + j] = j % 2 ? -80.0f : 80.0f;
+            for (uint32_t j = 0; j < C; j++)
+                logits[C + j] = j % 2 ? -80.0f : 80.0f;
     }
     float *loss = malloc(B * 4), *dl = malloc(n * 4);
     vkt_buffer *bl = buf_new(c, n * 4, logits, "logits"), *by = buf_new(c, B * 4, labels, "labels");
@@ -313,16 +330,18 @@ static void test_xent(dctx *c, uint32_t B, uint32_t C, float lo, float hi, uint6
     snprintf(what, sizeof what, "softmax_xent B=%u C=%u logits in [%g,%g]", B, C, lo, hi);
     float scale = 1.0f / (float)B;
     if (bl && by && br && bd && begin(c)) {
-        vkt_op_softmax_xent(c->cmd, c->ops, whole(br), whole(bd), whole(bl), whole(by), B, C,
-                            scale, "xent");
+        vkt_op_softmax_xent(c->cmd, c->ops, whole(br), whole(bd), whole(bl), whole(by), B, C, scale,
+                            "xent");
         if (run(c, what)) {
             double *rl = to_double(logits, n), *rrow = malloc(B * 8), *rd = malloc(n * 8);
             ref_softmax_xent(rrow, rd, rl, labels, B, C, scale);
             read_back(c, br, loss, B * 4);
             read_back(c, bd, dl, n * 4);
             bool finite = true;
-            for (uint32_t b = 0; b < B; b++) finite &= isfinite(loss[b]);
-            for (size_t i = 0; i < n; i++) finite &= isfinite(dl[i]);
+            for (uint32_t b = 0; b < B; b++)
+                finite &= isfinite(loss[b]);
+            for (size_t i = 0; i < n; i++)
+                finite &= isfinite(dl[i]);
             VT_CHECK(c->t, finite, "%s on %s: not finite", what, c->name);
             char w2[128];
             snprintf(w2, sizeof w2, "%s loss", what);
@@ -371,11 +390,13 @@ static void test_accuracy(dctx *c, uint32_t B, uint32_t C, bool with_preds, uint
     size_t n = (size_t)B * C;
     float *logits = malloc(n * 4);
     uint64_t s = seed;
-    for (size_t i = 0; i < n; i++) logits[i] = (float)(vt_rand_u64(&s) % 4);
+    for (size_t i = 0; i < n; i++)
+        logits[i] = (float)(vt_rand_u64(&s) % 4);
     double *rl = to_double(logits, n);
     uint32_t *labels = malloc(B * 4), *rpred = malloc(B * 4), *pred = malloc(B * 4);
     ref_accuracy(rpred, rl, labels, B, C); // labels unused for the argmax
-    for (uint32_t b = 0; b < B; b++) labels[b] = b % 2 ? (uint32_t)(vt_rand_u64(&s) % C) : rpred[b];
+    for (uint32_t b = 0; b < B; b++)
+        labels[b] = b % 2 ? (uint32_t)(vt_rand_u64(&s) % C) : rpred[b];
     uint32_t want = ref_accuracy(rpred, rl, labels, B, C);
     const uint32_t start = 5; // correct[0] accumulates
     vkt_buffer *bl = buf_new(c, n * 4, logits, "logits"), *by = buf_new(c, B * 4, labels, "labels");
@@ -384,8 +405,8 @@ static void test_accuracy(dctx *c, uint32_t B, uint32_t C, bool with_preds, uint
     snprintf(what, sizeof what, "accuracy B=%u C=%u%s", B, C, with_preds ? " with preds" : "");
     if (bl && by && bc && bp && begin(c)) {
         vkt_view vp = whole(bp);
-        vkt_op_accuracy(c->cmd, c->ops, whole(bc), with_preds ? &vp : NULL, whole(bl), whole(by),
-                        B, C, "accuracy");
+        vkt_op_accuracy(c->cmd, c->ops, whole(bc), with_preds ? &vp : NULL, whole(bl), whole(by), B,
+                        C, "accuracy");
         if (run(c, what)) {
             uint32_t got = 0;
             read_back(c, bc, &got, 4);
@@ -394,7 +415,8 @@ static void test_accuracy(dctx *c, uint32_t B, uint32_t C, bool with_preds, uint
             if (with_preds) {
                 read_back(c, bp, pred, B * 4);
                 uint32_t bad = 0;
-                for (uint32_t b = 0; b < B; b++) bad += pred[b] != rpred[b];
+                for (uint32_t b = 0; b < B; b++)
+                    bad += pred[b] != rpred[b];
                 VT_CHECK(c->t, bad == 0, "%s on %s: %u wrong argmax", what, c->name, bad);
             }
         }
@@ -406,8 +428,9 @@ static void test_accuracy(dctx *c, uint32_t B, uint32_t C, bool with_preds, uint
 // ---------------------------------------------------------------------------------------------
 // Reductions, clipping, scaling, axpy
 
-// out = 0.5 + sumsq(x); x *= 0.5 (scale); out2 = 0 + sumsq(x), each op behind a barrier. For the largest n this also checks
-// that views beyond the storage-buffer range are sliced into several dispatches.
+// out = 0.5 + sumsq(x); x *= 0.5 (scale); out2 = 0 + sumsq(x), each op behind a barrier. For the
+// largest n this also checks that views beyond the storage-buffer range are sliced into several
+// dispatches.
 static void test_sumsq_scale(dctx *c, uint32_t n, uint64_t seed) {
     float *x = rand_floats(n, seed, -1, 1);
     const float init = 0.5f, zero = 0.0f;
@@ -439,7 +462,8 @@ static void test_sumsq_scale(dctx *c, uint32_t n, uint64_t seed) {
             float *got_x = malloc(n * 4ull);
             read_back(c, bx, got_x, n * 4ull);
             size_t bad = 0;
-            for (size_t i = 0; i < n; i++) bad += got_x[i] != 0.5f * x[i];
+            for (size_t i = 0; i < n; i++)
+                bad += got_x[i] != 0.5f * x[i];
             VT_CHECK(c->t, bad == 0, "%s on %s: scale: %zu of %u wrong", what, c->name, bad, n);
             free(got_x);
             free(rx);
@@ -505,7 +529,8 @@ static void test_clip_axpy(dctx *c, uint32_t n, uint64_t seed) {
                 read_back(c, bg, got, n * 4ull);
                 // The factor comes from a fp32 sum: allow its relative error on top.
                 compare(c, what, got, ref, n, 1e-6, 1e-5);
-                for (size_t i = 0; i < n; i++) ref[i] = rx[i] - 0.75 * (double)g[i];
+                for (size_t i = 0; i < n; i++)
+                    ref[i] = rx[i] - 0.75 * (double)g[i];
                 read_back(c, bx, got, n * 4ull);
                 snprintf(what, sizeof what, "axpy n=%u", n);
                 compare(c, what, got, ref, n, 1e-6, 1e-6);
@@ -548,18 +573,24 @@ int main(void) {
         test_xent(&c, 7, 513, -80, 80, seed++);
         test_xent(&c, 127, 10, -80, 80, seed++);
         for (int a = VKT_ACT_RELU; a <= VKT_ACT_SIGMOID; a++) {
-            for (int i = 0; i < NSHAPES; i++) test_act(&c, (vkt_act)a, SHAPES[i], seed++);
-            for (int i = 0; i < NEW_EXTRA; i++) test_act(&c, (vkt_act)a, EW_EXTRA[i], seed++);
+            for (int i = 0; i < NSHAPES; i++)
+                test_act(&c, (vkt_act)a, SHAPES[i], seed++);
+            for (int i = 0; i < NEW_EXTRA; i++)
+                test_act(&c, (vkt_act)a, EW_EXTRA[i], seed++);
         }
         test_act(&c, VKT_ACT_GELU, 5000000, seed++);
-        for (int i = 0; i < NSHAPES; i++) test_sumsq_scale(&c, SHAPES[i], seed++);
-        for (int i = 0; i < NEW_EXTRA; i++) test_sumsq_scale(&c, EW_EXTRA[i], seed++);
+        for (int i = 0; i < NSHAPES; i++)
+            test_sumsq_scale(&c, SHAPES[i], seed++);
+        for (int i = 0; i < NEW_EXTRA; i++)
+            test_sumsq_scale(&c, EW_EXTRA[i], seed++);
         test_sumsq_scale(&c, 5000000, seed++);
         test_sumsq_scale(&c, 50000000, seed++);
         test_sumsq_no_shuffle(&c, 7, 1, seed++);
         test_sumsq_no_shuffle(&c, 1000003, 7, seed++);
-        for (int i = 0; i < NSHAPES; i++) test_clip_axpy(&c, SHAPES[i], seed++);
-        for (int i = 0; i < NEW_EXTRA; i++) test_clip_axpy(&c, EW_EXTRA[i], seed++);
+        for (int i = 0; i < NSHAPES; i++)
+            test_clip_axpy(&c, SHAPES[i], seed++);
+        for (int i = 0; i < NEW_EXTRA; i++)
+            test_clip_axpy(&c, EW_EXTRA[i], seed++);
         test_clip_axpy(&c, 1000000, seed++);
         vkt_cmd_destroy(c.cmd);
         vkt_ops_destroy(c.ops);

@@ -16,10 +16,10 @@
 #include "strategy.h"
 #include "test_util.h"
 
-#define VKT_TRY_TEST(e)                                                                        \
-    do {                                                                                       \
-        vkt_status s_ = (e);                                                                   \
-        if (s_ != VKT_OK) return s_;                                                           \
+#define VKT_TRY_TEST(e)                                                                            \
+    do {                                                                                           \
+        vkt_status s_ = (e);                                                                       \
+        if (s_ != VKT_OK) return s_;                                                               \
     } while (0)
 #define STEPS 20
 #define BATCH 32
@@ -34,8 +34,12 @@ typedef struct run_result {
 
 static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt_strategy_kind kind,
                       const char *devices, int micro, vkt_schedule sched, run_result *out) {
-    vkt_strategy_desc d = {.kind = kind, .ctx = t->ctx, .model = m, .batch = BATCH,
-                           .micro_batches = micro, .schedule = sched};
+    vkt_strategy_desc d = {.kind = kind,
+                           .ctx = t->ctx,
+                           .model = m,
+                           .batch = BATCH,
+                           .micro_batches = micro,
+                           .schedule = sched};
     d.optim = vkt_optim_default(VKT_OPTIM_SGD);
     d.optim.lr = 0.05f;
     d.optim.momentum = 0.9f;
@@ -58,7 +62,8 @@ static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt
         st = vkt_strategy_eval(s, x, y, rows, &out->eval_loss, &out->eval_correct);
     }
     out->n = 0;
-    for (int i = 0; i < vkt_strategy_tensor_count(s); i++) out->n += vkt_strategy_tensor(s, i)->count;
+    for (int i = 0; i < vkt_strategy_tensor_count(s); i++)
+        out->n += vkt_strategy_tensor(s, i)->count;
     out->params = malloc(out->n * 4);
     uint64_t at = 0;
     for (int i = 0; i < vkt_strategy_tensor_count(s) && st == VKT_OK; i++) {
@@ -76,15 +81,20 @@ static void compare(vt *t, const char *what, const run_result *ref, const run_re
              (unsigned long long)got->n, (unsigned long long)ref->n);
     if (got->n != ref->n) return;
     double *r = malloc(ref->n * sizeof *r);
-    for (uint64_t i = 0; i < ref->n; i++) r[i] = ref->params[i];
+    for (uint64_t i = 0; i < ref->n; i++)
+        r[i] = ref->params[i];
     size_t bad = vt_compare(what, got->params, r, ref->n, 2e-4, 2e-3);
     double worst = 0;
-    for (uint64_t i = 0; i < ref->n; i++) worst = fmax(worst, fabs(got->params[i] - r[i]));
+    for (uint64_t i = 0; i < ref->n; i++)
+        worst = fmax(worst, fabs(got->params[i] - r[i]));
     VT_CHECK(t, bad == 0, "%s: parameters differ from the single-device run", what);
     double worst_loss = 0;
-    for (int i = 0; i < STEPS; i++) worst_loss = fmax(worst_loss, fabs(got->loss[i] - ref->loss[i]));
+    for (int i = 0; i < STEPS; i++)
+        worst_loss = fmax(worst_loss, fabs(got->loss[i] - ref->loss[i]));
     VT_CHECK(t, worst_loss < 1e-3, "%s: losses differ by %g", what, worst_loss);
-    VT_CHECK(t, got->eval_correct == ref->eval_correct || fabs((double)got->eval_correct - ref->eval_correct) <= 1,
+    VT_CHECK(t,
+             got->eval_correct == ref->eval_correct ||
+                 fabs((double)got->eval_correct - ref->eval_correct) <= 1,
              "%s: evaluation counted %llu correct, single %llu", what,
              (unsigned long long)got->eval_correct, (unsigned long long)ref->eval_correct);
     printf("test_parallel: %-44s max |dp| %.2e, max |dloss| %.2e, loss %.4f -> %.4f\n", what, worst,
@@ -144,21 +154,27 @@ int main(void) {
 
     // A replica that cannot fit is refused before anything is allocated, with a message that
     // names the device and the sizes and points at --strategy layers.
-    vkt_strategy_desc d = {.kind = VKT_STRATEGY_REPLICATED, .ctx = t->ctx, .model = &m,
-                           .batch = BATCH, .mem_limit = 6 << 20};
+    vkt_strategy_desc d = {.kind = VKT_STRATEGY_REPLICATED,
+                           .ctx = t->ctx,
+                           .model = &m,
+                           .batch = BATCH,
+                           .mem_limit = 6 << 20};
     d.optim = vkt_optim_default(VKT_OPTIM_SGD);
     d.optim.momentum = 0.9f;
-    VT_OK(t, vkt_context_select(t->ctx, "llvmpipe,llvmpipe", d.devices, VKT_MAX_DEVICES, &d.ndevices));
+    VT_OK(t,
+          vkt_context_select(t->ctx, "llvmpipe,llvmpipe", d.devices, VKT_MAX_DEVICES, &d.ndevices));
     vkt_strategy *s = NULL;
     vkt_status st = vkt_strategy_create(&d, &s);
-    VT_CHECK(t, st == VKT_ERR_DEVICE_MEMORY && strstr(vkt_error(), "--strategy layers") &&
-                    strstr(vkt_error(), "MiB"),
+    VT_CHECK(t,
+             st == VKT_ERR_DEVICE_MEMORY && strstr(vkt_error(), "--strategy layers") &&
+                 strstr(vkt_error(), "MiB"),
              "replicated under a 6 MiB limit: %s: %s", vkt_status_name(st), vkt_error());
     vkt_strategy_destroy(s);
     // The same limit fits when the model is split into stages over three devices.
     d.kind = VKT_STRATEGY_LAYERS;
     d.micro_batches = 2;
-    VT_OK(t, vkt_context_select(t->ctx, "llvmpipe,llvmpipe,llvmpipe", d.devices, VKT_MAX_DEVICES, &d.ndevices));
+    VT_OK(t, vkt_context_select(t->ctx, "llvmpipe,llvmpipe,llvmpipe", d.devices, VKT_MAX_DEVICES,
+                                &d.ndevices));
     st = vkt_strategy_create(&d, &s);
     VT_CHECK(t, st == VKT_OK, "layers over 3 devices under 6 MiB each: %s", vkt_error());
     vkt_strategy_destroy(s);

@@ -12,7 +12,9 @@ static int icontains(const char *hay, const char *needle) {
     size_t n = strlen(needle);
     for (; *hay; hay++) {
         size_t i = 0;
-        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
+        while (i < n && hay[i] &&
+               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
         if (i == n) return 1;
     }
     return 0;
@@ -49,8 +51,10 @@ int vt_init(vt *t, const char *name) {
     for (int i = 0; i < 2; i++) {
         if (vt_find_device(t, need[i]) >= 0) continue;
         if (in_ci) {
-            fprintf(stderr, "%s: FAIL: CI=true but the %s driver is missing (scripts/setup.sh "
-                            "installs it)\n", name, need[i]);
+            fprintf(stderr,
+                    "%s: FAIL: CI=true but the %s driver is missing (scripts/setup.sh "
+                    "installs it)\n",
+                    name, need[i]);
             return 1;
         }
         fprintf(stderr, "%s: note: no %s device; testing the others only\n", name, need[i]);
@@ -61,7 +65,8 @@ int vt_init(vt *t, const char *name) {
 }
 
 int vt_finish(vt *t) {
-    for (int i = t->ndev - 1; i >= 0; i--) vkt_device_destroy(t->dev[i]);
+    for (int i = t->ndev - 1; i >= 0; i--)
+        vkt_device_destroy(t->dev[i]);
     uint64_t messages = t->ctx ? vkt_context_validation_count(t->ctx) : 0;
     vkt_context_destroy(t->ctx);
     if (messages > t->expected_validation) {
@@ -91,7 +96,8 @@ float vt_rand_uniform(uint64_t *s, float lo, float hi) {
 
 void vt_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
     uint64_t s = seed;
-    for (size_t i = 0; i < n; i++) x[i] = vt_rand_uniform(&s, lo, hi);
+    for (size_t i = 0; i < n; i++)
+        x[i] = vt_rand_uniform(&s, lo, hi);
 }
 
 size_t vt_compare(const char *what, const float *got, const double *ref, size_t n, double atol,
@@ -108,8 +114,10 @@ size_t vt_compare(const char *what, const float *got, const double *ref, size_t 
         }
     }
     if (bad)
-        fprintf(stderr, "  %s: %zu of %zu out of tolerance (atol %g, rtol %g); worst [%zu]: got %.9g, "
-                        "want %.9g\n", what, bad, n, atol, rtol, worst, got[worst], ref[worst]);
+        fprintf(stderr,
+                "  %s: %zu of %zu out of tolerance (atol %g, rtol %g); worst [%zu]: got %.9g, "
+                "want %.9g\n",
+                what, bad, n, atol, rtol, worst, got[worst], ref[worst]);
     return bad;
 }
 

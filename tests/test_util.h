@@ -30,15 +30,15 @@ int vt_init(vt *t, const char *name);
 // validation layer said nothing).
 int vt_finish(vt *t);
 
-#define VT_CHECK(t, cond, ...)                                                                 \
-    do {                                                                                       \
-        (t)->checks++;                                                                         \
-        if (!(cond)) {                                                                         \
-            (t)->failures++;                                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                    \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-        }                                                                                      \
+#define VT_CHECK(t, cond, ...)                                                                     \
+    do {                                                                                           \
+        (t)->checks++;                                                                             \
+        if (!(cond)) {                                                                             \
+            (t)->failures++;                                                                       \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
     } while (0)
 
 // A vkt call that must succeed; on failure records the error and continues.

@@ -181,7 +181,8 @@ static vkt_status bench_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const 
             state = state * 6364136223846793005ull + 1442695040888963407ull;
             uint32_t m = (uint32_t)((state >> 33) % S), n = (uint32_t)((state >> 13) % S);
             double ref = 0;
-            for (uint32_t k = 0; k < S; k++) ref += op_a(o->form, a, S, m, k) * op_b(o->form, b, S, k, n);
+            for (uint32_t k = 0; k < S; k++)
+                ref += op_a(o->form, a, S, m, k) * op_b(o->form, b, S, k, n);
             double err = fabs(c[(size_t)m * S + n] - ref) / (1e-6 * S + 1e-5 * fabs(ref));
             if (!(err <= 1.0)) r->ok = false; // NaN fails too
             if (!(err <= r->max_err)) r->max_err = err;
@@ -204,8 +205,10 @@ static int parse_sizes(const char *v, bench_opts *o) {
         char *end;
         unsigned long x = strtoul(v, &end, 10);
         if (end == v || x < 1 || x > 16384 || o->nsizes == MAX_SIZES || (*end && *end != ',')) {
-            fprintf(stderr, "vktrain bench matmul: --sizes takes up to %d comma-separated sizes "
-                            "from 1 to 16384 (e.g. 256,512,1024), not \"%s\"\n", MAX_SIZES, v);
+            fprintf(stderr,
+                    "vktrain bench matmul: --sizes takes up to %d comma-separated sizes "
+                    "from 1 to 16384 (e.g. 256,512,1024), not \"%s\"\n",
+                    MAX_SIZES, v);
             return 2;
         }
         o->sizes[o->nsizes++] = (uint32_t)x;
@@ -237,18 +240,23 @@ static int bench_matmul(int argc, char **argv) {
             o.device_spec = v;
             i++;
         } else if (strcmp(f, "--form") == 0 && v) {
-            if (strcmp(v, "NN") == 0 || strcmp(v, "nn") == 0) o.form = VKT_MM_NN;
-            else if (strcmp(v, "NT") == 0 || strcmp(v, "nt") == 0) o.form = VKT_MM_NT;
-            else if (strcmp(v, "TN") == 0 || strcmp(v, "tn") == 0) o.form = VKT_MM_TN;
+            if (strcmp(v, "NN") == 0 || strcmp(v, "nn") == 0)
+                o.form = VKT_MM_NN;
+            else if (strcmp(v, "NT") == 0 || strcmp(v, "nt") == 0)
+                o.form = VKT_MM_NT;
+            else if (strcmp(v, "TN") == 0 || strcmp(v, "tn") == 0)
+                o.form = VKT_MM_TN;
             else {
                 fprintf(stderr, "vktrain bench matmul: --form takes NN, NT or TN, not \"%s\"\n", v);
                 return 2;
             }
             i++;
         } else {
-            fprintf(stderr, "vktrain bench matmul: unknown option %s (usage: vktrain bench matmul "
-                            "[--sizes 256,512,1024,2048] [--device SPEC] [--reps N] [--form NN] "
-                            "[--json])\n", f);
+            fprintf(stderr,
+                    "vktrain bench matmul: unknown option %s (usage: vktrain bench matmul "
+                    "[--sizes 256,512,1024,2048] [--device SPEC] [--reps N] [--form NN] "
+                    "[--json])\n",
+                    f);
             return 2;
         }
     }
@@ -325,9 +333,10 @@ static int bench_matmul(int argc, char **argv) {
                        r.ok ? "ok" : "WRONG", r.max_err);
             if (!r.ok) {
                 char msg[256];
-                snprintf(msg, sizeof msg, "matmul %ux%ux%u (%s) on %s gives wrong results "
-                         "(spot check off by %.3g times the tolerance)", r.size, r.size, r.size,
-                         r.variant, info->name, r.max_err);
+                snprintf(msg, sizeof msg,
+                         "matmul %ux%ux%u (%s) on %s gives wrong results "
+                         "(spot check off by %.3g times the tolerance)",
+                         r.size, r.size, r.size, r.variant, info->name, r.max_err);
                 rc = cli_fail(msg);
                 break;
             }

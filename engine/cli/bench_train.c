@@ -31,7 +31,8 @@ static int step_shapes(const vkt_model_desc *m, uint32_t B, mm_shape *out, int m
         if (ly->kind != VKT_LAYER_DENSE) continue;
         out[n++] = (mm_shape){VKT_MM_NT, B, ly->out_features, ly->in_features};
         out[n++] = (mm_shape){VKT_MM_TN, ly->out_features, ly->in_features, B};
-        if (l != first_dense) out[n++] = (mm_shape){VKT_MM_NN, B, ly->in_features, ly->out_features};
+        if (l != first_dense)
+            out[n++] = (mm_shape){VKT_MM_NN, B, ly->in_features, ly->out_features};
     }
     return n;
 }
@@ -52,7 +53,8 @@ static vkt_status time_shapes(vkt_context *ctx, int phys, const mm_shape *sh, in
     vkt_buffer *a = NULL, *b = NULL, *c = NULL;
     uint64_t most = 0;
     for (int i = 0; i < n; i++) {
-        uint64_t x = (uint64_t)sh[i].M * sh[i].K, y = (uint64_t)sh[i].K * sh[i].N, z = (uint64_t)sh[i].M * sh[i].N;
+        uint64_t x = (uint64_t)sh[i].M * sh[i].K, y = (uint64_t)sh[i].K * sh[i].N,
+                 z = (uint64_t)sh[i].M * sh[i].N;
         if (x > most) most = x;
         if (y > most) most = y;
         if (z > most) most = z;
@@ -84,7 +86,8 @@ static vkt_status time_shapes(vkt_context *ctx, int phys, const mm_shape *sh, in
         if (st == VKT_OK) st = vkt_cmd_wait(cmd, VKT_WAIT_MS);
         const vkt_timing *tm;
         int nt = st == VKT_OK ? vkt_cmd_timings(cmd, &tm) : 0;
-        for (int r = 1; r < nt && r <= reps; r++) t[r - 1] = (double)(tm[r].end_ns - tm[r].start_ns);
+        for (int r = 1; r < nt && r <= reps; r++)
+            t[r - 1] = (double)(tm[r].end_ns - tm[r].start_ns);
         if (nt > reps) {
             qsort(t, (size_t)reps, sizeof *t, cmp_double);
             ns[i] = t[reps / 2];
@@ -133,7 +136,8 @@ int cli_bench_train(int argc, char **argv) {
     uint32_t B = c.o.batch;
     float *x = malloc((size_t)B * m.input_features * 4);
     void *y = malloc((size_t)B * (m.loss == VKT_LOSS_MSE ? m.output_features : 1) * 4);
-    vkt_status st = x && y ? vkt_strategy_create(&sd, &s) : vkt_set_error(VKT_ERR_HOST_MEMORY, "out of host memory");
+    vkt_status st = x && y ? vkt_strategy_create(&sd, &s)
+                           : vkt_set_error(VKT_ERR_HOST_MEMORY, "out of host memory");
     if (st == VKT_OK) st = vkt_strategy_init(s, c.o.seed);
     uint64_t r = 0x9e3779b97f4a7c15ull;
     for (uint64_t i = 0; x && i < (uint64_t)B * m.input_features; i++) {
@@ -142,7 +146,9 @@ int cli_bench_train(int argc, char **argv) {
     }
     for (uint32_t i = 0; y && i < B; i++) {
         if (m.loss == VKT_LOSS_MSE)
-            for (uint32_t k = 0; k < m.output_features; k++) ((float *)y)[(size_t)i * m.output_features + k] = (float)(k == i % m.output_features);
+            for (uint32_t k = 0; k < m.output_features; k++)
+                ((float *)y)[(size_t)i * m.output_features + k] =
+                    (float)(k == i % m.output_features);
         else
             ((uint32_t *)y)[i] = i % m.output_features;
     }
@@ -161,7 +167,8 @@ int cli_bench_train(int argc, char **argv) {
     mm_shape shapes[3 * 256];
     int nshapes = step_shapes(&m, B, shapes, 3 * 256);
     double step_flops = 0;
-    for (int i = 0; i < nshapes; i++) step_flops += shape_flops(&shapes[i]);
+    for (int i = 0; i < nshapes; i++)
+        step_flops += shape_flops(&shapes[i]);
     double *alone = calloc((size_t)nshapes + 1, sizeof *alone);
     // The standalone comparison is meaningful for one device holding the whole model.
     bool compare = sd.kind == VKT_STRATEGY_SINGLE;
@@ -171,7 +178,8 @@ int cli_bench_train(int argc, char **argv) {
     } else {
         double sps = B * steps / (wall_ns * 1e-9);
         double alone_ns = 0;
-        for (int i = 0; i < nshapes; i++) alone_ns += alone[i];
+        for (int i = 0; i < nshapes; i++)
+            alone_ns += alone[i];
         double step_gflops = step_flops * steps / wall_ns;
         const vkt_device_info *info = vkt_context_device_info(ctx, sd.devices[0]);
         char api[32];
@@ -191,12 +199,14 @@ int cli_bench_train(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "step_gflops", step_gflops);
         if (compare && alone_ns > 0) {
             cJSON_AddNumberToObject(o, "matmul_alone_gflops", step_flops / alone_ns);
-            cJSON_AddNumberToObject(o, "step_vs_matmul_alone", step_gflops / (step_flops / alone_ns));
+            cJSON_AddNumberToObject(o, "step_vs_matmul_alone",
+                                    step_gflops / (step_flops / alone_ns));
         }
         cJSON *devs = cJSON_AddArrayToObject(o, "devices");
-        printf("bench train: %s, batch %u, %s on %s: %.0f samples/s, %.2f ms/step, %.2f GFLOP/s in the step\n",
-               m.name, B, vkt_strategy_name(sd.kind), vkt_strategy_devices(s), sps, wall_ns / steps * 1e-6,
-               step_gflops);
+        printf("bench train: %s, batch %u, %s on %s: %.0f samples/s, %.2f ms/step, %.2f GFLOP/s in "
+               "the step\n",
+               m.name, B, vkt_strategy_name(sd.kind), vkt_strategy_devices(s), sps,
+               wall_ns / steps * 1e-6, step_gflops);
         for (int d = 0; d < vkt_strategy_device_count(s); d++) {
             vkt_device_stats ds;
             vkt_strategy_stats(s, d, &ds);
@@ -213,11 +223,13 @@ int cli_bench_train(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "communication_fraction", comm);
             cJSON_AddNumberToObject(j, "host_and_idle_fraction", host);
             cJSON_AddItemToArray(devs, j);
-            printf("  %s: matmul %.1f%%, other kernels %.1f%%, communication %.1f%%, host overhead and idle %.1f%%\n",
+            printf("  %s: matmul %.1f%%, other kernels %.1f%%, communication %.1f%%, host overhead "
+                   "and idle %.1f%%\n",
                    ds.label, 100 * mm, 100 * other, 100 * comm, 100 * host);
         }
         if (compare && alone_ns > 0)
-            printf("  the step's matmul shapes alone: %.2f GFLOP/s; the whole step achieves %.0f%% of that\n",
+            printf("  the step's matmul shapes alone: %.2f GFLOP/s; the whole step achieves %.0f%% "
+                   "of that\n",
                    step_flops / alone_ns, 100 * step_gflops / (step_flops / alone_ns));
         char cmdline[2048] = "vktrain bench train";
         for (int i = 0; i < argc; i++) {

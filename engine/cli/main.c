@@ -10,50 +10,54 @@
 #include "vktrain.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "vktrain %s: train neural networks with Vulkan compute on any GPU, or on the CPU\n"
-            "\n"
-            "usage: vktrain COMMAND [options]\n"
-            "\n"
-            "commands:\n"
-            "  devices [--json] [--device SPEC]\n"
-            "                          list every Vulkan device the loader sees (or those SPEC selects)\n"
-            "  view FILE.json [--png OUT.png]  show a trace in a window, or render it to a PNG\n"
-            "  train [options]         train a model (default assets/models/fashion_mlp.json) on\n"
-            "                          Fashion-MNIST (or --data DIR, --data-npy X.npy,Y.npy)\n"
-            "  eval --init CKPT [options]  test accuracy and loss of a checkpoint\n"
-            "  plan [options]          memory each device needs under each strategy, and the one\n"
-            "                          to use (--model, --device, --batch, --mem-limit, ...)\n"
-            "  bench matmul [--sizes 256,512,1024,2048] [--reps N] [--device SPEC] [--json]\n"
-            "\n"
-            "train / eval options:\n"
-            "  --model FILE            model JSON (docs/MODEL_FORMAT.md)\n"
-            "  --epochs N (3)  --batch N (128)  --max-steps N  --seed S (1)  --no-shuffle\n"
-            "  --optimizer sgd|adamw   sgd: --lr (0.05) --momentum (0.9) --nesterov --weight-decay (0)\n"
-            "                          adamw: --lr (0.001) --beta1 --beta2 --eps --weight-decay (0.01)\n"
-            "  --clip X                clip the global gradient norm to X\n"
-            "  --limit-train N, --limit-test N   use the first N samples\n"
-            "  --save FILE.safetensors checkpoint after every epoch (atomic; PyTorch-loadable names)\n"
-            "  --init FILE             start from these parameters; --resume FILE continues a run\n"
-            "  --metrics FILE.jsonl    one JSON object per step and per epoch\n"
-            "  --trace FILE.json       Chrome trace of every device's work (Perfetto opens it)\n"
-            "  --view                  show the run live in the viewer\n"
-            "  --json                  end with one JSON line of results\n"
-            "  --strategy single|replicated|layers   (several devices: replicated by default)\n"
-            "  --balance equal|auto|3,1  (replicated)   --split auto|3,2  --micro-batches M\n"
-            "  --schedule gpipe|1f1b (layers)          --mem-limit SIZE (per device, e.g. 512M)\n"
-            "\n"
-            "common options:\n"
-            "  --device SPEC           comma-separated devices: an index, or part of the device or\n"
-            "                          driver name (llvmpipe/lavapipe, swiftshader, nvidia, ...);\n"
-            "                          the same device twice gives two logical devices.\n"
-            "                          Default: the best device (discrete, integrated, then CPU)\n"
-            "  --help, --version\n"
-            "\n"
-            "environment:\n"
-            "  VKT_VALIDATION=1        run with the Khronos validation layer and synchronization\n"
-            "                          validation; every message is printed\n",
-            VKT_VERSION);
+    fprintf(
+        f,
+        "vktrain %s: train neural networks with Vulkan compute on any GPU, or on the CPU\n"
+        "\n"
+        "usage: vktrain COMMAND [options]\n"
+        "\n"
+        "commands:\n"
+        "  devices [--json] [--device SPEC]\n"
+        "                          list every Vulkan device the loader sees (or those SPEC "
+        "selects)\n"
+        "  view FILE.json [--png OUT.png]  show a trace in a window, or render it to a PNG\n"
+        "  train [options]         train a model (default assets/models/fashion_mlp.json) on\n"
+        "                          Fashion-MNIST (or --data DIR, --data-npy X.npy,Y.npy)\n"
+        "  eval --init CKPT [options]  test accuracy and loss of a checkpoint\n"
+        "  plan [options]          memory each device needs under each strategy, and the one\n"
+        "                          to use (--model, --device, --batch, --mem-limit, ...)\n"
+        "  bench matmul [--sizes 256,512,1024,2048] [--reps N] [--device SPEC] [--json]\n"
+        "\n"
+        "train / eval options:\n"
+        "  --model FILE            model JSON (docs/MODEL_FORMAT.md)\n"
+        "  --epochs N (3)  --batch N (128)  --max-steps N  --seed S (1)  --no-shuffle\n"
+        "  --optimizer sgd|adamw   sgd: --lr (0.05) --momentum (0.9) --nesterov --weight-decay "
+        "(0)\n"
+        "                          adamw: --lr (0.001) --beta1 --beta2 --eps --weight-decay "
+        "(0.01)\n"
+        "  --clip X                clip the global gradient norm to X\n"
+        "  --limit-train N, --limit-test N   use the first N samples\n"
+        "  --save FILE.safetensors checkpoint after every epoch (atomic; PyTorch-loadable names)\n"
+        "  --init FILE             start from these parameters; --resume FILE continues a run\n"
+        "  --metrics FILE.jsonl    one JSON object per step and per epoch\n"
+        "  --trace FILE.json       Chrome trace of every device's work (Perfetto opens it)\n"
+        "  --view                  show the run live in the viewer\n"
+        "  --json                  end with one JSON line of results\n"
+        "  --strategy single|replicated|layers   (several devices: replicated by default)\n"
+        "  --balance equal|auto|3,1  (replicated)   --split auto|3,2  --micro-batches M\n"
+        "  --schedule gpipe|1f1b (layers)          --mem-limit SIZE (per device, e.g. 512M)\n"
+        "\n"
+        "common options:\n"
+        "  --device SPEC           comma-separated devices: an index, or part of the device or\n"
+        "                          driver name (llvmpipe/lavapipe, swiftshader, nvidia, ...);\n"
+        "                          the same device twice gives two logical devices.\n"
+        "                          Default: the best device (discrete, integrated, then CPU)\n"
+        "  --help, --version\n"
+        "\n"
+        "environment:\n"
+        "  VKT_VALIDATION=1        run with the Khronos validation layer and synchronization\n"
+        "                          validation; every message is printed\n",
+        VKT_VERSION);
 }
 
 int cli_fail(const char *what) {
@@ -73,8 +77,10 @@ static int cmd_devices(int argc, char **argv) {
     bool json = false;
     const char *spec = NULL;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) json = true;
-        else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) spec = argv[++i];
+        if (strcmp(argv[i], "--json") == 0)
+            json = true;
+        else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
+            spec = argv[++i];
         else {
             fprintf(stderr, "vktrain devices: unknown option %s (see vktrain --help)\n", argv[i]);
             return 2;
@@ -93,7 +99,8 @@ static int cmd_devices(int argc, char **argv) {
         }
     } else {
         n = vkt_context_device_count(ctx);
-        for (int i = 0; i < n && i < 64; i++) sel[i] = i;
+        for (int i = 0; i < n && i < 64; i++)
+            sel[i] = i;
     }
     if (json) {
         cJSON *arr = cJSON_CreateArray();
@@ -115,7 +122,8 @@ static int cmd_devices(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "max_workgroup_invocations", d->max_workgroup_invocations);
             cJSON_AddNumberToObject(o, "shared_memory_bytes", d->shared_memory_bytes);
             cJSON_AddNumberToObject(o, "timestamp_period_ns", d->timestamp_period_ns);
-            cJSON_AddNumberToObject(o, "max_storage_buffer_range", (double)d->max_storage_buffer_range);
+            cJSON_AddNumberToObject(o, "max_storage_buffer_range",
+                                    (double)d->max_storage_buffer_range);
             cJSON_AddBoolToObject(o, "calibrated_timestamps", d->calibrated_timestamps);
             cJSON_AddBoolToObject(o, "external_memory_host", d->external_memory_host);
             cJSON_AddBoolToObject(o, "cooperative_matrix", d->cooperative_matrix);

@@ -47,14 +47,17 @@ static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const vkt_co
                        const int *devices) {
     char a[32], b[32], c[32], d2[32], e[32], f[32];
     printf("%s: %s\n", vkt_strategy_name(p->kind),
-           !p->possible ? "not applicable" : p->fits ? "fits" : "does NOT fit");
+           !p->possible ? "not applicable"
+           : p->fits    ? "fits"
+                        : "does NOT fit");
     if (p->note[0]) printf("  %s\n", p->note);
     for (int d = 0; d < p->ndevices && p->possible; d++) {
         const vkt_net_memory *m = &p->need[d];
-        printf("  #%d %-34.34s needs %10s of %10s %s (params %s, grads %s, optim %s, activations %s)",
-               devices[d], vkt_context_device_info(ctx, devices[d])->name, mib(m->total, a),
-               mib(in->limit[d], b), m->total <= in->limit[d] ? "ok  " : "OVER", mib(m->params, c),
-               mib(m->grads, d2), mib(m->optim, e), mib(m->activations, f));
+        printf(
+            "  #%d %-34.34s needs %10s of %10s %s (params %s, grads %s, optim %s, activations %s)",
+            devices[d], vkt_context_device_info(ctx, devices[d])->name, mib(m->total, a),
+            mib(in->limit[d], b), m->total <= in->limit[d] ? "ok  " : "OVER", mib(m->params, c),
+            mib(m->grads, d2), mib(m->optim, e), mib(m->activations, f));
         if (p->kind == VKT_STRATEGY_LAYERS) printf(" layers %d-%d", p->lo[d], p->hi[d] - 1);
         if (p->kind == VKT_STRATEGY_REPLICATED) printf(" %u rows", p->rows[d]);
         printf("\n");
@@ -72,8 +75,11 @@ int cmd_plan(int argc, char **argv) {
         return cli_fail(vkt_error());
     }
     const vkt_strategy_desc *sd = &c.o.strategy;
-    vkt_plan_input in = {.model = &model, .batch = c.o.batch, .optim = c.o.optim,
-                         .ndevices = sd->ndevices, .micro_batches = sd->micro_batches,
+    vkt_plan_input in = {.model = &model,
+                         .batch = c.o.batch,
+                         .optim = c.o.optim,
+                         .ndevices = sd->ndevices,
+                         .micro_batches = sd->micro_batches,
                          .schedule = sd->schedule};
     for (int i = 0; i < sd->ndevices; i++) {
         const vkt_device_info *info = vkt_context_device_info(ctx, sd->devices[i]);
@@ -99,30 +105,36 @@ int cmd_plan(int argc, char **argv) {
             rec = "single";
             snprintf(why, sizeof why, "one device was given and the model fits on it");
         } else {
-            snprintf(why, sizeof why, "the model needs %s on the device, which has %s: give more "
+            snprintf(why, sizeof why,
+                     "the model needs %s on the device, which has %s: give more "
                      "devices in --device and use --strategy layers, or lower --batch",
                      mib(plans[0].need[0].total, a), mib(in.limit[0], b));
         }
     } else if (plans[1].fits) {
         rec = "replicated";
-        snprintf(why, sizeof why, "a whole replica fits on every device, so sharding the batch "
+        snprintf(why, sizeof why,
+                 "a whole replica fits on every device, so sharding the batch "
                  "scales throughput with no pipeline bubble; layers would only be needed for a "
                  "model too large for one device");
     } else if (plans[2].fits) {
         rec = "layers";
         int worst = 0;
         for (int d = 1; d < sd->ndevices; d++)
-            if (plans[1].need[d].total * in.limit[worst] > plans[1].need[worst].total * in.limit[d]) worst = d;
-        snprintf(why, sizeof why, "a whole replica needs %s on device #%d, which has %s; split "
-                 "into stages the largest stage needs %s", mib(plans[1].need[worst].total, a),
-                 sd->devices[worst], mib(in.limit[worst], b), "less");
+            if (plans[1].need[d].total * in.limit[worst] > plans[1].need[worst].total * in.limit[d])
+                worst = d;
+        snprintf(why, sizeof why,
+                 "a whole replica needs %s on device #%d, which has %s; split "
+                 "into stages the largest stage needs %s",
+                 mib(plans[1].need[worst].total, a), sd->devices[worst], mib(in.limit[worst], b),
+                 "less");
         uint64_t mx = 0;
         for (int d = 0; d < sd->ndevices; d++)
             if (plans[2].need[d].total > mx) mx = plans[2].need[d].total;
         char m2[32];
         snprintf(why + strlen(why) - 4, sizeof why - strlen(why) + 4, "%s", mib(mx, m2));
     } else {
-        snprintf(why, sizeof why, "the model fits on these devices neither whole nor split into "
+        snprintf(why, sizeof why,
+                 "the model fits on these devices neither whole nor split into "
                  "stages: add devices, raise --mem-limit, or lower --batch");
     }
 
@@ -140,7 +152,8 @@ int cmd_plan(int argc, char **argv) {
             cJSON_AddItemToArray(devs, j);
         }
         cJSON *arr = cJSON_AddArrayToObject(o, "strategies");
-        for (int i = 0; i < 3; i++) cJSON_AddItemToArray(arr, plan_json(&plans[i], &in));
+        for (int i = 0; i < 3; i++)
+            cJSON_AddItemToArray(arr, plan_json(&plans[i], &in));
         cJSON_AddStringToObject(o, "recommended", rec);
         cJSON_AddStringToObject(o, "why", why);
         char *s = cJSON_PrintUnformatted(o);
@@ -151,7 +164,8 @@ int cmd_plan(int argc, char **argv) {
         printf("model %s: %llu parameters, batch %u, optimizer %s\n", model.name,
                (unsigned long long)vkt_model_param_count(&model), c.o.batch,
                c.o.optim.kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd");
-        for (int i = 0; i < 3; i++) plan_print(&plans[i], &in, ctx, sd->devices);
+        for (int i = 0; i < 3; i++)
+            plan_print(&plans[i], &in, ctx, sd->devices);
         printf("recommended: %s: %s\n", rec, why);
     }
     vkt_model_free(&model);

@@ -42,7 +42,8 @@ static bool parse_f(const char *flag, const char *v, double min, double max, flo
     *out = (float)x;
     return true;
 bad:
-    fprintf(stderr, "vktrain: %s wants a number from %g to %g, not \"%s\"\n", flag, min, max, v ? v : "");
+    fprintf(stderr, "vktrain: %s wants a number from %g to %g, not \"%s\"\n", flag, min, max,
+            v ? v : "");
     return false;
 }
 
@@ -53,16 +54,22 @@ bool cli_parse_size(const char *flag, const char *v, uint64_t *out) {
     double x = v ? strtod(v, &end) : 0;
     if (!v || end == v || errno || !(x > 0)) goto bad;
     double mul = 1;
-    if (*end == 'k' || *end == 'K') mul = 1024.0, end++;
-    else if (*end == 'm' || *end == 'M') mul = 1048576.0, end++;
-    else if (*end == 'g' || *end == 'G') mul = 1073741824.0, end++;
-    if (*end == 'i' && end[1] == 'B') end += 2;
-    else if (*end == 'B') end++;
+    if (*end == 'k' || *end == 'K')
+        mul = 1024.0, end++;
+    else if (*end == 'm' || *end == 'M')
+        mul = 1048576.0, end++;
+    else if (*end == 'g' || *end == 'G')
+        mul = 1073741824.0, end++;
+    if (*end == 'i' && end[1] == 'B')
+        end += 2;
+    else if (*end == 'B')
+        end++;
     if (*end) goto bad;
     *out = (uint64_t)(x * mul);
     return true;
 bad:
-    fprintf(stderr, "vktrain: %s wants a size like 512M, 2G or 1048576, not \"%s\"\n", flag, v ? v : "");
+    fprintf(stderr, "vktrain: %s wants a size like 512M, 2G or 1048576, not \"%s\"\n", flag,
+            v ? v : "");
     return false;
 }
 
@@ -80,8 +87,10 @@ static void on_progress(const vkt_progress *p, void *user) {
     if (p->epoch_end) {
         if (pr->tty) printf("\r\033[K");
         if (p->test_accuracy >= 0)
-            printf("epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f samples/s\n",
-                   p->epoch, p->epochs, p->loss, p->test_loss, p->test_accuracy, p->samples_per_sec);
+            printf("epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f "
+                   "samples/s\n",
+                   p->epoch, p->epochs, p->loss, p->test_loss, p->test_accuracy,
+                   p->samples_per_sec);
         else
             printf("epoch %d/%d: train loss %.4f, %.0f samples/s\n", p->epoch, p->epochs, p->loss,
                    p->samples_per_sec);
@@ -91,11 +100,13 @@ static void on_progress(const vkt_progress *p, void *user) {
     if (pr->tty) {
         int width = 30, fill = (int)((double)p->batch / p->batches * width);
         char bar[64];
-        for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
+        for (int i = 0; i < width; i++)
+            bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
         bar[width] = 0;
         int eta = (int)p->eta_sec;
         printf("\r\033[Kepoch %d/%d [%s] %u/%u loss %.4f %.0f samples/s ETA %d:%02d", p->epoch,
-               p->epochs, bar, p->batch, p->batches, p->loss, p->samples_per_sec, eta / 60, eta % 60);
+               p->epochs, bar, p->batch, p->batches, p->loss, p->samples_per_sec, eta / 60,
+               eta % 60);
         fflush(stdout);
     } else if (p->batch % pr->every == 0 || p->batch == p->batches) {
         printf("epoch %d/%d batch %u/%u step %llu loss %.4f %.0f samples/s\n", p->epoch, p->epochs,
@@ -124,23 +135,28 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
     o->strategy.kind = VKT_STRATEGY_SINGLE;
     o->strategy.micro_batches = 1;
     const char *optim = "sgd";
-    const char *lr = NULL, *momentum = NULL, *wd = NULL, *clip = NULL, *beta1 = NULL, *beta2 = NULL, *eps = NULL;
+    const char *lr = NULL, *momentum = NULL, *wd = NULL, *clip = NULL, *beta1 = NULL, *beta2 = NULL,
+               *eps = NULL;
     const char *strategy = NULL, *balance = NULL, *split = NULL, *schedule = NULL;
     uint64_t u;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define TAKES_VALUE                                                                            \
-    do {                                                                                       \
-        if (!v) {                                                                              \
-            fprintf(stderr, "vktrain: %s needs a value\n", a);                                 \
-            return 2;                                                                          \
-        }                                                                                      \
-        i++;                                                                                   \
+#define TAKES_VALUE                                                                                \
+    do {                                                                                           \
+        if (!v) {                                                                                  \
+            fprintf(stderr, "vktrain: %s needs a value\n", a);                                     \
+            return 2;                                                                              \
+        }                                                                                          \
+        i++;                                                                                       \
     } while (0)
-        if (!strcmp(a, "--model")) { TAKES_VALUE; o->model_path = v; }
-        else if (!strcmp(a, "--data")) { TAKES_VALUE; o->data_dir = v; }
-        else if (!strcmp(a, "--data-npy")) {
+        if (!strcmp(a, "--model")) {
+            TAKES_VALUE;
+            o->model_path = v;
+        } else if (!strcmp(a, "--data")) {
+            TAKES_VALUE;
+            o->data_dir = v;
+        } else if (!strcmp(a, "--data-npy")) {
             TAKES_VALUE;
             static char buf[8192];
             snprintf(buf, sizeof buf, "%s", v);
@@ -152,42 +168,112 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             *comma = 0;
             o->npy_x = buf;
             o->npy_y = comma + 1;
-        }
-        else if (!strcmp(a, "--limit-train")) { TAKES_VALUE; if (!parse_u64(a, v, 1, UINT32_MAX, &u)) return 2; o->limit_train = (uint32_t)u; }
-        else if (!strcmp(a, "--limit-test")) { TAKES_VALUE; if (!parse_u64(a, v, 1, UINT32_MAX, &u)) return 2; o->limit_test = (uint32_t)u; }
-        else if (!strcmp(a, "--epochs")) { TAKES_VALUE; if (!parse_u64(a, v, 1, 1000000, &u)) return 2; o->epochs = (int)u; }
-        else if (!strcmp(a, "--batch")) { TAKES_VALUE; if (!parse_u64(a, v, 1, 1 << 20, &u)) return 2; o->batch = (uint32_t)u; }
-        else if (!strcmp(a, "--max-steps")) { TAKES_VALUE; if (!parse_u64(a, v, 1, UINT64_MAX >> 1, &u)) return 2; o->max_steps = u; }
-        else if (!strcmp(a, "--seed")) { TAKES_VALUE; if (!parse_u64(a, v, 0, UINT64_MAX >> 1, &u)) return 2; o->seed = u; }
-        else if (!strcmp(a, "--optimizer")) { TAKES_VALUE; optim = v; }
-        else if (!strcmp(a, "--lr")) { TAKES_VALUE; lr = v; }
-        else if (!strcmp(a, "--momentum")) { TAKES_VALUE; momentum = v; }
-        else if (!strcmp(a, "--nesterov")) { c->nesterov = true; }
-        else if (!strcmp(a, "--weight-decay")) { TAKES_VALUE; wd = v; }
-        else if (!strcmp(a, "--beta1")) { TAKES_VALUE; beta1 = v; }
-        else if (!strcmp(a, "--beta2")) { TAKES_VALUE; beta2 = v; }
-        else if (!strcmp(a, "--eps")) { TAKES_VALUE; eps = v; }
-        else if (!strcmp(a, "--clip")) { TAKES_VALUE; clip = v; }
-        else if (!strcmp(a, "--no-shuffle")) { o->shuffle = false; }
-        else if (!strcmp(a, "--device")) { TAKES_VALUE; c->device_spec = v; }
-        else if (!strcmp(a, "--strategy")) { TAKES_VALUE; strategy = v; }
-        else if (!strcmp(a, "--balance")) { TAKES_VALUE; balance = v; }
-        else if (!strcmp(a, "--split")) { TAKES_VALUE; split = v; }
-        else if (!strcmp(a, "--micro-batches")) { TAKES_VALUE; if (!parse_u64(a, v, 1, 4096, &u)) return 2; o->strategy.micro_batches = (int)u; }
-        else if (!strcmp(a, "--schedule")) { TAKES_VALUE; schedule = v; }
-        else if (!strcmp(a, "--mem-limit")) { TAKES_VALUE; if (!cli_parse_size(a, v, &o->strategy.mem_limit)) return 2; }
-        else if (!strcmp(a, "--metrics")) { TAKES_VALUE; o->metrics_path = v; }
-        else if (!strcmp(a, "--save")) { TAKES_VALUE; o->save_path = v; }
-        else if (!strcmp(a, "--init")) { TAKES_VALUE; o->init_path = v; }
-        else if (!strcmp(a, "--resume")) { TAKES_VALUE; o->resume_path = v; }
-        else if (!strcmp(a, "--trace")) { TAKES_VALUE; c->trace_path = v; }
-        else if (!strcmp(a, "--json")) { c->json = true; }
-        else if (!strcmp(a, "--quiet")) { c->quiet = true; }
-        else if (!strcmp(a, "--view")) { c->view = true; }
-        else if (!strcmp(a, "--view-device")) { TAKES_VALUE; c->view_device = v; }
-        else if (!strcmp(a, "--exit-after")) { TAKES_VALUE; float f; if (!parse_f(a, v, 0, 1e9, &f)) return 2; c->exit_after = f; }
-        else if (!strcmp(a, "--no-eval")) { o->skip_eval = true; }
-        else {
+        } else if (!strcmp(a, "--limit-train")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 1, UINT32_MAX, &u)) return 2;
+            o->limit_train = (uint32_t)u;
+        } else if (!strcmp(a, "--limit-test")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 1, UINT32_MAX, &u)) return 2;
+            o->limit_test = (uint32_t)u;
+        } else if (!strcmp(a, "--epochs")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 1, 1000000, &u)) return 2;
+            o->epochs = (int)u;
+        } else if (!strcmp(a, "--batch")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 1, 1 << 20, &u)) return 2;
+            o->batch = (uint32_t)u;
+        } else if (!strcmp(a, "--max-steps")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 1, UINT64_MAX >> 1, &u)) return 2;
+            o->max_steps = u;
+        } else if (!strcmp(a, "--seed")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 0, UINT64_MAX >> 1, &u)) return 2;
+            o->seed = u;
+        } else if (!strcmp(a, "--optimizer")) {
+            TAKES_VALUE;
+            optim = v;
+        } else if (!strcmp(a, "--lr")) {
+            TAKES_VALUE;
+            lr = v;
+        } else if (!strcmp(a, "--momentum")) {
+            TAKES_VALUE;
+            momentum = v;
+        } else if (!strcmp(a, "--nesterov")) {
+            c->nesterov = true;
+        } else if (!strcmp(a, "--weight-decay")) {
+            TAKES_VALUE;
+            wd = v;
+        } else if (!strcmp(a, "--beta1")) {
+            TAKES_VALUE;
+            beta1 = v;
+        } else if (!strcmp(a, "--beta2")) {
+            TAKES_VALUE;
+            beta2 = v;
+        } else if (!strcmp(a, "--eps")) {
+            TAKES_VALUE;
+            eps = v;
+        } else if (!strcmp(a, "--clip")) {
+            TAKES_VALUE;
+            clip = v;
+        } else if (!strcmp(a, "--no-shuffle")) {
+            o->shuffle = false;
+        } else if (!strcmp(a, "--device")) {
+            TAKES_VALUE;
+            c->device_spec = v;
+        } else if (!strcmp(a, "--strategy")) {
+            TAKES_VALUE;
+            strategy = v;
+        } else if (!strcmp(a, "--balance")) {
+            TAKES_VALUE;
+            balance = v;
+        } else if (!strcmp(a, "--split")) {
+            TAKES_VALUE;
+            split = v;
+        } else if (!strcmp(a, "--micro-batches")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 1, 4096, &u)) return 2;
+            o->strategy.micro_batches = (int)u;
+        } else if (!strcmp(a, "--schedule")) {
+            TAKES_VALUE;
+            schedule = v;
+        } else if (!strcmp(a, "--mem-limit")) {
+            TAKES_VALUE;
+            if (!cli_parse_size(a, v, &o->strategy.mem_limit)) return 2;
+        } else if (!strcmp(a, "--metrics")) {
+            TAKES_VALUE;
+            o->metrics_path = v;
+        } else if (!strcmp(a, "--save")) {
+            TAKES_VALUE;
+            o->save_path = v;
+        } else if (!strcmp(a, "--init")) {
+            TAKES_VALUE;
+            o->init_path = v;
+        } else if (!strcmp(a, "--resume")) {
+            TAKES_VALUE;
+            o->resume_path = v;
+        } else if (!strcmp(a, "--trace")) {
+            TAKES_VALUE;
+            c->trace_path = v;
+        } else if (!strcmp(a, "--json")) {
+            c->json = true;
+        } else if (!strcmp(a, "--quiet")) {
+            c->quiet = true;
+        } else if (!strcmp(a, "--view")) {
+            c->view = true;
+        } else if (!strcmp(a, "--view-device")) {
+            TAKES_VALUE;
+            c->view_device = v;
+        } else if (!strcmp(a, "--exit-after")) {
+            TAKES_VALUE;
+            float f;
+            if (!parse_f(a, v, 0, 1e9, &f)) return 2;
+            c->exit_after = f;
+        } else if (!strcmp(a, "--no-eval")) {
+            o->skip_eval = true;
+        } else {
             fprintf(stderr, "vktrain: unknown option %s (vktrain --help lists them)\n", a);
             return 2;
         }
@@ -195,7 +281,7 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
     }
     if (!strcmp(optim, "sgd")) {
         o->optim = vkt_optim_default(VKT_OPTIM_SGD);
-        o->optim.lr = 0.05f;      // vktrain's defaults for SGD: lr 0.05, momentum 0.9
+        o->optim.lr = 0.05f; // vktrain's defaults for SGD: lr 0.05, momentum 0.9
         o->optim.momentum = 0.9f;
     } else if (!strcmp(optim, "adamw")) {
         o->optim = vkt_optim_default(VKT_OPTIM_ADAMW);
@@ -216,18 +302,24 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
         return 2;
     }
     if (strategy) {
-        if (!strcmp(strategy, "single")) o->strategy.kind = VKT_STRATEGY_SINGLE;
-        else if (!strcmp(strategy, "replicated")) o->strategy.kind = VKT_STRATEGY_REPLICATED;
-        else if (!strcmp(strategy, "layers")) o->strategy.kind = VKT_STRATEGY_LAYERS;
+        if (!strcmp(strategy, "single"))
+            o->strategy.kind = VKT_STRATEGY_SINGLE;
+        else if (!strcmp(strategy, "replicated"))
+            o->strategy.kind = VKT_STRATEGY_REPLICATED;
+        else if (!strcmp(strategy, "layers"))
+            o->strategy.kind = VKT_STRATEGY_LAYERS;
         else {
-            fprintf(stderr, "vktrain: --strategy is single, replicated or layers, not \"%s\"\n", strategy);
+            fprintf(stderr, "vktrain: --strategy is single, replicated or layers, not \"%s\"\n",
+                    strategy);
             return 2;
         }
         c->strategy_given = true;
     }
     if (schedule) {
-        if (!strcmp(schedule, "gpipe")) o->strategy.schedule = VKT_SCHEDULE_GPIPE;
-        else if (!strcmp(schedule, "1f1b")) o->strategy.schedule = VKT_SCHEDULE_1F1B;
+        if (!strcmp(schedule, "gpipe"))
+            o->strategy.schedule = VKT_SCHEDULE_GPIPE;
+        else if (!strcmp(schedule, "1f1b"))
+            o->strategy.schedule = VKT_SCHEDULE_1F1B;
         else {
             fprintf(stderr, "vktrain: --schedule is gpipe or 1f1b, not \"%s\"\n", schedule);
             return 2;
@@ -247,8 +339,10 @@ static bool parse_list(const char *flag, const char *v, int want, float *out) {
         double x = strtod(p, &end);
         if (end == p || errno || !isfinite(x) || x < 0 || (i < want - 1 && *end != ',') ||
             (i == want - 1 && *end)) {
-            fprintf(stderr, "vktrain: %s wants %d comma-separated non-negative numbers (one per "
-                    "device), not \"%s\"\n", flag, want, v);
+            fprintf(stderr,
+                    "vktrain: %s wants %d comma-separated non-negative numbers (one per "
+                    "device), not \"%s\"\n",
+                    flag, want, v);
             return false;
         }
         out[i] = (float)x;
@@ -272,33 +366,40 @@ int cli_open(int argc, char **argv, cli_run_options *c, vkt_context **ctx) {
 int cli_resolve_devices(cli_run_options *c, vkt_context **ctx) {
     vkt_strategy_desc *sd = &c->o.strategy;
     if (cli_open_context(ctx) != VKT_OK) return cli_fail(vkt_error());
-    if (vkt_context_select(*ctx, c->device_spec, sd->devices, VKT_MAX_DEVICES, &sd->ndevices) != VKT_OK)
+    if (vkt_context_select(*ctx, c->device_spec, sd->devices, VKT_MAX_DEVICES, &sd->ndevices) !=
+        VKT_OK)
         return cli_fail(vkt_error());
     sd->ctx = *ctx;
     if (!c->strategy_given && sd->ndevices > 1) sd->kind = VKT_STRATEGY_REPLICATED;
     if (sd->kind == VKT_STRATEGY_SINGLE && sd->ndevices > 1) {
-        fprintf(stderr, "vktrain: --strategy single runs on one device, and --device lists %d; use "
-                "--strategy replicated or layers\n", sd->ndevices);
+        fprintf(stderr,
+                "vktrain: --strategy single runs on one device, and --device lists %d; use "
+                "--strategy replicated or layers\n",
+                sd->ndevices);
         return 2;
     }
     if (c->balance && strcmp(c->balance, "equal") != 0 && strcmp(c->balance, "auto") != 0) {
         if (!parse_list("--balance", c->balance, sd->ndevices, sd->balance)) return 2;
         float sum = 0;
-        for (int i = 0; i < sd->ndevices; i++) sum += sd->balance[i];
+        for (int i = 0; i < sd->ndevices; i++)
+            sum += sd->balance[i];
         if (!(sum > 0)) {
             fprintf(stderr, "vktrain: --balance needs at least one positive share\n");
             return 2;
         }
     } else if (c->balance && !strcmp(c->balance, "auto")) {
-        for (int i = 0; i < sd->ndevices; i++) sd->balance[i] = -1; // measured at start
+        for (int i = 0; i < sd->ndevices; i++)
+            sd->balance[i] = -1; // measured at start
     }
     if (c->split && strcmp(c->split, "auto") != 0) {
         float f[VKT_MAX_DEVICES];
         if (!parse_list("--split", c->split, sd->ndevices, f)) return 2;
         for (int i = 0; i < sd->ndevices; i++) {
             if (f[i] < 1 || f[i] != floorf(f[i])) {
-                fprintf(stderr, "vktrain: --split gives each device a whole number of layers (at "
-                        "least 1), not \"%s\"\n", c->split);
+                fprintf(stderr,
+                        "vktrain: --split gives each device a whole number of layers (at "
+                        "least 1), not \"%s\"\n",
+                        c->split);
                 return 2;
             }
             sd->split[i] = (int)f[i];
@@ -310,8 +411,10 @@ int cli_resolve_devices(cli_run_options *c, vkt_context **ctx) {
 static void print_json(const vkt_train_result *r, const char *kind) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "command", kind);
-    if (r->test_accuracy >= 0) cJSON_AddNumberToObject(o, "test_accuracy", r->test_accuracy);
-    else cJSON_AddNullToObject(o, "test_accuracy");
+    if (r->test_accuracy >= 0)
+        cJSON_AddNumberToObject(o, "test_accuracy", r->test_accuracy);
+    else
+        cJSON_AddNullToObject(o, "test_accuracy");
     cJSON_AddNumberToObject(o, "test_loss", r->test_loss);
     cJSON_AddNumberToObject(o, "train_loss", r->train_loss);
     cJSON_AddNumberToObject(o, "samples_per_sec", r->samples_per_sec);
@@ -350,10 +453,11 @@ static void print_devices(const vkt_train_result *r) {
         const vkt_device_stats *d = &r->devices[i];
         double busy = d->wall_ns > 0 ? d->busy_ns / d->wall_ns : 0;
         if (busy > 1) busy = 1;
-        printf("  %s: busy %.1f%%, idle %.1f%%, communication %.3f s, waiting %.3f s, moved %.1f MiB, "
-               "peak memory %.1f MiB of %.1f MiB\n", d->label, 100 * busy, 100 * (1 - busy),
-               d->comm_ns * 1e-9, d->wait_ns * 1e-9, d->bytes_moved / 1048576.0,
-               d->peak_memory / 1048576.0, d->memory_limit / 1048576.0);
+        printf(
+            "  %s: busy %.1f%%, idle %.1f%%, communication %.3f s, waiting %.3f s, moved %.1f MiB, "
+            "peak memory %.1f MiB of %.1f MiB\n",
+            d->label, 100 * busy, 100 * (1 - busy), d->comm_ns * 1e-9, d->wait_ns * 1e-9,
+            d->bytes_moved / 1048576.0, d->peak_memory / 1048576.0, d->memory_limit / 1048576.0);
     }
 }
 
@@ -383,7 +487,9 @@ vkt_status cli_train_with_viewer(cli_run_options *c, vkt_train_result *r) {
         return vkt_train_run(&c->o, r); // no thread: train without the window
     char title[600];
     snprintf(title, sizeof title, "train %s", c->o.model_path);
-    vkt_viewer_opts vo = {.device_spec = c->view_device, .source = title, .live = true,
+    vkt_viewer_opts vo = {.device_spec = c->view_device,
+                          .source = title,
+                          .live = true,
                           .exit_after_s = c->exit_after};
     if (vkt_viewer_run(c->o.trace, &vo) != VKT_OK)
         fprintf(stderr, "vktrain: the viewer stopped (%s); training goes on\n", vkt_error());
@@ -418,8 +524,10 @@ int cmd_train(int argc, char **argv) {
         uint32_t nb = (n + o->batch - 1) / o->batch;
         pr.every = nb / 10 ? nb / 10 : 1;
     }
-    if (c.view) st = cli_train_with_viewer(&c, &r);
-    else st = vkt_train_run(&c.o, &r);
+    if (c.view)
+        st = cli_train_with_viewer(&c, &r);
+    else
+        st = vkt_train_run(&c.o, &r);
     rc = 0;
     if (st != VKT_OK) rc = cli_fail(vkt_error());
     if (trace && c.trace_path && r.steps > 0) {
@@ -448,7 +556,8 @@ int cmd_eval(int argc, char **argv) {
         return 2;
     }
     vkt_train_result r;
-    if (vkt_eval_run(&c.o, &r) != VKT_OK) rc = cli_fail(vkt_error());
+    if (vkt_eval_run(&c.o, &r) != VKT_OK)
+        rc = cli_fail(vkt_error());
     else {
         if (r.test_accuracy >= 0)
             printf("%s on %s: test accuracy %.4f, test loss %.4f\n", c.o.init_path, r.device,
