@@ -76,17 +76,7 @@ static bool begin(dctx *c) {
 }
 
 // Ends, checks that every kernel built, submits and waits.
-static bool run(dctx *c, const char *what) {
-    vkt_status s = vkt_cmd_end(c->cmd);
-    VT_CHECK(c->t, s == VKT_OK, "%s on %s: recording: %s", what, c->name, vkt_error());
-    vkt_status k = vkt_ops_status(c->ops);
-    VT_CHECK(c->t, k == VKT_OK, "%s on %s: kernel: %s", what, c->name, vkt_error());
-    if (s != VKT_OK || k != VKT_OK) return false;
-    s = vkt_cmd_submit(c->cmd);
-    if (s == VKT_OK) s = vkt_cmd_wait(c->cmd, VKT_WAIT_MS);
-    VT_CHECK(c->t, s == VKT_OK, "%s on %s: run: %s", what, c->name, vkt_error());
-    return s == VKT_OK;
-}
+static bool run(dctx *c, const char *what) { return vt_run(c->t, c->cmd, c->ops, what, c->name); }
 
 static void read_back(dctx *c, vkt_buffer *b, void *dst, size_t bytes) {
     VT_OK(c->t, vkt_buffer_read(b, 0, dst, bytes));

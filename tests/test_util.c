@@ -146,3 +146,15 @@ void vt_remove_dir(const char *dir) {
     closedir(d);
     rmdir(dir);
 }
+
+bool vt_run(vt *t, vkt_cmd *cmd, vkt_ops *ops, const char *what, const char *where) {
+    vkt_status s = vkt_cmd_end(cmd);
+    VT_CHECK(t, s == VKT_OK, "%s on %s: recording: %s", what, where, vkt_error());
+    vkt_status k = ops ? vkt_ops_status(ops) : VKT_OK;
+    VT_CHECK(t, k == VKT_OK, "%s on %s: kernel: %s", what, where, vkt_error());
+    if (s != VKT_OK || k != VKT_OK) return false;
+    s = vkt_cmd_submit(cmd);
+    if (s == VKT_OK) s = vkt_cmd_wait(cmd, VKT_WAIT_MS);
+    VT_CHECK(t, s == VKT_OK, "%s on %s: run: %s", what, where, vkt_error());
+    return s == VKT_OK;
+}

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ops.h"
 #include "vktrain.h"
 
 #define VT_MAX_DEVICES 8
@@ -53,6 +54,10 @@ void vt_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
 // number of elements out of tolerance.
 size_t vt_compare(const char *what, const float *got, const double *ref, size_t n, double atol,
                   double rtol);
+
+// Ends a recording, checks that it recorded and that every kernel built (ops may be NULL),
+// submits it and waits; each failure is a failed check naming what and where. True when it ran.
+bool vt_run(vt *t, vkt_cmd *cmd, vkt_ops *ops, const char *what, const char *where);
 
 // Writes n bytes to path, or exits the test with a message (test set-up, not a check).
 void vt_write_file(const char *path, const void *data, size_t n);
