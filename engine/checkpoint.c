@@ -180,73 +180,6 @@ static vkt_status build_header(const char *path, const vkt_ckpt_tensor *t, int n
     return VKT_OK;
 }
 
-// Writes all of buf to fd. Honours VKT_TEST_CRASH_AFTER_BYTES: *budget is the number of bytes
-// that may still be written before the process kills itself (UINT64_MAX: no limit).
-static bool write_all(int fd, const void *buf, uint64_t n, uint64_t *budget) {
-    const char *p = buf;
-    while (n) {
-        if (*budget == 0) raise(SIGKILL); // the bytes written so far are in the page cache
-        size_t k = n > (1u << 30) ? (1u << 30) : (size_t)n;
-        if (*budget != UINT64_MAX && k > *budget) k = (size_t)*budget;
-        ssize_t w = write(fd, p, k);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        p += w;
-        n -= (uint64_t)w;
-        if (*budget != UINT64_MAX) *budget -= (uint64_t)w;
-    }
-    if (*budget == 0) raise(SIGKILL);
-    return true;
-}
-
-static void split_dir(const char *path, char *dir, size_t size, const char **base) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        snprintf(dir, size, ".");
-        *base = path;
-    } else if (slash == path) {
-        snprintf(dir, size, "/");
-        *base = slash + 1;
-    } else {
-        snprintf(dir, size, "%.*s", (int)(slash - path), path);
-        *base = slash + 1;
-    }
-}
-
-// Removes "<base>.tmp.<pid>" files of dir whose writer no longer runs: what a killed writer left
-// behind. Best effort: failures are ignored, and a live writer's file is never touched (in
-// another pid namespace sharing this directory, a live writer could be taken for dead; its
-// rename would then fail and report it, leaving the old checkpoint in place).
-static void remove_stale_temps(const char *dir, const char *base) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    size_t bl = strlen(base);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        const char *n = e->d_name;
-        if (strncmp(n, base, bl) != 0 || strncmp(n + bl, ".tmp.", 5) != 0) continue;
-        const char *digits = n + bl + 5;
-        if (!*digits || strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 9)
-            continue;
-        pid_t pid = (pid_t)atol(digits);
-        if (pid <= 0 || pid == getpid()) continue;
-        if (kill(pid, 0) == 0 || errno != ESRCH) continue;
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", dir, n);
-        unlink(full);
-    }
-    closedir(d);
-}
-
-static vkt_status io_fail(const char *path, const char *tmp, const char *step, int err) {
-    return vkt_fail(VKT_ERR_IO,
-                    "cannot write checkpoint %s: %s %s failed: %s (the previous checkpoint, if "
-                    "any, is untouched; free disk space or choose another path)",
-                    path, step, tmp, strerror(err));
-}
-
 vkt_status vkt_checkpoint_write(const char *path, const vkt_ckpt_tensor *tensors, int ntensors,
                                 const vkt_ckpt_meta *meta, int nmeta) {
     VKT_TRY(check_inputs(path, tensors, ntensors, meta, nmeta));
@@ -257,62 +190,23 @@ vkt_status vkt_checkpoint_write(const char *path, const vkt_ckpt_tensor *tensors
         return s;
     }
 
-    uint64_t budget = UINT64_MAX;
-    const char *crash = getenv("VKT_TEST_CRASH_AFTER_BYTES");
-    if (crash && *crash) budget = strtoull(crash, NULL, 10);
-
-    char dir[4096], tmp[4200];
-    const char *base;
-    split_dir(path, dir, sizeof dir, &base);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    remove_stale_temps(dir, base);
-
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int err = errno;
-        free(h.p);
-        return io_fail(path, tmp, "creating", err);
-    }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
-    bool ok = write_all(fd, len8, 8, &budget) && write_all(fd, h.p, h.len, &budget);
-    for (int i = 0; i < ntensors && ok; i++)
-        ok = write_all(fd, tensors[i].data, elements(tensors[i].ndim, tensors[i].shape) * 4,
-                       &budget);
+    vkt_chunk *chunks = malloc((size_t)(ntensors + 2) * sizeof *chunks);
+    if (!chunks) {
+        free(h.p);
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory writing checkpoint %s", path);
+    }
+    chunks[0] = (vkt_chunk){len8, 8};
+    chunks[1] = (vkt_chunk){h.p, h.len};
+    for (int i = 0; i < ntensors; i++)
+        chunks[i + 2] =
+            (vkt_chunk){tensors[i].data, elements(tensors[i].ndim, tensors[i].shape) * 4};
+    s = vkt_write_file_atomic(path, chunks, ntensors + 2, "checkpoint");
+    free(chunks);
     free(h.p);
-    const char *step = "writing";
-    if (ok) {
-        step = "syncing";
-        ok = fsync(fd) == 0;
-    }
-    int err = errno;
-    if (close(fd) != 0 && ok) {
-        step = "closing";
-        err = errno;
-        ok = false;
-    }
-    if (ok && rename(tmp, path) != 0) {
-        step = "renaming";
-        err = errno;
-        ok = false;
-    }
-    if (!ok) {
-        unlink(tmp);
-        return io_fail(path, tmp, step, err);
-    }
-    // Make the rename itself durable. The new file is already in place; a failure here is
-    // reported because a power loss could still bring the old one back.
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) != 0) {
-        err = errno;
-        if (dfd >= 0) close(dfd);
-        return vkt_fail(VKT_ERR_IO,
-                        "checkpoint %s was written but syncing its directory %s failed: %s", path,
-                        dir, strerror(err));
-    }
-    close(dfd);
-    return VKT_OK;
+    return s;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tune.h"
 #include "vkt_internal.h"
 
 // Picks a memory type among those allowed by bits: all of want, then the most of like.
@@ -134,9 +135,19 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     vkt_status st = VKT_OK;
     r = dev->vk.vkCreateCommandPool(dev->handle, &pci, NULL, &dev->pool);
     if (r == VK_SUCCESS) r = dev->vk.vkCreateSemaphore(dev->handle, &sci, NULL, &dev->timeline);
-    VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    // The pipeline cache starts from what an earlier process of this device and driver build
+    // saved (tune.c checks the header), so kernels it compiled are not compiled again.
+    size_t cache_size = 0;
+    void *cache_data = vkt_pipeline_cache_load(dev->info, &cache_size);
+    VkPipelineCacheCreateInfo cci = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+        .initialDataSize = cache_size,
+        .pInitialData = cache_data,
+    };
     if (r == VK_SUCCESS)
         r = dev->vk.vkCreatePipelineCache(dev->handle, &cci, NULL, &dev->pipeline_cache);
+    free(cache_data);
+    dev->pipeline_cache_loaded = cache_size;
     if (r != VK_SUCCESS)
         st = vkt_vk_fail(r, "vkCreateCommandPool/vkCreateSemaphore/vkCreatePipelineCache",
                          "opening the logical device", __FILE__, __LINE__);
@@ -147,14 +158,30 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     return st;
 }
 
+// Saves the pipeline cache when this device added to it (best effort: a cache).
+static void save_pipeline_cache(vkt_device *dev) {
+    size_t size = 0;
+    if (dev->vk.vkGetPipelineCacheData(dev->handle, dev->pipeline_cache, &size, NULL) !=
+            VK_SUCCESS ||
+        size == dev->pipeline_cache_loaded || size < 32)
+        return;
+    void *data = malloc(size);
+    if (data &&
+        dev->vk.vkGetPipelineCacheData(dev->handle, dev->pipeline_cache, &size, data) == VK_SUCCESS)
+        vkt_pipeline_cache_save(dev->info, data, size);
+    free(data);
+}
+
 void vkt_device_destroy(vkt_device *dev) {
     if (!dev) return;
     ((vkt_physical *)dev->phys)->opened--;
     if (dev->handle) {
         dev->vk.vkDeviceWaitIdle(dev->handle);
         vkt_device_release_staging(dev);
-        if (dev->pipeline_cache)
+        if (dev->pipeline_cache) {
+            save_pipeline_cache(dev);
             dev->vk.vkDestroyPipelineCache(dev->handle, dev->pipeline_cache, NULL);
+        }
         if (dev->timeline) dev->vk.vkDestroySemaphore(dev->handle, dev->timeline, NULL);
         if (dev->pool) dev->vk.vkDestroyCommandPool(dev->handle, dev->pool, NULL);
         dev->vk.vkDestroyDevice(dev->handle, NULL);

@@ -4,11 +4,14 @@
 //
 // Two kernels (shaders/matmul_wide.glsl and shaders/matmul_scalar.glsl) each come in variants:
 // a tile (rows per workgroup, columns per lane, lanes per workgroup) and, for the wide kernel, a
-// load width W. Which variants a device uses is a rule on what the device reports (driver id,
-// subgroup size, shaderFloat64, device type), kept as data in DEVICE_RULES so that a choice made by
-// measurement can replace it. Per call, the wide variant runs when the shape and the view offsets
-// allow W-wide loads; otherwise the scalar variant, which takes any M, N, K >= 1, does.
-// VKT_MATMUL_VARIANT=name[,name] overrides the rule (for benchmarks and experiments).
+// load width W. Which variants are candidates on a device is a rule on what the device reports
+// (driver id, shaderFloat64, device type), kept as data in DEVICE_RULES. Per product, the
+// candidates that fit it (a wide variant needs K, N (and M for TN) and the view offsets to allow
+// W-wide loads; a scalar variant takes any M, N, K >= 1) are measured on scratch operands the
+// first time the shape is met, and the fastest is used from then on; tune.c keeps the
+// measurements on disk per device and driver build, so a later process measures nothing.
+// VKT_MATMUL_VARIANT=name[,name] fixes the choice (for benchmarks and experiments); VKT_TUNE=off
+// takes the first candidate that fits without measuring.
 //
 // What was measured (fp32 1024^3, this project's 2-core AVX-512 machine, lavapipe 22.3.6 and
 // SwiftShader/Subzero; PLATFORM.md has the setting):
@@ -28,14 +31,17 @@
 //    tile of PLATFORM.md: 3.5), against 46-52 for peak_fma.
 // The machine is shared; figures vary by +-25% from one minute to the next.
 //
-// Not done here: no measurement at run time (a later issue caches a measured choice per device
-// and driver), no split of a product whose operands exceed maxStorageBufferRange (asserted), no
+// Not done here: no split of a product whose operands exceed maxStorageBufferRange (asserted), no
 // fp16. Views smaller than their shapes are bugs in the engine's layer code and are asserted, as
 // ops_nn.c does.
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
+#include "trace.h"
+#include "tune.h"
 #include "vkt_abi.h"
 #include "vkt_internal.h"
 
@@ -91,17 +97,15 @@ static const mm_variant *variant_named(const char *name, size_t len) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Which variants a device uses: the first rule that matches.
+// Which variants a device may use: the candidates of the first rule that matches, in order of
+// preference. Where more than one fits a product, the fastest is chosen by measurement at first
+// use (tune.c keeps the result on disk per device and driver build); without measurements
+// (VKT_TUNE=off, or a measurement that could not run) the first that fits is used.
 
-typedef struct mm_plan {
-    const mm_variant *wide;     // NULL: the scalar variant is as fast (SwiftShader)
-    const mm_variant *wide_big; // for products of at least BIG_MACS multiply-adds
-    const mm_variant *scalar;
-} mm_plan;
-
-// The size from which the big tile pays for its longer compile (training's 128 x 512 x 784 layers
-// stay below it).
+// The size from which the big tiles are candidates: their compile time (about 7 s per form on
+// lavapipe) pays only for large products (training's 128 x 512 x 784 layers stay below it).
 #define BIG_MACS (1ull << 27)
+#define MAX_CANDS 8
 
 static bool is_lavapipe(const vkt_device_info *d) {
     return d->driver_id == VK_DRIVER_ID_MESA_LLVMPIPE;
@@ -115,57 +119,71 @@ static bool is_cpu_fp64(const vkt_device_info *d) {
 static bool is_cpu(const vkt_device_info *d) { return d->type == VKT_DEVICE_CPU; }
 static bool any_device(const vkt_device_info *d) { return d != NULL; }
 
+typedef struct mm_cand {
+    const char *name;
+    uint64_t min_macs; // a candidate only for products of at least this many multiply-adds
+} mm_cand;
+
 typedef struct mm_rule {
     bool (*match)(const vkt_device_info *d);
-    const char *wide, *wide_big, *scalar; // variant names; the wide ones may be NULL
+    mm_cand cand[MAX_CANDS]; // NULL-terminated; the list ends with a scalar variant (any shape)
 } mm_rule;
 
 static const mm_rule DEVICE_RULES[] = {
-    {is_lavapipe, "wide64-r32c16-g8", "wide64-r32c32-g8", "scalar-r8c8-g8"},
-    {is_swiftshader, NULL, NULL, "scalar-r16c16-g4"},
+    {is_lavapipe,
+     {{"wide64-r32c32-g8", BIG_MACS}, {"wide64-r32c16-g8", 0}, {"scalar-r8c8-g8", 0}}},
+    {is_swiftshader, {{"scalar-r16c16-g4", 0}, {"scalar-r8c8-g4", 0}}},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
-    {is_cpu_fp64, "wide64-r32c16-g8", "wide64-r32c32-g8", "scalar-r8c8-g8"},
-    {is_cpu, "wide-r32c16-g8", NULL, "scalar-r8c8-g8"},
-    {any_device, "wide-r16c8-g64", NULL, "scalar-r4c4-g64"},
+    {is_cpu_fp64,
+     {{"wide64-r32c32-g8", BIG_MACS}, {"wide64-r32c16-g8", 0}, {"scalar-r8c8-g8", 0}}},
+    {is_cpu, {{"wide-r32c16-g8", 0}, {"scalar-r8c8-g8", 0}}},
+    {any_device, {{"wide-r16c8-g64", 0}, {"scalar-r4c4-g64", 0}, {"scalar-r8c8-g8", 0}}},
 };
 
 static const mm_variant *named(const char *name) {
     return name ? variant_named(name, strlen(name)) : NULL;
 }
 
-static mm_plan device_plan(const vkt_device_info *d) {
-    mm_plan plan = {NULL, NULL, NULL};
-    for (size_t i = 0; i < sizeof DEVICE_RULES / sizeof DEVICE_RULES[0]; i++) {
-        const mm_rule *r = &DEVICE_RULES[i];
-        if (!r->match(d)) continue;
-        plan.wide = named(r->wide);
-        plan.wide_big = named(r->wide_big);
-        plan.scalar = named(r->scalar);
-        break;
-    }
-    // VKT_MATMUL_VARIANT=name[,name]: a wide name replaces both wide variants, a scalar name the
-    // scalar one, and "none" turns the wide kernel off.
+static bool runs_on(const vkt_device_info *d, const mm_variant *v) {
+    return v && v->wg <= d->max_workgroup_invocations && (v->w != 8 || d->shader_float64);
+}
+
+// The device's candidates for a product of macs multiply-adds. VKT_MATMUL_VARIANT=name[,name]
+// fixes the choice instead (for benchmarks and experiments): a wide name replaces the wide
+// candidates, a scalar name the scalar ones, "none" drops the wide ones; *fixed is then set and
+// nothing is measured.
+static int candidates(const vkt_device_info *d, uint64_t macs, const mm_variant **out,
+                      bool *fixed) {
+    const mm_rule *rule = NULL;
+    for (size_t i = 0; i < sizeof DEVICE_RULES / sizeof DEVICE_RULES[0] && !rule; i++)
+        if (DEVICE_RULES[i].match(d)) rule = &DEVICE_RULES[i];
+    const mm_variant *env_wide = NULL, *env_scalar = NULL;
+    bool no_wide = false;
+    *fixed = false;
     const char *env = getenv("VKT_MATMUL_VARIANT");
     while (env && *env) {
         size_t len = strcspn(env, ",");
         const mm_variant *v = variant_named(env, len);
-        if (v && v->kind == MM_WIDE) plan.wide = plan.wide_big = v;
-        if (v && v->kind == MM_SCALAR) plan.scalar = v;
-        if (len == 4 && strncmp(env, "none", 4) == 0) plan.wide = plan.wide_big = NULL;
+        if (v && v->kind == MM_WIDE) env_wide = v;
+        if (v && v->kind == MM_SCALAR) env_scalar = v;
+        if (len == 4 && strncmp(env, "none", 4) == 0) no_wide = true;
+        *fixed = *fixed || v || (len == 4 && strncmp(env, "none", 4) == 0);
         env += len + (env[len] == ',');
     }
-    // A variant the device cannot run falls back to one it can.
-    const mm_variant **wides[2] = {&plan.wide, &plan.wide_big};
-    for (int i = 0; i < 2; i++) {
-        const mm_variant *v = *wides[i];
-        if (v && (v->wg > d->max_workgroup_invocations || (v->w == 8 && !d->shader_float64)))
-            *wides[i] = NULL;
+    int n = 0;
+    if (env_wide && !no_wide && runs_on(d, env_wide)) out[n++] = env_wide;
+    if (env_scalar && runs_on(d, env_scalar)) out[n++] = env_scalar;
+    for (int i = 0; rule && i < MAX_CANDS && rule->cand[i].name && n < MAX_CANDS; i++) {
+        const mm_variant *v = named(rule->cand[i].name);
+        if (!runs_on(d, v) || macs < rule->cand[i].min_macs) continue;
+        if (v->kind == MM_WIDE && (env_wide || no_wide)) continue;
+        if (v->kind == MM_SCALAR && env_scalar) continue;
+        out[n++] = v;
     }
-    if (!plan.wide_big) plan.wide_big = plan.wide;
-    if (!plan.scalar || plan.scalar->wg > d->max_workgroup_invocations)
-        plan.scalar = named("scalar-r8c8-g4");
-    VKT_ASSERT(plan.scalar);
-    return plan;
+    // Always something that runs any shape on any device.
+    if (n == 0 || out[n - 1]->kind != MM_SCALAR) out[n++] = named("scalar-r8c8-g4");
+    VKT_ASSERT(out[n - 1]);
+    return n;
 }
 
 // Whether the wide variant v can run this product: every W-wide piece it reads or writes must
@@ -184,20 +202,149 @@ static bool wide_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form
     return c->offset % align == 0 && a->offset % align == 0 && b->offset % align == 0;
 }
 
+static const char *form_name(vkt_mm_form f) {
+    return f == VKT_MM_NN ? "NN" : f == VKT_MM_NT ? "NT" : "TN";
+}
+
+static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
+                           vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
+                           float beta, uint32_t M, uint32_t N, uint32_t K, const char *label);
+
+// Measures each variant v[i] on this shape (scratch operands, nothing of the caller's touched):
+// one timed run each, then two more rounds for those within 2x of the fastest, interleaved, the
+// fastest run kept. GPU timestamps where the queue has them, else the host clock around a submit
+// per run. False (and nothing measured) when the scratch memory or a submit fails.
+static bool measure(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
+                    const mm_variant **v, int n, double *ms) {
+    static const char *labels[MAX_CANDS] = {"tune:0", "tune:1", "tune:2", "tune:3",
+                                            "tune:4", "tune:5", "tune:6", "tune:7"};
+    vkt_device *dev = vkt_ops_device(ops);
+    if (vkt_ops_peek(ops) != VKT_OK) return false; // the caller's failure, for the caller to see
+    bool stamps = vkt_device_get_info(dev)->timestamp_valid_bits > 0;
+    vkt_buffer *ba = NULL, *bb = NULL, *bc = NULL;
+    vkt_cmd *cmd = NULL;
+    bool ok = vkt_buffer_create(dev, 4ull * M * K, "matmul tuning a", &ba) == VKT_OK &&
+              vkt_buffer_create(dev, 4ull * K * N, "matmul tuning b", &bb) == VKT_OK &&
+              vkt_buffer_create(dev, 4ull * M * N, "matmul tuning c", &bc) == VKT_OK &&
+              vkt_cmd_create(dev, &cmd) == VKT_OK;
+    bool active[MAX_CANDS];
+    for (int i = 0; i < n; i++) {
+        ms[i] = INFINITY;
+        active[i] = true;
+    }
+    vkt_view a = vkt_buffer_whole(ba), b = vkt_buffer_whole(bb), c = vkt_buffer_whole(bc);
+    for (int round = 0; ok && round < 3; round++) {
+        // With timestamps one submit per round times every variant; without, one submit per run.
+        for (int i = 0; ok && i < n; i++) {
+            if (!active[i] || (stamps && i > 0)) continue;
+            ok = vkt_cmd_begin(cmd, stamps) == VKT_OK;
+            if (ok && round == 0 && (i == 0 || !stamps)) {
+                // 0.01f: any finite values do (CPU drivers are not data-bound).
+                vkt_cmd_fill(cmd, a, 0x3c23d70a);
+                vkt_cmd_fill(cmd, b, 0x3c23d70a);
+                vkt_cmd_barrier(cmd);
+            }
+            for (int j = i; ok && j < n && (stamps || j == i); j++) {
+                if (!active[j]) continue;
+                record_variant(cmd, ops, v[j], form, c, a, b, a, false, 0.0f, M, N, K, labels[j]);
+                vkt_cmd_barrier(cmd); // every variant writes c
+            }
+            if (vkt_ops_status(ops) != VKT_OK) ok = false; // a candidate that cannot be built
+            int64_t t0 = vkt_trace_now_ns();
+            ok = ok && vkt_cmd_end(cmd) == VKT_OK && vkt_cmd_submit(cmd) == VKT_OK &&
+                 vkt_cmd_wait(cmd, 600000) == VKT_OK;
+            int64_t t1 = vkt_trace_now_ns();
+            if (ok && !stamps) ms[i] = fmin(ms[i], (double)(t1 - t0) / 1e6);
+            const vkt_timing *t;
+            int nt = ok && stamps ? vkt_cmd_timings(cmd, &t) : 0;
+            for (int j = 0; j < n && nt > 0; j++) {
+                uint64_t lo = UINT64_MAX, hi = 0; // a K-split records several dispatches
+                for (int e = 0; e < nt; e++)
+                    if (t[e].label == labels[j]) {
+                        lo = t[e].start_ns < lo ? t[e].start_ns : lo;
+                        hi = t[e].end_ns > hi ? t[e].end_ns : hi;
+                    }
+                if (hi > lo) ms[j] = fmin(ms[j], (double)(hi - lo) / 1e6);
+            }
+        }
+        double best = INFINITY;
+        for (int i = 0; i < n; i++)
+            best = fmin(best, ms[i]);
+        for (int i = 0; i < n; i++)
+            active[i] = active[i] && ms[i] <= 2.0 * best;
+        if (best > 1000.0) break; // a second per run: one round tells enough
+    }
+    for (int i = 0; ok && i < n; i++)
+        ok = isfinite(ms[i]) || !active[i];
+    vkt_cmd_destroy(cmd);
+    vkt_buffer_destroy(bc);
+    vkt_buffer_destroy(bb);
+    vkt_buffer_destroy(ba);
+    return ok;
+}
+
 static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *c,
                                 const vkt_view *a, const vkt_view *b, uint32_t M, uint32_t N,
                                 uint32_t K) {
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
-    mm_plan plan = device_plan(d);
-    const mm_variant *wide = (uint64_t)M * N * K >= BIG_MACS ? plan.wide_big : plan.wide;
-    if (wide && wide_fits(d, wide, form, c, a, b, M, N, K)) return wide;
-    return plan.scalar;
+    const mm_variant *cand[MAX_CANDS], *fit[MAX_CANDS];
+    bool fixed;
+    int nc = candidates(d, (uint64_t)M * N * K, cand, &fixed), nf = 0;
+    for (int i = 0; i < nc; i++)
+        if (cand[i]->kind == MM_SCALAR || wide_fits(d, cand[i], form, c, a, b, M, N, K))
+            fit[nf++] = cand[i];
+    if (nf == 1 || fixed || vkt_tune_mode_get() == VKT_TUNE_OFF) return fit[0];
+
+    char op[96];
+    snprintf(op, sizeof op, "matmul %s %ux%ux%u", form_name(form), M, N, K);
+    vkt_tune_lock();
+    double ms[MAX_CANDS];
+    const mm_variant *todo[MAX_CANDS];
+    int ntodo = 0;
+    for (int i = 0; i < nf; i++)
+        if (!vkt_tune_get(d, op, fit[i]->name, &ms[i])) todo[ntodo++] = fit[i];
+    if (ntodo > 0) {
+        double got[MAX_CANDS];
+        if (measure(ops, form, M, N, K, todo, ntodo, got)) {
+            for (int i = 0; i < ntodo; i++)
+                vkt_tune_put(d, op, todo[i]->name, got[i]);
+            vkt_tune_save(d);
+        }
+    }
+    const mm_variant *best = fit[0];
+    double best_ms = INFINITY;
+    for (int i = 0; i < nf; i++)
+        if (vkt_tune_get(d, op, fit[i]->name, &ms[i]) && ms[i] < best_ms) {
+            best_ms = ms[i];
+            best = fit[i];
+        }
+    vkt_tune_unlock();
+    return best;
 }
 
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
     // Views at offset 0 (the engine's usual packing): the same choice vkt_op_matmul makes.
     vkt_view z = {0};
     return choose(ops, form, &z, &z, &z, M, N, K)->name;
+}
+
+int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
+                          const char **names, double *ms, int max) {
+    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
+    const mm_variant *cand[MAX_CANDS];
+    bool fixed;
+    int nc = candidates(d, (uint64_t)M * N * K, cand, &fixed), n = 0;
+    vkt_view z = {0};
+    char op[96];
+    snprintf(op, sizeof op, "matmul %s %ux%ux%u", form_name(form), M, N, K);
+    for (int i = 0; i < nc && n < max; i++) {
+        if (cand[i]->kind != MM_SCALAR && !wide_fits(d, cand[i], form, &z, &z, &z, M, N, K))
+            continue;
+        names[n] = cand[i]->name;
+        if (!vkt_tune_get(d, op, cand[i]->name, &ms[n])) ms[n] = 0;
+        n++;
+    }
+    return n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -226,6 +373,12 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
     }
 
     const mm_variant *v = choose(ops, form, &c, &a, &b, M, N, K);
+    record_variant(cmd, ops, v, form, c, a, b, bv, bias != NULL, beta, M, N, K, label);
+}
+
+static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
+                           vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
+                           float beta, uint32_t M, uint32_t N, uint32_t K, const char *label) {
     uint32_t spec[7] = {v->wg, 1, 1, (uint32_t)form, v->tm, v->tc, v->w};
     int nspec = v->kind == MM_WIDE ? 7 : 4;
     vkt_kernel *k = vkt_ops_kernel(ops, v->shader, spec, nspec);
@@ -245,7 +398,7 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
             .k = K,
             .k_begin = k0,
             .k_end = k1,
-            .has_bias = bias != NULL,
+            .has_bias = has_bias,
             .beta = beta,
         };
         if (k0 > 0) vkt_cmd_barrier(cmd);

@@ -80,6 +80,8 @@ vkt_kernel *vkt_ops_kernel(vkt_ops *ops, const char *shader, const uint32_t *spe
     return k;
 }
 
+vkt_status vkt_ops_peek(const vkt_ops *ops) { return ops->err; }
+
 vkt_status vkt_ops_status(vkt_ops *ops) {
     vkt_status s = ops->err;
     if (s != VKT_OK) vkt_fail(s, "%s", ops->err_msg);

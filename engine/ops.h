@@ -22,6 +22,8 @@ vkt_device *vkt_ops_device(const vkt_ops *ops);
 vkt_kernel *vkt_ops_kernel(vkt_ops *ops, const char *shader, const uint32_t *spec, int nspec);
 // The first kernel-building error since the last call (VKT_OK if none), cleared by the call.
 vkt_status vkt_ops_status(vkt_ops *ops);
+// The pending failure vkt_ops_status would report, left pending.
+vkt_status vkt_ops_peek(const vkt_ops *ops);
 
 // ---------------------------------------------------------------------------------------------
 // Matmul (engine/matmul.c)
@@ -40,6 +42,11 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
                    const char *label);
 // The variant vkt_op_matmul uses on this device for that shape (for benchmarks and logs).
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K);
+// The candidates for that shape on this device (views at offset 0) with their measured time in
+// ms (0 where not measured: a single candidate, VKT_TUNE=off, or a fixed VKT_MATMUL_VARIANT), at
+// most max of them; returns their number.
+int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
+                          const char **names, double *ms, int max);
 
 // ---------------------------------------------------------------------------------------------
 // Elementwise, reductions, losses, optimizers (engine/ops_nn.c)

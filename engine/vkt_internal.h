@@ -87,6 +87,7 @@ struct vkt_device {
     VkQueue queue;
     VkCommandPool pool;
     VkPipelineCache pipeline_cache;
+    size_t pipeline_cache_loaded; // bytes of cache data it started from (tune.c)
     VkSemaphore timeline;
     uint64_t timeline_value;  // last value signalled by a submit
     uint32_t mem_type_device; // best device-local type
@@ -128,5 +129,21 @@ vkt_status vkt_device_alloc(vkt_device *dev, VkMemoryRequirements req, uint32_t 
                             const char *what, VkDeviceMemory *out);
 void vkt_device_free(vkt_device *dev, VkDeviceMemory mem, uint64_t size);
 void vkt_device_release_staging(vkt_device *dev);
+
+// ---------------------------------------------------------------------------------------------
+// Files (engine/fileio.c)
+
+typedef struct vkt_chunk {
+    const void *data;
+    uint64_t size;
+} vkt_chunk;
+// Replaces path with the concatenated chunks atomically (temporary file, fsync, rename, directory
+// fsync). what names the file in the error message ("checkpoint").
+vkt_status vkt_write_file_atomic(const char *path, const vkt_chunk *chunks, int nchunks,
+                                 const char *what);
+// mkdir -p.
+vkt_status vkt_mkdirs(const char *path);
+// The whole file, NUL-terminated (malloc'd), or NULL when missing, unreadable or over max bytes.
+void *vkt_read_file(const char *path, size_t max, size_t *size);
 
 #endif

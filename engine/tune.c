@@ -1,0 +1,319 @@
+// tune.c: the disk caches described in tune.h (cache directory and key, pipeline cache files,
+// measured kernel variants), and the in-memory table of measurements shared by every device of
+// the process.
+//
+// Not here: what to measure and how (engine/matmul.c measures its variants), eviction (a file
+// holds one line per shape and variant met; a training run meets a handful of shapes).
+#include "tune.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "vkt_internal.h"
+
+#define MAX_TUNE_FILE (16u << 20)
+#define MAX_PIPELINE_FILE (512u << 20)
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;       // the table and the directory
+static pthread_mutex_t measure_mu = PTHREAD_MUTEX_INITIALIZER; // vkt_tune_lock
+
+vkt_tune_mode vkt_tune_mode_get(void) {
+    const char *e = getenv("VKT_TUNE");
+    if (!e || !*e) return VKT_TUNE_ON;
+    if (!strcmp(e, "0") || !strcmp(e, "off")) return VKT_TUNE_OFF;
+    if (!strcmp(e, "force")) return VKT_TUNE_FORCE;
+    return VKT_TUNE_ON;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Directory and key
+
+static char dir_buf[4096];
+static bool dir_done, dir_ok;
+
+static const char *cache_dir_locked(void) {
+    if (dir_done) return dir_ok ? dir_buf : NULL;
+    dir_done = true;
+    const char *e = getenv("VKT_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
+               *home = getenv("HOME");
+    if (e) {
+        if (!*e || !strcmp(e, "off")) return NULL;
+        snprintf(dir_buf, sizeof dir_buf, "%s", e);
+    } else if (xdg && *xdg) {
+        snprintf(dir_buf, sizeof dir_buf, "%s/vktrain", xdg);
+    } else if (home && *home) {
+        snprintf(dir_buf, sizeof dir_buf, "%s/.cache/vktrain", home);
+    } else {
+        return NULL;
+    }
+    if (vkt_mkdirs(dir_buf) != VKT_OK) {
+        fprintf(stderr,
+                "vktrain: warning: %s; kernel measurements and compiled pipelines are not kept "
+                "(set VKT_CACHE_DIR to a writable directory, or VKT_CACHE_DIR=off)\n",
+                vkt_error());
+        return NULL;
+    }
+    dir_ok = true;
+    return dir_buf;
+}
+
+const char *vkt_cache_dir(void) {
+    pthread_mutex_lock(&mu);
+    const char *d = cache_dir_locked();
+    pthread_mutex_unlock(&mu);
+    return d;
+}
+
+static void cache_key(const vkt_device_info *d, char *buf, size_t size) {
+    int n = snprintf(buf, size, "%x-%x-%x-", d->vendor_id, d->device_id, d->driver_version);
+    for (int i = 0; i < 16 && n > 0 && (size_t)n + 2 < size; i++)
+        n += snprintf(buf + n, size - (size_t)n, "%02x", d->uuid[i]);
+}
+
+static bool cache_path_locked(const vkt_device_info *d, const char *suffix, char *buf,
+                              size_t size) {
+    const char *dir = cache_dir_locked();
+    if (!dir) return false;
+    char key[128];
+    cache_key(d, key, sizeof key);
+    return snprintf(buf, size, "%s/%s%s", dir, key, suffix) < (int)size;
+}
+
+bool vkt_cache_path(const vkt_device_info *d, const char *suffix, char *buf, size_t size) {
+    pthread_mutex_lock(&mu);
+    bool ok = cache_path_locked(d, suffix, buf, size);
+    pthread_mutex_unlock(&mu);
+    return ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pipeline cache files
+
+// The header every VkPipelineCache's data starts with (Vulkan spec, "Pipeline Cache Header").
+typedef struct pc_header {
+    uint32_t size, version, vendor_id, device_id;
+    uint8_t uuid[16];
+} pc_header;
+_Static_assert(sizeof(pc_header) == 32, "VkPipelineCacheHeaderVersionOne is 32 bytes");
+
+void *vkt_pipeline_cache_load(const vkt_device_info *d, size_t *size) {
+    *size = 0;
+    char path[4300];
+    if (!vkt_cache_path(d, ".pipelines", path, sizeof path)) return NULL;
+    size_t n;
+    uint8_t *data = vkt_read_file(path, MAX_PIPELINE_FILE, &n);
+    if (!data) return NULL; // none yet (or unreadable: then it is rewritten)
+    pc_header h;
+    bool ok = n >= sizeof h;
+    if (ok) {
+        memcpy(&h, data, sizeof h);
+        ok = h.size >= sizeof h && h.size <= n &&
+             h.version == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && h.vendor_id == d->vendor_id &&
+             h.device_id == d->device_id && memcmp(h.uuid, d->uuid, 16) == 0;
+    }
+    if (!ok) {
+        fprintf(stderr,
+                "vktrain: warning: ignoring pipeline cache %s: its header does not name this "
+                "device and driver build; it will be replaced\n",
+                path);
+        free(data);
+        return NULL;
+    }
+    *size = n;
+    return data;
+}
+
+void vkt_pipeline_cache_save(const vkt_device_info *d, const void *data, size_t size) {
+    char path[4300];
+    if (!vkt_cache_path(d, ".pipelines", path, sizeof path)) return;
+    vkt_chunk c = {data, size};
+    if (vkt_write_file_atomic(path, &c, 1, "pipeline cache") != VKT_OK)
+        fprintf(stderr, "vktrain: warning: %s\n", vkt_error());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurements
+
+typedef struct tune_entry {
+    char op[96], variant[64];
+    double ms;
+    bool stale; // read from disk under VKT_TUNE=force: kept in the file, not used
+} tune_entry;
+
+typedef struct tune_device {
+    char key[128];
+    const vkt_device_info *info;
+    tune_entry *e;
+    int n, cap;
+} tune_device;
+
+static tune_device *devs;
+static int ndevs;
+static vkt_tune_stats stats;
+
+static void load_file(tune_device *t) {
+    char path[4300];
+    if (!cache_path_locked(t->info, ".tune.json", path, sizeof path)) return;
+    size_t n;
+    char *text = vkt_read_file(path, MAX_TUNE_FILE, &n);
+    if (!text) return;
+    cJSON *root = cJSON_ParseWithLength(text, n);
+    free(text);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, "entries");
+    bool ok = cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "vktrain-tune-1") &&
+              cJSON_IsArray(entries);
+    bool stale = vkt_tune_mode_get() == VKT_TUNE_FORCE;
+    const cJSON *it;
+    const cJSON *list = ok ? entries : NULL;
+    cJSON_ArrayForEach(it, list) {
+        const cJSON *op = cJSON_GetObjectItemCaseSensitive(it, "op");
+        const cJSON *var = cJSON_GetObjectItemCaseSensitive(it, "variant");
+        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(it, "ms");
+        if (!cJSON_IsString(op) || !cJSON_IsString(var) || !cJSON_IsNumber(ms) ||
+            !(ms->valuedouble > 0) || strlen(op->valuestring) >= sizeof t->e->op ||
+            strlen(var->valuestring) >= sizeof t->e->variant) {
+            ok = false;
+            break;
+        }
+        if (t->n == t->cap) {
+            int cap = t->cap ? 2 * t->cap : 32;
+            tune_entry *ne = realloc(t->e, (size_t)cap * sizeof *ne);
+            if (!ne) break;
+            t->e = ne;
+            t->cap = cap;
+        }
+        tune_entry *e = &t->e[t->n++];
+        snprintf(e->op, sizeof e->op, "%s", op->valuestring);
+        snprintf(e->variant, sizeof e->variant, "%s", var->valuestring);
+        e->ms = ms->valuedouble;
+        e->stale = stale;
+        stats.loaded++;
+    }
+    cJSON_Delete(root);
+    if (!ok) {
+        fprintf(stderr,
+                "vktrain: warning: ignoring the damaged kernel measurement cache %s; it will be "
+                "measured again and rewritten\n",
+                path);
+        t->n = 0;
+    }
+}
+
+static tune_device *device_locked(const vkt_device_info *d) {
+    char key[128];
+    cache_key(d, key, sizeof key);
+    for (int i = 0; i < ndevs; i++)
+        if (!strcmp(devs[i].key, key)) return &devs[i];
+    tune_device *nd = realloc(devs, (size_t)(ndevs + 1) * sizeof *nd);
+    if (!nd) return NULL;
+    devs = nd;
+    tune_device *t = &devs[ndevs++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->key, sizeof t->key, "%s", key);
+    t->info = d;
+    load_file(t);
+    return t;
+}
+
+static tune_entry *find(tune_device *t, const char *op, const char *variant) {
+    for (int i = 0; t && i < t->n; i++)
+        if (!strcmp(t->e[i].op, op) && !strcmp(t->e[i].variant, variant)) return &t->e[i];
+    return NULL;
+}
+
+void vkt_tune_lock(void) { pthread_mutex_lock(&measure_mu); }
+void vkt_tune_unlock(void) { pthread_mutex_unlock(&measure_mu); }
+
+bool vkt_tune_get(const vkt_device_info *d, const char *op, const char *variant, double *ms) {
+    pthread_mutex_lock(&mu);
+    tune_entry *e = find(device_locked(d), op, variant);
+    bool ok = e && !e->stale;
+    if (ok) *ms = e->ms;
+    pthread_mutex_unlock(&mu);
+    return ok;
+}
+
+void vkt_tune_put(const vkt_device_info *d, const char *op, const char *variant, double ms) {
+    pthread_mutex_lock(&mu);
+    stats.measured++;
+    tune_device *t = device_locked(d);
+    tune_entry *e = find(t, op, variant);
+    if (!e && t && t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 32;
+        tune_entry *ne = realloc(t->e, (size_t)cap * sizeof *ne);
+        if (ne) {
+            t->e = ne;
+            t->cap = cap;
+        }
+    }
+    if (!e && t && t->n < t->cap) {
+        e = &t->e[t->n++];
+        snprintf(e->op, sizeof e->op, "%s", op);
+        snprintf(e->variant, sizeof e->variant, "%s", variant);
+    }
+    if (e) {
+        e->ms = ms;
+        e->stale = false;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+void vkt_tune_save(const vkt_device_info *d) {
+    pthread_mutex_lock(&mu);
+    char path[4300];
+    tune_device *t = device_locked(d);
+    cJSON *root = NULL;
+    char *text = NULL;
+    if (t && cache_path_locked(d, ".tune.json", path, sizeof path)) {
+        char ver[32];
+        snprintf(ver, sizeof ver, "0x%x", d->driver_version);
+        root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "format", "vktrain-tune-1");
+        cJSON_AddStringToObject(root, "device", d->name);
+        cJSON_AddStringToObject(root, "driver", d->driver);
+        cJSON_AddStringToObject(root, "driver_version", ver);
+        cJSON *arr = cJSON_AddArrayToObject(root, "entries");
+        for (int i = 0; arr && i < t->n; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "op", t->e[i].op);
+            cJSON_AddStringToObject(e, "variant", t->e[i].variant);
+            cJSON_AddNumberToObject(e, "ms", t->e[i].ms);
+            cJSON_AddItemToArray(arr, e);
+        }
+        text = cJSON_Print(root);
+    }
+    if (text) {
+        vkt_chunk c = {text, strlen(text)};
+        if (vkt_write_file_atomic(path, &c, 1, "kernel measurement cache") == VKT_OK)
+            stats.saved++;
+        else
+            fprintf(stderr, "vktrain: warning: %s\n", vkt_error());
+    }
+    free(text);
+    cJSON_Delete(root);
+    pthread_mutex_unlock(&mu);
+}
+
+vkt_tune_stats vkt_tune_get_stats(void) {
+    pthread_mutex_lock(&mu);
+    vkt_tune_stats s = stats;
+    pthread_mutex_unlock(&mu);
+    return s;
+}
+
+void vkt_tune_forget(void) {
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < ndevs; i++)
+        free(devs[i].e);
+    free(devs);
+    devs = NULL;
+    ndevs = 0;
+    dir_done = dir_ok = false;
+    pthread_mutex_unlock(&mu);
+}

@@ -1,0 +1,207 @@
+// test_tune.c: matmul variants chosen by measurement at first use and kept on disk per device and
+// driver build (engine/tune.c, engine/matmul.c), and the pipeline cache files. On every device:
+// the first product of a shape measures every candidate that fits it (at least two on every
+// device rule) and writes them to <key>.tune.json; the variant used is the fastest measured one
+// and its result matches the double reference; a new process (simulated by vkt_tune_forget)
+// reads the file and measures nothing; a damaged file is ignored, measured again and rewritten;
+// VKT_TUNE=off measures nothing and writes nothing; a pipeline cache file names its device, and a
+// damaged one does not stop the device from opening.
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "ref_matmul.h"
+#include "test_util.h"
+#include "tune.h"
+
+#define M 64u
+#define N 64u
+#define K 96u
+static const char *OP = "matmul NT 64x64x96";
+
+// One NT product on dev through vkt_op_matmul, checked against the reference. Returns the variant
+// the engine reports for the shape afterwards.
+static const char *run_product(vt *t, vkt_device *dev, const char *where) {
+    vkt_ops *ops = NULL;
+    vkt_cmd *cmd = NULL;
+    vkt_buffer *ba = NULL, *bb = NULL, *bc = NULL;
+    float *a = malloc(4 * M * K), *b = malloc(4 * N * K), *c = malloc(4 * M * N);
+    double *ref = malloc(sizeof *ref * M * N);
+    vt_fill_uniform(a, M * K, 1, -1, 1);
+    vt_fill_uniform(b, N * K, 2, -1, 1);
+    const char *variant = NULL;
+    VT_OK(t, vkt_ops_create(dev, &ops));
+    VT_OK(t, vkt_buffer_create(dev, 4 * M * K, "a", &ba));
+    VT_OK(t, vkt_buffer_create(dev, 4 * N * K, "b", &bb));
+    VT_OK(t, vkt_buffer_create(dev, 4 * M * N, "c", &bc));
+    VT_OK(t, vkt_cmd_create(dev, &cmd));
+    if (ops && ba && bb && bc && cmd) {
+        VT_OK(t, vkt_buffer_write(ba, 0, a, 4 * M * K));
+        VT_OK(t, vkt_buffer_write(bb, 0, b, 4 * N * K));
+        VT_OK(t, vkt_cmd_begin(cmd, false));
+        vkt_op_matmul(cmd, ops, VKT_MM_NT, vkt_buffer_whole(bc), vkt_buffer_whole(ba),
+                      vkt_buffer_whole(bb), NULL, 0.0f, M, N, K, "mm");
+        if (vt_run(t, cmd, ops, "tuned matmul", where)) {
+            VT_OK(t, vkt_buffer_read(bc, 0, c, 4 * M * N));
+            ref_matmul(VKT_MM_NT, ref, NULL, a, b, NULL, 0.0f, M, N, K);
+            VT_CHECK(t, vt_compare(where, c, ref, M * N, 1e-5, 1e-5) == 0, "%s", where);
+        }
+        variant = vkt_matmul_variant(ops, VKT_MM_NT, M, N, K);
+    }
+    vkt_cmd_destroy(cmd);
+    vkt_buffer_destroy(bc);
+    vkt_buffer_destroy(bb);
+    vkt_buffer_destroy(ba);
+    vkt_ops_destroy(ops);
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+    return variant;
+}
+
+// The entries of the tuning file for OP: their number, and the variant with the least time.
+static int file_entries(const vkt_device_info *d, char *fastest, size_t size) {
+    char path[4400];
+    if (!vkt_cache_path(d, ".tune.json", path, sizeof path)) return -1;
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    cJSON *root = cJSON_Parse(text);
+    if (!root) return -2;
+    int count = 0;
+    double best = 1e300;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(root, "entries")) {
+        const cJSON *op = cJSON_GetObjectItemCaseSensitive(e, "op");
+        const cJSON *var = cJSON_GetObjectItemCaseSensitive(e, "variant");
+        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(e, "ms");
+        if (!cJSON_IsString(op) || strcmp(op->valuestring, OP) || !cJSON_IsString(var) ||
+            !cJSON_IsNumber(ms))
+            continue;
+        count++;
+        if (ms->valuedouble < best) {
+            best = ms->valuedouble;
+            snprintf(fastest, size, "%s", var->valuestring);
+        }
+    }
+    cJSON_Delete(root);
+    return count;
+}
+
+static void check_pipeline_file(vt *t, const vkt_device_info *d) {
+    char path[4400];
+    VT_CHECK(t, vkt_cache_path(d, ".pipelines", path, sizeof path), "%s", d->name);
+    FILE *f = fopen(path, "rb");
+    uint32_t h[8] = {0};
+    size_t n = f ? fread(h, 1, sizeof h, f) : 0;
+    if (f) fclose(f);
+    VT_CHECK(t, n == sizeof h && h[1] == 1 && h[2] == d->vendor_id && h[3] == d->device_id &&
+                    memcmp(&h[4], d->uuid, 16) == 0,
+             "%s: %s does not hold this device's pipeline cache header", d->name, path);
+}
+
+int main(void) {
+    char dir[] = "/tmp/vkt_test_tune_XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    setenv("VKT_CACHE_DIR", dir, 1);
+    unsetenv("VKT_TUNE");
+    unsetenv("VKT_MATMUL_VARIANT");
+    vkt_tune_forget();
+
+    vt t;
+    if (vt_init(&t, "test_tune")) return 1;
+    char chosen[VT_MAX_DEVICES][64] = {{0}};
+
+    // First use: measured, written, the fastest used.
+    for (int i = 0; i < t.ndev; i++) {
+        const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
+        vkt_tune_stats s0 = vkt_tune_get_stats();
+        const char *v = run_product(&t, t.dev[i], d->name);
+        vkt_tune_stats s1 = vkt_tune_get_stats();
+        VT_CHECK(&t, s1.measured >= s0.measured + 2, "%s: %llu variants measured, want >= 2",
+                 d->name, (unsigned long long)(s1.measured - s0.measured));
+        VT_CHECK(&t, s1.saved > s0.saved, "%s: nothing saved", d->name);
+        char fastest[64] = "";
+        int n = file_entries(d, fastest, sizeof fastest);
+        VT_CHECK(&t, n >= 2, "%s: %d entries for %s in the file", d->name, n, OP);
+        VT_CHECK(&t, v && !strcmp(v, fastest), "%s: uses %s, the file's fastest is %s", d->name,
+                 v ? v : "(none)", fastest);
+        if (v) snprintf(chosen[i], sizeof chosen[i], "%s", v);
+    }
+
+    // A new process: the file answers, nothing is measured.
+    vkt_tune_forget();
+    for (int i = 0; i < t.ndev; i++) {
+        const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
+        vkt_tune_stats s0 = vkt_tune_get_stats();
+        const char *v = run_product(&t, t.dev[i], d->name);
+        vkt_tune_stats s1 = vkt_tune_get_stats();
+        VT_CHECK(&t, s1.measured == s0.measured, "%s: measured again despite the file", d->name);
+        VT_CHECK(&t, s1.loaded > s0.loaded, "%s: nothing loaded from the file", d->name);
+        VT_CHECK(&t, v && !strcmp(v, chosen[i]), "%s: %s after reload, %s before", d->name,
+                 v ? v : "(none)", chosen[i]);
+    }
+
+    // A damaged file: ignored, measured again, rewritten whole.
+    vkt_tune_forget();
+    for (int i = 0; i < t.ndev; i++) {
+        const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
+        char path[4400], fastest[64] = "";
+        VT_CHECK(&t, vkt_cache_path(d, ".tune.json", path, sizeof path), "%s", d->name);
+        vt_write_file(path, "{\"format\": \"vktrain-tune-1\", \"entries\": [{\"op\": 3", 47);
+        vkt_tune_stats s0 = vkt_tune_get_stats();
+        run_product(&t, t.dev[i], d->name);
+        vkt_tune_stats s1 = vkt_tune_get_stats();
+        VT_CHECK(&t, s1.measured >= s0.measured + 2, "%s: damaged file not measured again",
+                 d->name);
+        VT_CHECK(&t, file_entries(d, fastest, sizeof fastest) >= 2, "%s: file not rewritten",
+                 d->name);
+    }
+
+    // VKT_TUNE=off: nothing measured, nothing written.
+    vkt_tune_forget();
+    setenv("VKT_TUNE", "off", 1);
+    for (int i = 0; i < t.ndev; i++) {
+        const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
+        char path[4400];
+        VT_CHECK(&t, vkt_cache_path(d, ".tune.json", path, sizeof path), "%s", d->name);
+        unlink(path);
+        vkt_tune_stats s0 = vkt_tune_get_stats();
+        run_product(&t, t.dev[i], d->name);
+        vkt_tune_stats s1 = vkt_tune_get_stats();
+        struct stat st;
+        VT_CHECK(&t, s1.measured == s0.measured && stat(path, &st) != 0,
+                 "%s: VKT_TUNE=off measured or wrote", d->name);
+    }
+    unsetenv("VKT_TUNE");
+
+    // Pipeline caches: each device saves one that names it when it closes; a damaged one is
+    // refused (a warning) and the device still opens and replaces it.
+    for (int i = 0; i < t.ndev; i++) {
+        const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
+        int index = d->index;
+        vkt_device_destroy(t.dev[i]);
+        t.dev[i] = NULL;
+        check_pipeline_file(&t, d);
+        char path[4400];
+        vkt_cache_path(d, ".pipelines", path, sizeof path);
+        uint32_t junk[16] = {32, 1, 0xdead, 0xbeef};
+        vt_write_file(path, junk, sizeof junk);
+        VT_OK(&t, vkt_device_create(t.ctx, index, NULL, &t.dev[i]));
+        if (t.dev[i]) run_product(&t, t.dev[i], d->name);
+        vkt_device_destroy(t.dev[i]);
+        t.dev[i] = NULL;
+        check_pipeline_file(&t, d);
+        VT_OK(&t, vkt_device_create(t.ctx, index, NULL, &t.dev[i]));
+    }
+    int rc = vt_finish(&t); // closes the devices, which save their pipeline caches into dir
+    vt_remove_dir(dir);
+    return rc;
+}
