@@ -414,17 +414,27 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
         epoch_loss = 0;
         epoch_rows = 0;
         uint32_t first = epoch == pos.epoch ? pos.batch : 0;
+        uint32_t B = 0; // rows of batch i when it was gathered during the previous step
         for (uint32_t i = first; i < nb && st == VKT_OK; i++) {
             if (step >= total_steps) {
                 stopped = true;
                 pos = (vkt_run_position){.step = step, .epoch = epoch, .batch = i};
                 break;
             }
-            uint32_t B = vkt_batcher_get(&b, i, r.x, r.labels);
+            if (B == 0) B = vkt_batcher_get(&b, i, r.x, r.labels);
             int64_t t0 = vkt_trace_now_ns();
+            st = vkt_strategy_step_begin(r.s, r.x, batch_targets(&r, B), B, (uint32_t)(step + 1));
+            if (st != VKT_OK) break;
+            // The next batch of the epoch is gathered, converted and handed over while the
+            // devices run this step (begin has taken its own copy of this one).
+            uint32_t next = 0;
+            if (i + 1 < nb && step + 1 < total_steps) {
+                next = vkt_batcher_get(&b, i + 1, r.x, r.labels);
+                st = vkt_strategy_prefetch(r.s, r.x, batch_targets(&r, next), next);
+            }
             double loss_sum = 0;
-            st = vkt_strategy_step(r.s, r.x, batch_targets(&r, B), B, (uint32_t)(step + 1),
-                                   &loss_sum);
+            vkt_status end = vkt_strategy_step_end(r.s, &loss_sum);
+            if (st == VKT_OK) st = end;
             if (st != VKT_OK) break;
             step++;
             train_ns += (double)(vkt_trace_now_ns() - t0);
@@ -465,6 +475,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                                              (train_ns * 1e-9 / (step - pos.step))};
                 o->progress(&p, o->progress_user);
             }
+            B = next;
         }
         if (st != VKT_OK || stopped) break;
         double tl = 0, ta = -1;

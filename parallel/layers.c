@@ -347,7 +347,8 @@ static void layers_destroy(vkt_strategy *s) {
     s->impl = NULL;
 }
 
-static const strategy_vtbl layers_vtbl = {layers_step, layers_eval, layers_destroy};
+static const strategy_vtbl layers_vtbl = {
+    .step = layers_step, .eval = layers_eval, .destroy = layers_destroy};
 
 // ---------------------------------------------------------------------------------------------
 // Placement

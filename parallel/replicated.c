@@ -204,7 +204,8 @@ static void repl_destroy(vkt_strategy *s) {
     s->impl = NULL;
 }
 
-static const strategy_vtbl repl_vtbl = {repl_step, repl_eval, repl_destroy};
+static const strategy_vtbl repl_vtbl = {
+    .step = repl_step, .eval = repl_eval, .destroy = repl_destroy};
 
 // Seconds one forward + backward of `rows` rows takes on device d (for --balance auto).
 static vkt_status measure_speed(vkt_strategy *s, int d, uint32_t rows, double *sec) {

@@ -138,14 +138,52 @@ static void collect_tensors(vkt_strategy *s) {
 // ---------------------------------------------------------------------------------------------
 // single
 
-static vkt_status single_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
-                              uint32_t step, double *loss_sum) {
+// A step copies its batch from a host-visible upload area into the net at its start, inside its
+// own command buffer: on a discrete GPU that replaces a staged write (a submit and a wait of its
+// own) per step, and the host can write the next batch into the other area while the step runs
+// (vkt_strategy_prefetch). On the CPU drivers, where the net's memory is mapped, it costs one
+// device-side copy of the batch per step.
+
+static uint64_t targets_per_row(const vkt_net *net) {
+    return vkt_net_model(net)->loss == VKT_LOSS_MSE ? vkt_net_out_features(net) : 1;
+}
+
+static vkt_status ring_write(vkt_strategy *s, int slot, const float *x, const void *targets,
+                             uint32_t B) {
+    vkt_net *net = s->net[0];
+    uint64_t xb = (uint64_t)B * vkt_net_in_features(net) * 4;
+    uint64_t tb = (uint64_t)B * targets_per_row(net) * 4;
+    VKT_TRY(vkt_buffer_write(s->ring[slot], 0, x, xb));
+    return vkt_buffer_write(s->ring[slot], s->ring_targets_off, targets, tb);
+}
+
+static vkt_status single_submit(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                                uint32_t step) {
     vkt_net *net = s->net[0];
     vkt_cmd *cmd = s->cmd[0];
     int64_t t0 = vkt_trace_now_ns();
-    VKT_TRY(strategy_upload_input(net, 0, x, B));
-    VKT_TRY(strategy_upload_targets(net, 0, targets, B));
+    int slot;
+    if (s->prefetched) {
+        s->prefetched = false;
+        if (s->pf_x != x || s->pf_t != targets || s->pf_B != B)
+            return vkt_fail(VKT_ERR_ARG, "the step was given another batch than the one "
+                                         "prefetched for it (vkt_strategy_prefetch)");
+        slot = s->pf_slot;
+    } else {
+        slot = s->ring_next;
+        VKT_TRY(ring_write(s, slot, x, targets, B));
+    }
+    s->ring_next = slot ^ 1;
+    uint64_t xb = (uint64_t)B * vkt_net_in_features(net) * 4;
+    uint64_t tb = (uint64_t)B * targets_per_row(net) * 4;
+    vkt_view in = vkt_net_input(net, 0), tg = vkt_net_targets(net, 0);
+    in.size = xb;
+    tg.size = tb;
     VKT_TRY(vkt_cmd_begin(cmd, true));
+    vkt_cmd_copy(cmd, vkt_buffer_view(s->ring[slot], 0, xb), in, "upload:input");
+    vkt_cmd_copy(cmd, vkt_buffer_view(s->ring[slot], s->ring_targets_off, tb), tg,
+                 "upload:targets");
+    vkt_cmd_barrier(cmd);
     vkt_net_record_zero_grads(net, cmd);
     vkt_net_record_forward(net, cmd, 0, B);
     vkt_net_record_loss(net, cmd, 0, B, 1.0f / (float)B);
@@ -154,10 +192,30 @@ static vkt_status single_step(vkt_strategy *s, const float *x, const void *targe
     VKT_TRY(vkt_net_status(net));
     VKT_TRY(vkt_cmd_end(cmd));
     VKT_TRY(vkt_cmd_submit(cmd));
-    VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
-    VKT_TRY(strategy_read_loss(net, 0, B, loss_sum));
-    s->stats[0].wall_ns += (double)(vkt_trace_now_ns() - t0);
-    return strategy_account(s, 0, (int)step);
+    s->run_B = B;
+    s->run_step = step;
+    s->run_t0 = t0;
+    return VKT_OK;
+}
+
+static vkt_status single_prefetch(vkt_strategy *s, const float *x, const void *targets,
+                                  uint32_t B) {
+    // The running step reads ring[ring_next ^ 1]; ring[ring_next] is free.
+    VKT_TRY(ring_write(s, s->ring_next, x, targets, B));
+    s->prefetched = true;
+    s->pf_slot = s->ring_next;
+    s->pf_x = x;
+    s->pf_t = targets;
+    s->pf_B = B;
+    return VKT_OK;
+}
+
+static vkt_status single_finish(vkt_strategy *s, double *loss_sum) {
+    vkt_net *net = s->net[0];
+    VKT_TRY(vkt_cmd_wait(s->cmd[0], VKT_WAIT_MS));
+    VKT_TRY(strategy_read_loss(net, 0, s->run_B, loss_sum));
+    s->stats[0].wall_ns += (double)(vkt_trace_now_ns() - s->run_t0);
+    return strategy_account(s, 0, (int)s->run_step);
 }
 
 // Forward, loss and accuracy of one batch on one net (used by every strategy whose last stage
@@ -193,9 +251,18 @@ static vkt_status single_eval(vkt_strategy *s, const float *x, const void *targe
     return eval_on(s, 0, x, targets, B, loss_sum, correct);
 }
 
-static void single_destroy(vkt_strategy *s) { (void)s; }
+static void single_destroy(vkt_strategy *s) {
+    for (int i = 0; i < 2; i++)
+        vkt_buffer_destroy(s->ring[i]);
+}
 
-static const strategy_vtbl single_vtbl = {single_step, single_eval, single_destroy};
+static const strategy_vtbl single_vtbl = {
+    .submit = single_submit,
+    .prefetch = single_prefetch,
+    .finish = single_finish,
+    .eval = single_eval,
+    .destroy = single_destroy,
+};
 
 static vkt_status single_create(vkt_strategy *s) {
     if (s->desc.ndevices != 1)
@@ -214,6 +281,12 @@ static vkt_status single_create(vkt_strategy *s) {
     };
     VKT_TRY(vkt_net_create(s->dev[0], s->ops[0], &nd, &s->net[0]));
     s->vt = &single_vtbl;
+    vkt_net *net = s->net[0];
+    s->ring_targets_off =
+        vkt_device_align(s->dev[0], (uint64_t)s->desc.batch * vkt_net_in_features(net) * 4);
+    uint64_t size = s->ring_targets_off + (uint64_t)s->desc.batch * targets_per_row(net) * 4;
+    for (int i = 0; i < 2; i++)
+        VKT_TRY(vkt_buffer_create_host(s->dev[0], size, "upload area", &s->ring[i]));
     return VKT_OK;
 }
 
@@ -300,12 +373,43 @@ vkt_status vkt_strategy_init(vkt_strategy *s, uint64_t seed) {
     return VKT_OK;
 }
 
-vkt_status vkt_strategy_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
-                             uint32_t step, double *loss_sum) {
+vkt_status vkt_strategy_step_begin(vkt_strategy *s, const float *x, const void *targets,
+                                   uint32_t B, uint32_t step) {
+    if (s->in_step)
+        return vkt_fail(VKT_ERR_ARG, "a step began before the previous one ended "
+                                     "(vkt_strategy_step_end)");
     if (B < 1 || B > s->desc.batch)
         return vkt_fail(VKT_ERR_ARG, "a step of %u rows on a strategy built for %u", B,
                         s->desc.batch);
-    return s->vt->step(s, x, targets, B, step, loss_sum);
+    vkt_status st = s->vt->submit ? s->vt->submit(s, x, targets, B, step)
+                                  : s->vt->step(s, x, targets, B, step, &s->step_loss);
+    s->in_step = st == VKT_OK;
+    return st;
+}
+
+vkt_status vkt_strategy_prefetch(vkt_strategy *s, const float *x, const void *targets,
+                                 uint32_t B) {
+    if (B < 1 || B > s->desc.batch)
+        return vkt_fail(VKT_ERR_ARG, "a batch of %u rows on a strategy built for %u", B,
+                        s->desc.batch);
+    if (!s->in_step || !s->vt->prefetch || s->prefetched) return VKT_OK;
+    return s->vt->prefetch(s, x, targets, B);
+}
+
+vkt_status vkt_strategy_step_end(vkt_strategy *s, double *loss_sum) {
+    if (!s->in_step) return vkt_fail(VKT_ERR_ARG, "vkt_strategy_step_end without a step begun");
+    s->in_step = false;
+    if (!s->vt->finish) {
+        *loss_sum = s->step_loss;
+        return VKT_OK;
+    }
+    return s->vt->finish(s, loss_sum);
+}
+
+vkt_status vkt_strategy_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                             uint32_t step, double *loss_sum) {
+    VKT_TRY(vkt_strategy_step_begin(s, x, targets, B, step));
+    return vkt_strategy_step_end(s, loss_sum);
 }
 
 vkt_status vkt_strategy_eval(vkt_strategy *s, const float *x, const void *targets, uint32_t B,

@@ -85,6 +85,16 @@ vkt_status vkt_strategy_init(vkt_strategy *s, uint64_t seed);
 // per-sample losses (divide by B for the mean). step counts from 1.
 vkt_status vkt_strategy_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                              uint32_t step, double *loss_sum);
+// The same step in two halves, so that the host prepares the next batch while the devices run
+// this one: begin submits it (x and targets may be reused as soon as it returns), then
+// vkt_strategy_prefetch may hand over the next batch (copied where the next step reads it; the
+// next begin must name the same x, targets and B), and end waits and gives the loss. Strategies
+// that cannot split a step run it whole in begin (prefetch then does nothing).
+vkt_status vkt_strategy_step_begin(vkt_strategy *s, const float *x, const void *targets,
+                                   uint32_t B, uint32_t step);
+vkt_status vkt_strategy_prefetch(vkt_strategy *s, const float *x, const void *targets,
+                                 uint32_t B);
+vkt_status vkt_strategy_step_end(vkt_strategy *s, double *loss_sum);
 // Forward only: *loss_sum and *correct (rows whose argmax is the label).
 vkt_status vkt_strategy_eval(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                              double *loss_sum, uint64_t *correct);

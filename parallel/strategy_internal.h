@@ -9,8 +9,15 @@
 #define MAX_TENSORS 1024
 
 typedef struct strategy_vtbl {
+    // A whole step, synchronously; or (step NULL) a step in two halves: submit returns once the
+    // devices run it, finish waits for it; prefetch copies the next batch to where the next
+    // submit reads it, while the current step runs.
     vkt_status (*step)(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                        uint32_t step, double *loss_sum);
+    vkt_status (*submit)(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                         uint32_t step);
+    vkt_status (*prefetch)(vkt_strategy *s, const float *x, const void *targets, uint32_t B);
+    vkt_status (*finish)(vkt_strategy *s, double *loss_sum);
     vkt_status (*eval)(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                        double *loss_sum, uint64_t *correct);
     void (*destroy)(vkt_strategy *s); // frees impl (devices and nets are freed by the caller)
@@ -34,6 +41,20 @@ struct vkt_strategy {
     int trace_pid[VKT_MAX_DEVICES];
     char devices_str[1024];
     void *impl;
+    // vkt_strategy_step_begin/_end: a step is running; the loss of a synchronous one.
+    bool in_step;
+    double step_loss;
+    // single: two host-visible upload areas (input rows, then targets) used in turn; the step
+    // copies its batch from one into the net while the host fills the other.
+    vkt_buffer *ring[2];
+    uint64_t ring_targets_off;
+    int ring_next;           // the area the next batch is written to
+    bool prefetched;         // the next step's batch is already in ring[pf_slot]
+    int pf_slot;
+    const void *pf_x, *pf_t; // what was prefetched (the next submit must name the same)
+    uint32_t pf_B;
+    uint32_t run_B, run_step; // the running step
+    int64_t run_t0;
 };
 
 // Opens desc->devices (each with the memory limit) with ops and a command stream each.

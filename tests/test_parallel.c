@@ -32,8 +32,11 @@ typedef struct run_result {
     uint64_t eval_correct;
 } run_result;
 
+// split: each step in two halves (vkt_strategy_step_begin / _end) with the next batch gathered
+// into the same host arrays and prefetched while the step runs, as engine/train.c does.
 static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt_strategy_kind kind,
-                      const char *devices, int micro, vkt_schedule sched, run_result *out) {
+                      const char *devices, int micro, vkt_schedule sched, bool split,
+                      run_result *out) {
     vkt_strategy_desc d = {.kind = kind,
                            .ctx = t->ctx,
                            .model = m,
@@ -51,14 +54,30 @@ static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt
     if (st == VKT_OK) st = vkt_batcher_init(&b, ds, BATCH, false, 0);
     float *x = malloc((size_t)BATCH * m->input_features * 4);
     uint32_t y[BATCH];
+    uint32_t rows = 0;
     for (int i = 0; i < STEPS && st == VKT_OK; i++) {
-        uint32_t rows = vkt_batcher_get(&b, (uint32_t)i, x, y);
-        double ls;
-        st = vkt_strategy_step(s, x, y, rows, (uint32_t)i + 1, &ls);
+        double ls = 0;
+        if (!split) {
+            rows = vkt_batcher_get(&b, (uint32_t)i, x, y);
+            st = vkt_strategy_step(s, x, y, rows, (uint32_t)i + 1, &ls);
+            out->loss[i] = ls / rows;
+            continue;
+        }
+        if (i == 0) rows = vkt_batcher_get(&b, 0, x, y);
+        st = vkt_strategy_step_begin(s, x, y, rows, (uint32_t)i + 1);
+        if (st != VKT_OK) break;
+        uint32_t next = 0;
+        if (i + 1 < STEPS) {
+            next = vkt_batcher_get(&b, (uint32_t)i + 1, x, y);
+            st = vkt_strategy_prefetch(s, x, y, next);
+        }
+        vkt_status end = vkt_strategy_step_end(s, &ls);
+        if (st == VKT_OK) st = end;
         out->loss[i] = ls / rows;
+        rows = next;
     }
     if (st == VKT_OK) {
-        uint32_t rows = vkt_batcher_get(&b, STEPS, x, y);
+        rows = vkt_batcher_get(&b, STEPS, x, y);
         st = vkt_strategy_eval(s, x, y, rows, &out->eval_loss, &out->eval_correct);
     }
     out->n = 0;
@@ -114,9 +133,52 @@ int main(void) {
     bool have_ss = vt_find_device(t, "swiftshader") >= 0;
 
     run_result ref = {0};
-    VT_OK(t, run(t, &m, &ds, VKT_STRATEGY_SINGLE, "llvmpipe", 1, VKT_SCHEDULE_GPIPE, &ref));
+    VT_OK(t, run(t, &m, &ds, VKT_STRATEGY_SINGLE, "llvmpipe", 1, VKT_SCHEDULE_GPIPE, false, &ref));
     VT_CHECK(t, ref.loss[STEPS - 1] < ref.loss[0], "the single-device run did not learn: %g -> %g",
              ref.loss[0], ref.loss[STEPS - 1]);
+
+    // Split steps with the next batch prefetched during each step: the same device and kernels,
+    // so the same bits as whole steps; replicated runs whole steps in begin.
+    const char *split_devices[2] = {"llvmpipe", "llvmpipe,llvmpipe"};
+    for (int i = 0; i < 2; i++) {
+        run_result got = {0};
+        vkt_strategy_kind kind = i == 0 ? VKT_STRATEGY_SINGLE : VKT_STRATEGY_REPLICATED;
+        VT_OK(t, run(t, &m, &ds, kind, split_devices[i], 1, VKT_SCHEDULE_GPIPE, true, &got));
+        if (i == 0)
+            VT_CHECK(t,
+                     got.n == ref.n && !memcmp(got.params, ref.params, ref.n * 4) &&
+                         !memcmp(got.loss, ref.loss, sizeof ref.loss),
+                     "split steps with prefetch differ from whole steps");
+        else if (got.n == ref.n)
+            compare(t, "replicated on llvmpipe,llvmpipe, split steps", &ref, &got);
+        free(got.params);
+    }
+    // Misuse is refused: a step begun twice, a step on another batch than the one prefetched.
+    {
+        vkt_strategy_desc d = {.kind = VKT_STRATEGY_SINGLE, .ctx = t->ctx, .model = &m,
+                               .batch = BATCH, .optim = vkt_optim_default(VKT_OPTIM_SGD)};
+        VT_OK(t, vkt_context_select(t->ctx, "llvmpipe", d.devices, 1, &d.ndevices));
+        vkt_strategy *s = NULL;
+        VT_OK(t, vkt_strategy_create(&d, &s));
+        float *x = calloc((size_t)BATCH * m.input_features, 4), *x2 = calloc(1, 4);
+        uint32_t y[BATCH] = {0};
+        double ls;
+        if (s) {
+            VT_OK(t, vkt_strategy_step_begin(s, x, y, BATCH, 1));
+            VT_CHECK(t, vkt_strategy_step_begin(s, x, y, BATCH, 2) == VKT_ERR_ARG,
+                     "a second begin was accepted");
+            VT_OK(t, vkt_strategy_prefetch(s, x, y, BATCH));
+            VT_OK(t, vkt_strategy_step_end(s, &ls));
+            VT_CHECK(t, vkt_strategy_step_begin(s, x2, y, 1, 2) == VKT_ERR_ARG &&
+                            strstr(vkt_error(), "prefetched"),
+                     "a step on another batch than the prefetched one: %s", vkt_error());
+            VT_CHECK(t, vkt_strategy_step_end(s, &ls) == VKT_ERR_ARG, "end without a step");
+            VT_OK(t, vkt_strategy_step(s, x, y, BATCH, 2, &ls));
+        }
+        vkt_strategy_destroy(s);
+        free(x);
+        free(x2);
+    }
 
     typedef struct cfg {
         vkt_strategy_kind kind;
@@ -146,7 +208,7 @@ int main(void) {
         snprintf(what, sizeof what, "%s on %s, M=%d %s", vkt_strategy_name(c->kind), c->devices,
                  c->micro, c->kind == VKT_STRATEGY_LAYERS ? (c->sched ? "1f1b" : "gpipe") : "");
         run_result got = {0};
-        vkt_status st = run(t, &m, &ds, c->kind, c->devices, c->micro, c->sched, &got);
+        vkt_status st = run(t, &m, &ds, c->kind, c->devices, c->micro, c->sched, false, &got);
         VT_CHECK(t, st == VKT_OK, "%s: %s", what, vkt_error());
         if (st == VKT_OK) compare(t, what, &ref, &got);
         free(got.params);
