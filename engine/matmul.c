@@ -55,6 +55,7 @@ _Static_assert(VKT_MM_NN == VKT_MM_FORM_NN && VKT_MM_NT == VKT_MM_FORM_NT &&
 typedef enum mm_kind {
     MM_WIDE,   // matmul_wide.glsl: tile and width by specialization constants
     MM_SCALAR, // matmul_scalar.glsl: tile compiled into the shader (shader name carries it)
+    MM_TILED,  // matmul_tiled.comp: wg x wg lanes, shared-memory slices w deep, any shape
 } mm_kind;
 
 typedef struct mm_variant {
@@ -86,6 +87,11 @@ static const mm_variant VARIANTS[] = {
     {"scalar-r8c8-g4", "matmul_s8x8", MM_SCALAR, 4, 8, 8, 1, 0},
     {"scalar-r16c16-g4", "matmul_s16x16", MM_SCALAR, 4, 16, 16, 1, 0},
     {"scalar-r4c4-g64", "matmul_s4x4", MM_SCALAR, 64, 4, 4, 1, 0},
+    // GPUs: shared-memory tiles, 16 x 16 lanes; 64 x 64 blocks of 4 x 4 per lane in slices of 16
+    // k, or 128 x 128 blocks of 8 x 8 in slices of 8. Not measured on a GPU yet (none here); the
+    // first use of a shape on a GPU measures them against the others.
+    {"tiled-r4c4-k16", "matmul_tiled", MM_TILED, 16, 4, 4, 16, 0},
+    {"tiled-r8c8-k8", "matmul_tiled", MM_TILED, 16, 8, 8, 8, 0},
 };
 #define NVARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
 
@@ -137,7 +143,12 @@ static const mm_rule DEVICE_RULES[] = {
     {is_cpu_fp64,
      {{"wide64-r32c32-g8", BIG_MACS}, {"wide64-r32c16-g8", 0}, {"scalar-r8c8-g8", 0}}},
     {is_cpu, {{"wide-r32c16-g8", 0}, {"scalar-r8c8-g8", 0}}},
-    {any_device, {{"wide-r16c8-g64", 0}, {"scalar-r4c4-g64", 0}, {"scalar-r8c8-g8", 0}}},
+    // GPUs and anything else: shared-memory tiles first; measurement settles it per shape.
+    {any_device,
+     {{"tiled-r8c8-k8", BIG_MACS / 8},
+      {"tiled-r4c4-k16", 0},
+      {"wide-r16c8-g64", 0},
+      {"scalar-r4c4-g64", 0}}},
 };
 
 static const mm_variant *named(const char *name) {
@@ -145,7 +156,11 @@ static const mm_variant *named(const char *name) {
 }
 
 static bool runs_on(const vkt_device_info *d, const mm_variant *v) {
-    return v && v->wg <= d->max_workgroup_invocations && (v->w != 8 || d->shader_float64);
+    if (!v) return false;
+    if (v->kind == MM_TILED)
+        return v->wg * v->wg <= d->max_workgroup_invocations &&
+               4ull * v->w * v->wg * (v->tm + v->tc) <= d->shared_memory_bytes;
+    return v->wg <= d->max_workgroup_invocations && (v->w != 8 || d->shader_float64);
 }
 
 // The device's candidates for a product of macs multiply-adds. VKT_MATMUL_VARIANT=name[,name]
@@ -164,7 +179,7 @@ static int candidates(const vkt_device_info *d, uint64_t macs, const mm_variant 
     while (env && *env) {
         size_t len = strcspn(env, ",");
         const mm_variant *v = variant_named(env, len);
-        if (v && v->kind == MM_WIDE) env_wide = v;
+        if (v && v->kind != MM_SCALAR) env_wide = v;
         if (v && v->kind == MM_SCALAR) env_scalar = v;
         if (len == 4 && strncmp(env, "none", 4) == 0) no_wide = true;
         *fixed = *fixed || v || (len == 4 && strncmp(env, "none", 4) == 0);
@@ -176,12 +191,12 @@ static int candidates(const vkt_device_info *d, uint64_t macs, const mm_variant 
     for (int i = 0; rule && i < MAX_CANDS && rule->cand[i].name && n < MAX_CANDS; i++) {
         const mm_variant *v = named(rule->cand[i].name);
         if (!runs_on(d, v) || macs < rule->cand[i].min_macs) continue;
-        if (v->kind == MM_WIDE && (env_wide || no_wide)) continue;
+        if (v->kind != MM_SCALAR && (env_wide || no_wide)) continue;
         if (v->kind == MM_SCALAR && env_scalar) continue;
         out[n++] = v;
     }
     // Always something that runs any shape on any device.
-    if (n == 0 || out[n - 1]->kind != MM_SCALAR) out[n++] = named("scalar-r8c8-g4");
+    if (n == 0 || out[n - 1]->kind == MM_WIDE) out[n++] = named("scalar-r8c8-g4");
     VKT_ASSERT(out[n - 1]);
     return n;
 }
@@ -291,7 +306,7 @@ static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *
     bool fixed;
     int nc = candidates(d, (uint64_t)M * N * K, cand, &fixed), nf = 0;
     for (int i = 0; i < nc; i++)
-        if (cand[i]->kind == MM_SCALAR || wide_fits(d, cand[i], form, c, a, b, M, N, K))
+        if (cand[i]->kind != MM_WIDE || wide_fits(d, cand[i], form, c, a, b, M, N, K))
             fit[nf++] = cand[i];
     if (nf == 1 || fixed || vkt_tune_mode_get() == VKT_TUNE_OFF) return fit[0];
 
@@ -338,7 +353,7 @@ int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N
     char op[96];
     snprintf(op, sizeof op, "matmul %s %ux%ux%u", form_name(form), M, N, K);
     for (int i = 0; i < nc && n < max; i++) {
-        if (cand[i]->kind != MM_SCALAR && !wide_fits(d, cand[i], form, &z, &z, &z, M, N, K))
+        if (cand[i]->kind == MM_WIDE && !wide_fits(d, cand[i], form, &z, &z, &z, M, N, K))
             continue;
         names[n] = cand[i]->name;
         if (!vkt_tune_get(d, op, cand[i]->name, &ms[n])) ms[n] = 0;
@@ -379,12 +394,13 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
                            vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
                            float beta, uint32_t M, uint32_t N, uint32_t K, const char *label) {
-    uint32_t spec[7] = {v->wg, 1, 1, (uint32_t)form, v->tm, v->tc, v->w};
-    int nspec = v->kind == MM_WIDE ? 7 : 4;
+    uint32_t spec[7] = {v->wg, v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc, v->w};
+    int nspec = v->kind == MM_SCALAR ? 4 : 7;
     vkt_kernel *k = vkt_ops_kernel(ops, v->shader, spec, nspec);
     if (!k) return; // reported by vkt_ops_status
 
-    uint32_t gx = (M + v->tm - 1) / v->tm;
+    uint32_t rows = v->kind == MM_TILED ? v->wg * v->tm : v->tm; // per workgroup
+    uint32_t gx = (M + rows - 1) / rows;
     uint32_t gy =
         (uint32_t)(((uint64_t)N + (uint64_t)v->wg * v->tc - 1) / ((uint64_t)v->wg * v->tc));
     vkt_view bind[4] = {c, a, b, bv};

@@ -5,6 +5,7 @@
 //  - aligned shapes (the training shapes among them) through the wide kernel where the device
 //    has one, then forced (VKT_MATMUL_VARIANT) onto the scalar kernel, onto the variants meant
 //    for GPUs, onto the large-product tile and onto a K-split across dispatches;
+//  - the shared-memory tiled kernels (GPU candidates), forced, on awkward and aligned shapes;
 //  - with and without bias, beta 0, 1 and 0.5 (c is read), views at non-zero aligned offsets
 //    inside one buffer and larger than the shape needs, with canaries around c that must survive;
 //  - one product of at least 1024 along every dimension (1024 x 1056 x 1040) per form.
@@ -158,6 +159,29 @@ int main(void) {
                 ncase++;
             }
         }
+    }
+
+    // The shared-memory tiled kernels meant for GPUs, forced, on awkward shapes (partial blocks
+    // and partial k slices on every edge) and on aligned ones.
+    const char *tiled[2] = {"tiled-r4c4-k16", "tiled-r8c8-k8"};
+    const uint32_t tshape[][3] = {{1, 7, 33}, {33, 127, 7}, {127, 33, 513}, {128, 512, 784},
+                                  {130, 66, 17}};
+    for (int tv_i = 0; tv_i < 2; tv_i++) {
+        setenv("VKT_MATMUL_VARIANT", tiled[tv_i], 1);
+        for (int f = 0; f < 3; f++) {
+            for (size_t i = 0; i < sizeof tshape / sizeof tshape[0]; i++) {
+                mm_case mc = {forms[f],         tshape[i][0],     tshape[i][1],        tshape[i][2],
+                              (ncase % 2) == 0, betas[ncase % 3], (uint32_t)(ncase % 4)};
+                run_on_all(t, ops, cmd, &mc, seed++);
+                ncase++;
+            }
+        }
+        for (int d = 0; d < t->ndev; d++) {
+            const char *got = ops[d] ? vkt_matmul_variant(ops[d], VKT_MM_NN, 33, 127, 7) : NULL;
+            VT_CHECK(t, got && !strcmp(got, tiled[tv_i]), "forced %s, ran %s", tiled[tv_i],
+                     got ? got : "(none)");
+        }
+        unsetenv("VKT_MATMUL_VARIANT");
     }
 
     // Aligned shapes: the wide kernel where the device has one, then the same forced onto the
