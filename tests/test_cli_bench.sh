@@ -107,14 +107,15 @@ PY
         grep -q '^CPU BLAS baseline: OpenBLAS .*, kernel Haswell, ' "$out/base.txt" \
             && grep -q 'OPENBLAS_CORETYPE=Haswell is set in the environment' "$out/base.txt" \
             && grep -Eq '^ +64 NN .* ok .* [0-9.]+$' "$out/base.txt" \
-            && grep -q -- '--device lavapipe --baseline$' "$out/base.txt"
+            && grep -q -- '^reproduce: OPENBLAS_CORETYPE=Haswell vktrain bench matmul .*--device lavapipe --baseline$' "$out/base.txt"
         check "table: the forced kernel, the environment, the ratio, the reproduce line" $?
         cat "$out/base.txt"
     fi
     env -u OPENBLAS_CORETYPE "$bin" bench matmul --sizes 64 --reps 1 --baseline --device lavapipe > "$out/base.txt"
     check "bench matmul --baseline table runs (OPENBLAS_CORETYPE unset)" $?
     grep -Eq '^CPU BLAS baseline: OpenBLAS .*, kernel [A-Za-z0-9]+, [0-9]+ threads?, ' "$out/base.txt" \
-        && ! grep -q 'OPENBLAS_CORETYPE' "$out/base.txt"
+        && ! grep -q 'OPENBLAS_CORETYPE' "$out/base.txt" \
+        && grep -q '^reproduce: vktrain bench matmul .*--baseline$' "$out/base.txt"
     check "table: the kernel OpenBLAS chose, no word of OPENBLAS_CORETYPE" $?
     grep '^CPU BLAS' "$out/base.txt"
 fi

@@ -420,7 +420,7 @@ static int bench_matmul(int argc, char **argv) {
         }
     }
     // Before any device opens: a build without OpenBLAS says so at once.
-    cli_blas_info blas;
+    cli_blas_info blas = {0};
     char blas_msg[512];
     if (o.baseline && !cli_blas_info_get(&blas, blas_msg, sizeof blas_msg)) {
         fprintf(stderr, "vktrain bench matmul: %s\n", blas_msg);
@@ -520,7 +520,10 @@ static int bench_matmul(int argc, char **argv) {
             printf("%s\n", txt);
             cJSON_free(txt);
         } else {
-            printf("reproduce: %s\n", command);
+            // The BLAS kernel is the environment's choice when OPENBLAS_CORETYPE is set.
+            bool env = o.baseline && blas.coretype_env;
+            printf("reproduce: %s%s%s%s\n", env ? "OPENBLAS_CORETYPE=" : "",
+                   env ? blas.coretype_env : "", env ? " " : "", command);
         }
     }
     cJSON_Delete(root);
