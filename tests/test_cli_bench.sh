@@ -3,7 +3,9 @@
 # 128, 2 reps) whose JSON must name each device, its driver, API version and vendor id, give a
 # positive peak FMA rate and, per size, the form, the variant, GFLOP/s consistent with the median
 # time, the fraction of the peak and a passing spot check; the table output must print the command
-# that reproduces it; bad options must fail. Args: VKTRAIN_BINARY SOURCE_DIR
+# that reproduces it; --baseline must add OpenBLAS's figures, kernel and the ratio vkt/BLAS (or,
+# in a build without OpenBLAS, say so: a failure under CI=true, a skip elsewhere); bad options
+# must fail. Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1
 fails=0
@@ -51,6 +53,73 @@ grep -q 'peak fp32 FMA rate' "$out/table" && grep -Eq '^ +64 NN ' "$out/table" \
 check "table: peak, size line, reproduce line" $?
 cat "$out/table"
 
+# --baseline: OpenBLAS sgemm on the same sizes, form and data (form NT here: the transposes must
+# reach cblas_sgemm right, or its spot check fails). OpenBLAS is optional at build time: a build
+# without it must say so in one line and exit 2; under CI=true (scripts/setup.sh test installs
+# libopenblas64-pthread-dev) that is a failure, elsewhere the test ends as skipped (77).
+skip_baseline=""
+"$bin" bench matmul --sizes 64,100 --reps 3 --form NT --baseline --json --device lavapipe \
+    > "$out/base.json" 2> "$out/base.err"; rc=$?
+if [ $rc -ne 0 ] && grep -q 'this build has none' "$out/base.err"; then
+    [ $rc -eq 2 ] && [ "$(wc -l < "$out/base.err")" -eq 1 ] && grep -q 'libopenblas64-pthread-dev' "$out/base.err"
+    check "--baseline without OpenBLAS: one line naming the package, exit 2" $?
+    cat "$out/base.err"
+    if [ "${CI:-}" = true ]; then
+        echo "FAIL CI=true but this build has no OpenBLAS (scripts/setup.sh test installs libopenblas64-pthread-dev)"
+        fails=$((fails + 1))
+    else
+        skip_baseline="this build has no OpenBLAS (apt-get install libopenblas64-pthread-dev, rerun cmake)"
+    fi
+else
+    cat "$out/base.err"
+    check "bench matmul --baseline --json runs" $rc
+    python3 - "$out/base.json" <<'PY'; check "json: baseline library, config, kernel, threads, results, ratios" $?
+import json, os, re, sys
+lines = [l for l in open(sys.argv[1]) if l.strip()]
+assert len(lines) == 1, f"want one JSON line, got {len(lines)}"
+o = json.loads(lines[0])
+assert "--baseline" in o["command"], o["command"]
+b = o["baseline"]
+assert b["library"] == "OpenBLAS", b
+assert re.fullmatch(r"\d+\.\d+\.\d+", b["version"]), b
+assert b["version"] in b["config"], b
+assert b["corename"], b
+assert b["coretype_env"] == os.environ.get("OPENBLAS_CORETYPE"), b
+assert b["threads"] >= 1 and b["integer_bits"] in (32, 64), b
+assert ("USE64BITINT" in b["config"]) == (b["integer_bits"] == 64), b
+assert [r["size"] for r in b["results"]] == [64, 100], b["results"]
+for r in b["results"]:
+    assert r["M"] == r["N"] == r["K"] == r["size"] and r["form"] == "NT" and r["reps"] == 3, r
+    assert r["check_ok"] is True and 0 <= r["check_max_err"] <= 1, r
+    assert r["gflops"] > 0 and r["median_ms"] >= r["best_ms"] > 0, r
+    assert abs(r["gflops"] - 2.0 * r["size"] ** 3 / (r["median_ms"] * 1e6)) <= 1e-6 * r["gflops"], r
+(d,) = o["devices"]
+assert d["name"].startswith("llvmpipe") and d["driver"] and d["api_version"], d
+for r, br in zip(d["results"], b["results"]):
+    assert r["check_ok"] is True and r["size"] == br["size"], r
+    assert r["blas_gflops"] == br["gflops"], (r, br)
+    assert abs(r["vs_blas"] - r["gflops"] / br["gflops"]) <= 1e-9 * r["vs_blas"], r
+PY
+    # The table names the kernel that ran, and says when the environment forced it.
+    if [ "$(uname -m)" = x86_64 ]; then
+        OPENBLAS_CORETYPE=Haswell "$bin" bench matmul --sizes 64 --reps 1 --baseline --device lavapipe > "$out/base.txt"
+        check "bench matmul --baseline table runs (OPENBLAS_CORETYPE=Haswell)" $?
+        grep -q '^CPU BLAS baseline: OpenBLAS .*, kernel Haswell, ' "$out/base.txt" \
+            && grep -q 'OPENBLAS_CORETYPE=Haswell is set in the environment' "$out/base.txt" \
+            && grep -Eq '^ +64 NN .* ok .* [0-9.]+$' "$out/base.txt" \
+            && grep -q -- '^reproduce: OPENBLAS_CORETYPE=Haswell vktrain bench matmul .*--device lavapipe --baseline$' "$out/base.txt"
+        check "table: the forced kernel, the environment, the ratio, the reproduce line" $?
+        cat "$out/base.txt"
+    fi
+    env -u OPENBLAS_CORETYPE "$bin" bench matmul --sizes 64 --reps 1 --baseline --device lavapipe > "$out/base.txt"
+    check "bench matmul --baseline table runs (OPENBLAS_CORETYPE unset)" $?
+    grep -Eq '^CPU BLAS baseline: OpenBLAS .*, kernel [A-Za-z0-9]+, [0-9]+ threads?, ' "$out/base.txt" \
+        && ! grep -q 'OPENBLAS_CORETYPE' "$out/base.txt" \
+        && grep -q '^reproduce: vktrain bench matmul .*--baseline$' "$out/base.txt"
+    check "table: the kernel OpenBLAS chose, no word of OPENBLAS_CORETYPE" $?
+    grep '^CPU BLAS' "$out/base.txt"
+fi
+
 # Bad options fail with a message and a non-zero status.
 "$bin" bench matmul --sizes 0 > /dev/null 2> "$out/err"; rc=$?
 [ $rc -eq 2 ] && grep -q -- '--sizes' "$out/err"; check "bad --sizes" $?
@@ -63,4 +132,5 @@ cat "$out/table"
 "$bin" --help | grep -q 'bench matmul'; check "--help lists bench matmul" $?
 
 echo "test_cli_bench: $fails failed"
-[ $fails -eq 0 ]
+[ $fails -eq 0 ] || exit 1
+if [ -n "$skip_baseline" ]; then echo "SKIP --baseline: $skip_baseline"; exit 77; fi

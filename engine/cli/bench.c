@@ -9,12 +9,22 @@
 // double-precision dot product on random entries: a benchmark of a broken kernel fails (exit 1).
 // It prints the command line that reproduces it; --json prints one JSON object instead.
 //
-// It does not compare against a BLAS library, and a device's figure is measured alone (running
-// several devices at once does not add throughput on a 2-core machine, PLATFORM.md).
+// --baseline also runs a CPU BLAS sgemm (OpenBLAS, bench_blas.c) on the same sizes, form and
+// data: a warm-up call, then the median of --reps calls timed by the wall clock, its product
+// spot-checked like the GPU's. It reports the library, its config string, the kernel it chose
+// and its thread count, and each size's ratio vkt/BLAS. It runs after every device is done:
+// OpenBLAS's pthread workers busy-wait up to 2^28 cycles (~0.1 s) after a call before they
+// sleep, and between GPU runs they would take a core from lavapipe (avoided, not measured). The
+// GPU figures come from GPU timestamps around the dispatches and leave out the ~0.2 ms submit
+// (PLATFORM.md), which flatters the GPU at small sizes.
+//
+// A device's figure is measured alone (running several devices at once does not add throughput
+// on a 2-core machine, PLATFORM.md).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -31,7 +41,7 @@ typedef struct bench_opts {
     int nsizes;
     int reps;
     vkt_mm_form form;
-    bool json;
+    bool json, baseline;
     const char *device_spec;
 } bench_opts;
 
@@ -126,6 +136,49 @@ static double op_b(vkt_mm_form f, const float *b, uint32_t S, uint32_t k, uint32
     return f == VKT_MM_NT ? b[(size_t)n * S + k] : b[(size_t)k * S + n];
 }
 
+static uint64_t lcg(uint64_t *state) {
+    return *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+}
+
+// Uniform in [-1, 1] from a fixed seed: every run of the benchmark (and the BLAS baseline)
+// multiplies the same data. Returns the generator's state, which picks the spot-checked entries.
+static uint64_t fill_inputs(uint32_t S, float *a, float *b) {
+    uint64_t state = 0x9e3779b97f4a7c15ull ^ S;
+    for (size_t i = 0; i < (size_t)S * S; i++) {
+        a[i] = (float)((lcg(&state) >> 40) * (1.0 / 8388608.0) * 2.0 - 1.0);
+        b[i] = (float)((lcg(&state) >> 40) * (1.0 / 8388608.0) * 2.0 - 1.0);
+    }
+    return state;
+}
+
+// Spot check of c = op(a) op(b) on SPOT_CHECKS random entries against a double-precision dot
+// product: fp32 accumulation over S terms of [-1, 1] products errs by about 1e-7 sqrt(S) |sum|;
+// the tolerance is 1e-6 S + 1e-5 |ref|. Sets r->ok and r->max_err.
+static void spot_check(vkt_mm_form f, uint32_t S, const float *a, const float *b, const float *c,
+                       uint64_t state, size_result *r) {
+    r->ok = true;
+    r->max_err = 0;
+    for (int i = 0; i < SPOT_CHECKS; i++) {
+        lcg(&state);
+        uint32_t m = (uint32_t)((state >> 33) % S), n = (uint32_t)((state >> 13) % S);
+        double ref = 0;
+        for (uint32_t k = 0; k < S; k++)
+            ref += op_a(f, a, S, m, k) * op_b(f, b, S, k, n);
+        double err = fabs(c[(size_t)m * S + n] - ref) / (1e-6 * S + 1e-5 * fabs(ref));
+        if (!(err <= 1.0)) r->ok = false; // NaN fails too
+        if (!(err <= r->max_err)) r->max_err = err;
+    }
+}
+
+// Sorts the reps times (ns) and sets the median, best and GFLOP/s of an S^3 matmul.
+static void summarize(double *ns, int reps, uint32_t S, size_result *r) {
+    qsort(ns, (size_t)reps, sizeof *ns, cmp_double);
+    double med = reps % 2 ? ns[reps / 2] : 0.5 * (ns[reps / 2 - 1] + ns[reps / 2]);
+    r->median_ms = med * 1e-6;
+    r->best_ms = ns[0] * 1e-6;
+    r->gflops = med > 0 ? 2.0 * S * S * (double)S / med : 0;
+}
+
 static vkt_status bench_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const bench_opts *o,
                              uint32_t S, size_result *r) {
     memset(r, 0, sizeof *r);
@@ -137,14 +190,7 @@ static vkt_status bench_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const 
     vkt_status s = (a && b && c) ? VKT_OK : bench_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     if (s == VKT_OK) s = vkt_buffer_create(dev, off_b + bytes, "bench matmul", &buf);
     if (s != VKT_OK) goto done;
-    // Uniform in [-1, 1] from a fixed seed: every run of the benchmark multiplies the same data.
-    uint64_t state = 0x9e3779b97f4a7c15ull ^ S;
-    for (size_t i = 0; i < (size_t)S * S; i++) {
-        state = state * 6364136223846793005ull + 1442695040888963407ull;
-        a[i] = (float)((state >> 40) * (1.0 / 8388608.0) * 2.0 - 1.0);
-        state = state * 6364136223846793005ull + 1442695040888963407ull;
-        b[i] = (float)((state >> 40) * (1.0 / 8388608.0) * 2.0 - 1.0);
-    }
+    uint64_t state = fill_inputs(S, a, b);
     if ((s = vkt_buffer_write(buf, off_a, a, bytes)) != VKT_OK) goto done;
     if ((s = vkt_buffer_write(buf, off_b, b, bytes)) != VKT_OK) goto done;
     vkt_view vc = vkt_buffer_view(buf, 0, bytes), va = vkt_buffer_view(buf, off_a, bytes),
@@ -165,31 +211,49 @@ static vkt_status bench_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const 
         if (run > 0) ns[run - 1] = span_ns(cmd);
     }
     if (s == VKT_OK) {
-        qsort(ns, (size_t)o->reps, sizeof *ns, cmp_double);
-        double med = o->reps % 2 ? ns[o->reps / 2] : 0.5 * (ns[o->reps / 2 - 1] + ns[o->reps / 2]);
-        r->median_ms = med * 1e-6;
-        r->best_ms = ns[0] * 1e-6;
-        r->gflops = med > 0 ? 2.0 * S * S * (double)S / med : 0;
+        summarize(ns, o->reps, S, r);
         s = vkt_buffer_read(buf, 0, c, bytes);
     }
     free(ns);
-    if (s == VKT_OK) {
-        // Spot check: fp32 accumulation over S terms of [-1, 1] products errs by about
-        // 1e-7 sqrt(S) |sum|; the tolerance is 1e-6 S + 1e-5 |ref|.
-        r->ok = true;
-        for (int i = 0; i < SPOT_CHECKS; i++) {
-            state = state * 6364136223846793005ull + 1442695040888963407ull;
-            uint32_t m = (uint32_t)((state >> 33) % S), n = (uint32_t)((state >> 13) % S);
-            double ref = 0;
-            for (uint32_t k = 0; k < S; k++)
-                ref += op_a(o->form, a, S, m, k) * op_b(o->form, b, S, k, n);
-            double err = fabs(c[(size_t)m * S + n] - ref) / (1e-6 * S + 1e-5 * fabs(ref));
-            if (!(err <= 1.0)) r->ok = false; // NaN fails too
-            if (!(err <= r->max_err)) r->max_err = err;
-        }
-    }
+    if (s == VKT_OK) spot_check(o->form, S, a, b, c, state, r);
 done:
     vkt_buffer_destroy(buf);
+    free(a);
+    free(b);
+    free(c);
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CPU BLAS baseline of one size
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+// The same data, form and repetitions as bench_size, on the CPU BLAS: a warm-up call (it starts
+// OpenBLAS's threads and fills the caches), then reps calls each timed by the wall clock.
+static vkt_status bench_blas_size(const bench_opts *o, uint32_t S, size_result *r) {
+    memset(r, 0, sizeof *r);
+    r->size = S;
+    size_t n = (size_t)S * S;
+    float *a = malloc(4 * n), *b = malloc(4 * n), *c = malloc(4 * n);
+    double *ns = calloc((size_t)o->reps, sizeof *ns);
+    vkt_status s =
+        (a && b && c && ns) ? VKT_OK : bench_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    if (s == VKT_OK) {
+        uint64_t state = fill_inputs(S, a, b);
+        for (int run = 0; run <= o->reps; run++) {
+            double t0 = now_ns();
+            cli_blas_sgemm(o->form == VKT_MM_TN, o->form == VKT_MM_NT, S, a, b, c);
+            if (run > 0) ns[run - 1] = now_ns() - t0;
+        }
+        summarize(ns, o->reps, S, r);
+        spot_check(o->form, S, a, b, c, state, r);
+    }
+    free(ns);
     free(a);
     free(b);
     free(c);
@@ -217,6 +281,99 @@ static int parse_sizes(const char *v, bench_opts *o) {
     return 0;
 }
 
+// Short name of a device for a column title: its first word ("llvmpipe", "SwiftShader").
+static void short_name(const char *name, char *out, size_t n) {
+    size_t k = 0;
+    while (name[k] && name[k] != ' ' && k + 1 < n)
+        k++;
+    memcpy(out, name, k);
+    out[k] = 0;
+}
+
+// The BLAS baseline, after every device ran: its own table (and JSON object "baseline"), and in
+// each device's results the BLAS GFLOP/s and the ratio vkt/BLAS. Returns the exit status.
+static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *root, cJSON *jdevs) {
+    int ndev = cJSON_GetArraySize(jdevs);
+    cJSON *jb = cJSON_AddObjectToObject(root, "baseline");
+    cJSON_AddStringToObject(jb, "library", blas->library);
+    cJSON_AddStringToObject(jb, "version", blas->version);
+    cJSON_AddStringToObject(jb, "config", blas->config ? blas->config : "");
+    cJSON_AddStringToObject(jb, "corename", blas->corename ? blas->corename : "");
+    if (blas->coretype_env)
+        cJSON_AddStringToObject(jb, "coretype_env", blas->coretype_env);
+    else
+        cJSON_AddNullToObject(jb, "coretype_env");
+    cJSON_AddNumberToObject(jb, "threads", blas->threads);
+    cJSON_AddNumberToObject(jb, "integer_bits", blas->int_bits);
+    cJSON_AddStringToObject(jb, "timing", "wall clock");
+    cJSON *jr = cJSON_AddArrayToObject(jb, "results");
+    if (!o->json) {
+        printf("CPU BLAS baseline: %s %s, kernel %s, %d thread%s, %d-bit integers (timed by the "
+               "wall clock)\n",
+               blas->library, blas->version, blas->corename, blas->threads,
+               blas->threads == 1 ? "" : "s", blas->int_bits);
+        printf("  config: %s\n", blas->config);
+        if (blas->coretype_env)
+            printf("  OPENBLAS_CORETYPE=%s is set in the environment and forces this kernel; "
+                   "unset it to let OpenBLAS pick one for this CPU\n",
+                   blas->coretype_env);
+        printf("  %6s %-4s %10s %10s  %-34s", "size", "form", "median ms", "GFLOP/s", "spot check");
+        for (int d = 0; d < ndev; d++) {
+            char nm[24], title[40];
+            cJSON *jd = cJSON_GetArrayItem(jdevs, d);
+            short_name(cJSON_GetObjectItem(jd, "name")->valuestring, nm, sizeof nm);
+            snprintf(title, sizeof title, "%s/BLAS", nm);
+            printf(" %16s", title);
+        }
+        printf("\n");
+    }
+    for (int si = 0; si < o->nsizes; si++) {
+        size_result r;
+        vkt_status s = bench_blas_size(o, o->sizes[si], &r);
+        if (s != VKT_OK) return cli_fail(bench_msg);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "size", r.size);
+        cJSON_AddNumberToObject(j, "M", r.size);
+        cJSON_AddNumberToObject(j, "N", r.size);
+        cJSON_AddNumberToObject(j, "K", r.size);
+        cJSON_AddStringToObject(j, "form", form_name(o->form));
+        cJSON_AddNumberToObject(j, "reps", o->reps);
+        cJSON_AddNumberToObject(j, "median_ms", r.median_ms);
+        cJSON_AddNumberToObject(j, "best_ms", r.best_ms);
+        cJSON_AddNumberToObject(j, "gflops", r.gflops);
+        cJSON_AddBoolToObject(j, "check_ok", r.ok);
+        cJSON_AddNumberToObject(j, "check_max_err", r.max_err);
+        cJSON_AddItemToArray(jr, j);
+        if (!o->json) {
+            char chk[64];
+            snprintf(chk, sizeof chk, "%s (worst %.2f of tolerance)", r.ok ? "ok" : "WRONG",
+                     r.max_err);
+            printf("  %6u %-4s %10.3f %10.2f  %-34s", r.size, form_name(o->form), r.median_ms,
+                   r.gflops, chk);
+        }
+        // Each device's result for this size: the BLAS figure beside it, and the ratio.
+        for (int d = 0; d < ndev; d++) {
+            cJSON *jd = cJSON_GetArrayItem(jdevs, d);
+            cJSON *res = cJSON_GetArrayItem(cJSON_GetObjectItem(jd, "results"), si);
+            double g = cJSON_GetObjectItem(res, "gflops")->valuedouble;
+            double ratio = r.gflops > 0 ? g / r.gflops : 0;
+            cJSON_AddNumberToObject(res, "blas_gflops", r.gflops);
+            cJSON_AddNumberToObject(res, "vs_blas", ratio);
+            if (!o->json) printf(" %16.3f", ratio);
+        }
+        if (!o->json) printf("\n");
+        if (!r.ok) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "%s sgemm %ux%ux%u gives wrong results (spot check off by %.3g times the "
+                     "tolerance): the baseline is broken, not vktrain",
+                     blas->library, r.size, r.size, r.size, r.max_err);
+            return cli_fail(msg);
+        }
+    }
+    return 0;
+}
+
 static int bench_matmul(int argc, char **argv) {
     bench_opts o = {.sizes = {256, 512, 1024, 2048}, .nsizes = 4, .reps = 5, .form = VKT_MM_NN};
     const char *sizes_arg = "256,512,1024,2048";
@@ -225,6 +382,8 @@ static int bench_matmul(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(f, "--json") == 0) {
             o.json = true;
+        } else if (strcmp(f, "--baseline") == 0) {
+            o.baseline = true;
         } else if (strcmp(f, "--sizes") == 0 && v) {
             if (parse_sizes(v, &o)) return 2;
             sizes_arg = v;
@@ -255,10 +414,17 @@ static int bench_matmul(int argc, char **argv) {
             fprintf(stderr,
                     "vktrain bench matmul: unknown option %s (usage: vktrain bench matmul "
                     "[--sizes 256,512,1024,2048] [--device SPEC] [--reps N] [--form NN] "
-                    "[--json])\n",
+                    "[--baseline] [--json])\n",
                     f);
             return 2;
         }
+    }
+    // Before any device opens: a build without OpenBLAS says so at once.
+    cli_blas_info blas = {0};
+    char blas_msg[512];
+    if (o.baseline && !cli_blas_info_get(&blas, blas_msg, sizeof blas_msg)) {
+        fprintf(stderr, "vktrain bench matmul: %s\n", blas_msg);
+        return 2;
     }
     vkt_context *ctx;
     if (cli_open_context(&ctx) != VKT_OK) return cli_fail(vkt_error());
@@ -269,9 +435,10 @@ static int bench_matmul(int argc, char **argv) {
         return rc;
     }
     char command[512];
-    snprintf(command, sizeof command, "vktrain bench matmul --sizes %s --reps %d --form %s%s%s%s",
+    snprintf(command, sizeof command, "vktrain bench matmul --sizes %s --reps %d --form %s%s%s%s%s",
              sizes_arg, o.reps, form_name(o.form), o.device_spec ? " --device " : "",
-             o.device_spec ? o.device_spec : "", o.json ? " --json" : "");
+             o.device_spec ? o.device_spec : "", o.baseline ? " --baseline" : "",
+             o.json ? " --json" : "");
 
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "benchmark", "matmul");
@@ -346,13 +513,17 @@ static int bench_matmul(int argc, char **argv) {
         vkt_ops_destroy(ops);
         vkt_device_destroy(dev);
     }
+    if (rc == 0 && o.baseline) rc = run_baseline(&o, &blas, root, jdevs);
     if (rc == 0) {
         if (o.json) {
             char *txt = cJSON_PrintUnformatted(root);
             printf("%s\n", txt);
             cJSON_free(txt);
         } else {
-            printf("reproduce: %s\n", command);
+            // The BLAS kernel is the environment's choice when OPENBLAS_CORETYPE is set.
+            bool env = o.baseline && blas.coretype_env;
+            printf("reproduce: %s%s%s%s\n", env ? "OPENBLAS_CORETYPE=" : "",
+                   env ? blas.coretype_env : "", env ? " " : "", command);
         }
     }
     cJSON_Delete(root);

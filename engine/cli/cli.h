@@ -44,4 +44,22 @@ int cli_bench_train(int argc, char **argv);
 // `vktrain bench matmul|train ...` (engine/cli/bench.c).
 int cmd_bench(int argc, char **argv);
 
+// The CPU BLAS of `bench matmul --baseline` (engine/cli/bench_blas.c).
+typedef struct cli_blas_info {
+    const char *library;      // "OpenBLAS"
+    char version[32];         // of the library that runs ("0.3.21"), from its config string
+    const char *config;       // openblas_get_config(): version, build options, kernel
+    const char *corename;     // openblas_get_corename(): the core kernel it chose
+    const char *coretype_env; // OPENBLAS_CORETYPE from the environment (it forces the kernel)
+    int threads;              // openblas_get_num_threads()
+    int int_bits;             // width of its integer arguments (64: Debian's ILP64 build)
+} cli_blas_info;
+// Fills *info; false, with a one-line message in msg saying what to do, when this build has no
+// BLAS or its header and library disagree. The strings belong to the library.
+bool cli_blas_info_get(cli_blas_info *info, char *msg, size_t msg_size);
+// c = op(a) op(b), all S x S, row-major, op a transpose where asked; call only after
+// cli_blas_info_get returned true.
+void cli_blas_sgemm(bool trans_a, bool trans_b, uint32_t S, const float *a, const float *b,
+                    float *c);
+
 #endif

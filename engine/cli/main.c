@@ -27,6 +27,8 @@ static void usage(FILE *f) {
         "  plan [options]          memory each device needs under each strategy, and the one\n"
         "                          to use (--model, --device, --batch, --mem-limit, ...)\n"
         "  bench matmul [--sizes 256,512,1024,2048] [--reps N] [--device SPEC] [--json]\n"
+        "                          [--form NN|NT|TN] [--baseline: the same sizes on the CPU\n"
+        "                          with OpenBLAS sgemm, and the ratio vktrain/BLAS]\n"
         "\n"
         "train / eval options:\n"
         "  --model FILE            model JSON (docs/MODEL_FORMAT.md)\n"
