@@ -41,6 +41,11 @@ for d in devs:
         flops = 2.0 * r["size"] ** 3
         assert abs(r["gflops"] - flops / (r["median_ms"] * 1e6)) <= 1e-6 * r["gflops"], r
         assert abs(r["fraction_of_peak"] - r["gflops"] / d["peak_gflops"]) <= 1e-9, r
+        # The variant was chosen by measurement (tune.c): every candidate has a time, and the
+        # one used is the fastest of them.
+        c = r["candidates"]
+        assert len(c) >= 2 and all(e["measured_ms"] > 0 and e["gflops"] > 0 for e in c), c
+        assert r["variant"] == min(c, key=lambda e: e["measured_ms"])["variant"], (r["variant"], c)
 # lavapipe has the wide kernel for 128 (a multiple of 8); SwiftShader runs the scalar one.
 assert devs[0]["results"][1]["variant"].startswith("wide"), devs[0]["results"]
 assert devs[1]["results"][1]["variant"].startswith("scalar"), devs[1]["results"]

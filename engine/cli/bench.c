@@ -4,7 +4,8 @@
 // bench matmul: for each selected device, the peak fp32 FMA rate measured by shaders/peak_fma.comp
 // (independent FMA chains in registers, enough workgroups to fill the device), then for each size
 // S the GFLOP/s of one S x S x S fp32 vkt_op_matmul: the median of --reps runs timed by GPU
-// timestamps after a warm-up run (which also builds the kernel), the variant the engine chose,
+// timestamps after a warm-up run (which also builds the kernel), the variant the engine chose
+// (with the GFLOP/s of every candidate it measured for that shape at first use, engine/tune.c),
 // and the figure as a fraction of the peak. The product of the last run is spot-checked against a
 // double-precision dot product on random entries: a benchmark of a broken kernel fails (exit 1).
 // It prints the command line that reproduces it; --json prints one JSON object instead.
@@ -48,6 +49,9 @@ typedef struct bench_opts {
 typedef struct size_result {
     uint32_t size;
     const char *variant;
+    int ncand; // the candidates the engine measured for this shape at first use (0: none)
+    const char *cand[8];
+    double cand_ms[8];
     double median_ms, best_ms, gflops;
     double max_err; // largest |got - ref| / (atol + rtol |ref|) of the spot check (<= 1 passes)
     bool ok;
@@ -196,6 +200,7 @@ static vkt_status bench_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const 
     vkt_view vc = vkt_buffer_view(buf, 0, bytes), va = vkt_buffer_view(buf, off_a, bytes),
              vb = vkt_buffer_view(buf, off_b, bytes);
     r->variant = vkt_matmul_variant(ops, o->form, S, S, S);
+    r->ncand = vkt_matmul_candidates(ops, o->form, S, S, S, r->cand, r->cand_ms, 8);
     double *ns = calloc((size_t)o->reps, sizeof *ns);
     if (!ns) {
         s = bench_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
@@ -493,11 +498,29 @@ static int bench_matmul(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "fraction_of_peak", frac);
             cJSON_AddBoolToObject(j, "check_ok", r.ok);
             cJSON_AddNumberToObject(j, "check_max_err", r.max_err);
+            // What the engine measured when it chose the variant (tune.c's cache).
+            cJSON *jc = cJSON_AddArrayToObject(j, "candidates");
+            double flop = 2.0 * r.size * r.size * r.size;
+            for (int c = 0; c < r.ncand; c++) {
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "variant", r.cand[c]);
+                cJSON_AddNumberToObject(e, "measured_ms", r.cand_ms[c]);
+                cJSON_AddNumberToObject(e, "gflops", r.cand_ms[c] > 0 ? flop / (r.cand_ms[c] * 1e6) : 0);
+                cJSON_AddItemToArray(jc, e);
+            }
             cJSON_AddItemToArray(jr, j);
             if (!o.json)
                 printf("  %6u %-4s %-22s %10.3f %10.2f %7.1f%%  %s (worst %.2f of tolerance)\n",
                        r.size, form_name(o.form), r.variant, r.median_ms, r.gflops, 100 * frac,
                        r.ok ? "ok" : "WRONG", r.max_err);
+            if (!o.json && r.ncand > 1 && r.cand_ms[0] > 0) {
+                printf("  %6s chosen at first use from:", "");
+                for (int c = 0; c < r.ncand; c++)
+                    printf("%s %s %.1f", c ? "," : "", r.cand[c],
+                           r.cand_ms[c] > 0 ? 2.0 * r.size * r.size * r.size / (r.cand_ms[c] * 1e6)
+                                            : 0.0);
+                printf(" GFLOP/s\n");
+            }
             if (!r.ok) {
                 char msg[256];
                 snprintf(msg, sizeof msg,
