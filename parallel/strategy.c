@@ -138,11 +138,13 @@ static void collect_tensors(vkt_strategy *s) {
 // ---------------------------------------------------------------------------------------------
 // single
 
-// A step copies its batch from a host-visible upload area into the net at its start, inside its
-// own command buffer: on a discrete GPU that replaces a staged write (a submit and a wait of its
-// own) per step, and the host can write the next batch into the other area while the step runs
-// (vkt_strategy_prefetch). On the CPU drivers, where the net's memory is mapped, it costs one
-// device-side copy of the batch per step.
+// Where the net's memory is not host-visible (a discrete GPU), a step copies its batch from a
+// host-visible upload area into the net at its start, inside its own command buffer: that
+// replaces a staged write (a submit and a wait of its own) per step, and the host writes the next
+// batch into the other area while the step runs (vkt_strategy_prefetch). Where the net's memory
+// is mapped (CPU drivers, integrated GPUs), the batch is written straight into the net before the
+// submit, as a device-side copy would only add work: there the overlap is the trainer gathering
+// and converting the next batch while the step runs.
 
 static uint64_t targets_per_row(const vkt_net *net) {
     return vkt_net_model(net)->loss == VKT_LOSS_MSE ? vkt_net_out_features(net) : 1;
@@ -157,11 +159,35 @@ static vkt_status ring_write(vkt_strategy *s, int slot, const float *x, const vo
     return vkt_buffer_write(s->ring[slot], s->ring_targets_off, targets, tb);
 }
 
+// Records the step after its batch is in place (cmd begun), and submits it.
+static vkt_status single_record(vkt_strategy *s, uint32_t B, uint32_t step, int64_t t0) {
+    vkt_net *net = s->net[0];
+    vkt_cmd *cmd = s->cmd[0];
+    vkt_net_record_zero_grads(net, cmd);
+    vkt_net_record_forward(net, cmd, 0, B);
+    vkt_net_record_loss(net, cmd, 0, B, 1.0f / (float)B);
+    vkt_net_record_backward(net, cmd, 0, B, false);
+    vkt_net_record_step(net, cmd, step);
+    VKT_TRY(vkt_net_status(net));
+    VKT_TRY(vkt_cmd_end(cmd));
+    VKT_TRY(vkt_cmd_submit(cmd));
+    s->run_B = B;
+    s->run_step = step;
+    s->run_t0 = t0;
+    return VKT_OK;
+}
+
 static vkt_status single_submit(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                                 uint32_t step) {
     vkt_net *net = s->net[0];
     vkt_cmd *cmd = s->cmd[0];
     int64_t t0 = vkt_trace_now_ns();
+    if (!s->ring[0]) {
+        VKT_TRY(strategy_upload_input(net, 0, x, B));
+        VKT_TRY(strategy_upload_targets(net, 0, targets, B));
+        VKT_TRY(vkt_cmd_begin(cmd, true));
+        return single_record(s, B, step, t0);
+    }
     int slot;
     if (s->prefetched) {
         s->prefetched = false;
@@ -184,22 +210,12 @@ static vkt_status single_submit(vkt_strategy *s, const float *x, const void *tar
     vkt_cmd_copy(cmd, vkt_buffer_view(s->ring[slot], s->ring_targets_off, tb), tg,
                  "upload:targets");
     vkt_cmd_barrier(cmd);
-    vkt_net_record_zero_grads(net, cmd);
-    vkt_net_record_forward(net, cmd, 0, B);
-    vkt_net_record_loss(net, cmd, 0, B, 1.0f / (float)B);
-    vkt_net_record_backward(net, cmd, 0, B, false);
-    vkt_net_record_step(net, cmd, step);
-    VKT_TRY(vkt_net_status(net));
-    VKT_TRY(vkt_cmd_end(cmd));
-    VKT_TRY(vkt_cmd_submit(cmd));
-    s->run_B = B;
-    s->run_step = step;
-    s->run_t0 = t0;
-    return VKT_OK;
+    return single_record(s, B, step, t0);
 }
 
 static vkt_status single_prefetch(vkt_strategy *s, const float *x, const void *targets,
                                   uint32_t B) {
+    if (!s->ring[0]) return VKT_OK; // mapped: the next submit writes the net directly
     // The running step reads ring[ring_next ^ 1]; ring[ring_next] is free.
     VKT_TRY(ring_write(s, s->ring_next, x, targets, B));
     s->prefetched = true;
@@ -285,7 +301,9 @@ static vkt_status single_create(vkt_strategy *s) {
     s->ring_targets_off =
         vkt_device_align(s->dev[0], (uint64_t)s->desc.batch * vkt_net_in_features(net) * 4);
     uint64_t size = s->ring_targets_off + (uint64_t)s->desc.batch * targets_per_row(net) * 4;
-    for (int i = 0; i < 2; i++)
+    bool mapped = vkt_buffer_mapped(vkt_net_input(net, 0).buffer) != NULL &&
+                  vkt_buffer_mapped(vkt_net_targets(net, 0).buffer) != NULL;
+    for (int i = 0; i < 2 && !(mapped && !s->desc.force_upload_areas); i++)
         VKT_TRY(vkt_buffer_create_host(s->dev[0], size, "upload area", &s->ring[i]));
     return VKT_OK;
 }

@@ -43,6 +43,9 @@ typedef struct vkt_strategy_desc {
     int micro_batches;
     vkt_schedule schedule;
     vkt_trace *trace; // record every step's device timeline here (may be NULL)
+    // single: stage batches through host upload areas even where the net's memory is mapped
+    // (as on a discrete GPU), so that the CPU drivers test that path
+    bool force_upload_areas;
 } vkt_strategy_desc;
 
 // What a run measured per device (accumulated over steps since the last reset).

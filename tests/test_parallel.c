@@ -32,6 +32,9 @@ typedef struct run_result {
     uint64_t eval_correct;
 } run_result;
 
+// Set for runs whose single-device strategy stages batches through its upload areas.
+static bool force_upload_areas;
+
 // split: each step in two halves (vkt_strategy_step_begin / _end) with the next batch gathered
 // into the same host arrays and prefetched while the step runs, as engine/train.c does.
 static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt_strategy_kind kind,
@@ -42,7 +45,8 @@ static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt
                            .model = m,
                            .batch = BATCH,
                            .micro_batches = micro,
-                           .schedule = sched};
+                           .schedule = sched,
+                           .force_upload_areas = force_upload_areas};
     d.optim = vkt_optim_default(VKT_OPTIM_SGD);
     d.optim.lr = 0.05f;
     d.optim.momentum = 0.9f;
@@ -139,16 +143,21 @@ int main(void) {
 
     // Split steps with the next batch prefetched during each step: the same device and kernels,
     // so the same bits as whole steps; replicated runs whole steps in begin.
-    const char *split_devices[2] = {"llvmpipe", "llvmpipe,llvmpipe"};
-    for (int i = 0; i < 2; i++) {
+    // Single: batches written straight into the mapped net, and (forced, as on a discrete GPU)
+    // through the two upload areas copied in by each step.
+    const char *split_devices[3] = {"llvmpipe", "llvmpipe", "llvmpipe,llvmpipe"};
+    for (int i = 0; i < 3; i++) {
         run_result got = {0};
-        vkt_strategy_kind kind = i == 0 ? VKT_STRATEGY_SINGLE : VKT_STRATEGY_REPLICATED;
+        vkt_strategy_kind kind = i < 2 ? VKT_STRATEGY_SINGLE : VKT_STRATEGY_REPLICATED;
+        force_upload_areas = i == 1;
         VT_OK(t, run(t, &m, &ds, kind, split_devices[i], 1, VKT_SCHEDULE_GPIPE, true, &got));
-        if (i == 0)
+        force_upload_areas = false;
+        if (i < 2)
             VT_CHECK(t,
                      got.n == ref.n && !memcmp(got.params, ref.params, ref.n * 4) &&
                          !memcmp(got.loss, ref.loss, sizeof ref.loss),
-                     "split steps with prefetch differ from whole steps");
+                     "split steps with prefetch (%s) differ from whole steps",
+                     i ? "upload areas" : "mapped");
         else if (got.n == ref.n)
             compare(t, "replicated on llvmpipe,llvmpipe, split steps", &ref, &got);
         free(got.params);
@@ -156,7 +165,8 @@ int main(void) {
     // Misuse is refused: a step begun twice, a step on another batch than the one prefetched.
     {
         vkt_strategy_desc d = {.kind = VKT_STRATEGY_SINGLE, .ctx = t->ctx, .model = &m,
-                               .batch = BATCH, .optim = vkt_optim_default(VKT_OPTIM_SGD)};
+                               .batch = BATCH, .optim = vkt_optim_default(VKT_OPTIM_SGD),
+                               .force_upload_areas = true};
         VT_OK(t, vkt_context_select(t->ctx, "llvmpipe", d.devices, 1, &d.ndevices));
         vkt_strategy *s = NULL;
         VT_OK(t, vkt_strategy_create(&d, &s));
