@@ -3,12 +3,15 @@
 // each device's step into matmuls, other kernels, communication and host overhead, all from GPU
 // timestamps and the host clock of the same run. It then times the step's own matmul shapes on
 // their own and reports the step's achieved FLOP/s against them: how much the rest of the step
-// costs around the matmuls.
+// costs around the matmuls. --baseline then runs PyTorch CPU on the same model, batch and
+// optimizer (scripts/torch_bench.py under Debian's /usr/bin/python3, or $VKT_PYTHON) after the
+// engine's run, and reports the ratio of the two throughputs.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -103,13 +106,66 @@ static vkt_status time_shapes(vkt_context *ctx, int phys, const mm_shape *sh, in
     return st;
 }
 
+// Single-quotes s for /bin/sh into buf.
+static void sh_quote(char *buf, size_t size, const char *s) {
+    size_t n = 0;
+    if (n + 1 < size) buf[n++] = '\'';
+    for (; *s && n + 5 < size; s++) {
+        if (*s == '\'') {
+            memcpy(buf + n, "'\\''", 4);
+            n += 4;
+        } else {
+            buf[n++] = *s;
+        }
+    }
+    if (n + 1 < size) buf[n++] = '\'';
+    buf[n] = '\0';
+}
+
+// Runs PyTorch on the same model, batch and step count; its JSON line in *out (caller deletes).
+// On failure returns false with the reason in msg.
+static bool torch_baseline(const char *model_path, uint32_t B, int steps, cJSON **out, char *msg,
+                           size_t msg_size) {
+    const char *py = getenv("VKT_PYTHON");
+    if (!py || !*py) py = "/usr/bin/python3";
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    char qpy[1024], qscript[1200], qmodel[1200], cmd[4096];
+    sh_quote(qpy, sizeof qpy, py);
+    sh_quote(qscript, sizeof qscript, VKT_ASSET_DIR "/../scripts/torch_bench.py");
+    sh_quote(qmodel, sizeof qmodel, model_path);
+    snprintf(cmd, sizeof cmd, "%s %s %s --batch %u --steps %d --threads %ld --json 2>&1", qpy,
+             qscript, qmodel, B, steps < 20 ? 20 : steps, cpus > 0 ? cpus : 1);
+    FILE *f = popen(cmd, "r");
+    char line[4096] = "", last[4096] = "";
+    while (f && fgets(line, sizeof line, f))
+        if (strspn(line, " \t\r\n") != strlen(line)) snprintf(last, sizeof last, "%s", line);
+    int rc = f ? pclose(f) : -1;
+    last[strcspn(last, "\r\n")] = '\0';
+    cJSON *j = rc == 0 ? cJSON_Parse(last) : NULL;
+    const cJSON *sps = cJSON_GetObjectItemCaseSensitive(j, "samples_per_sec");
+    if (!cJSON_IsNumber(sps) || !(sps->valuedouble > 0)) {
+        snprintf(msg, msg_size,
+                 "bench train --baseline: PyTorch did not run (%s: %s); it needs Debian's "
+                 "python3-torch for /usr/bin/python3 (apt-get install python3-torch, or "
+                 "scripts/setup.sh test), or VKT_PYTHON naming a Python with torch",
+                 py, last[0] ? last : "no output");
+        cJSON_Delete(j);
+        return false;
+    }
+    *out = j;
+    return true;
+}
+
 int cli_bench_train(int argc, char **argv) {
     // bench-only flags first, the rest are the run options (--model, --device, --strategy, ...)
     int steps = 20, warmup = 3;
+    bool baseline = false;
     char *rest[256];
     int nrest = 0;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--baseline")) {
+            baseline = true;
+        } else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
             steps = atoi(argv[++i]);
             if (steps < 1 || steps > 100000) {
                 fprintf(stderr, "vktrain: --steps wants a whole number from 1 to 100000\n");
@@ -231,6 +287,25 @@ int cli_bench_train(int argc, char **argv) {
             printf("  the step's matmul shapes alone: %.2f GFLOP/s; the whole step achieves %.0f%% "
                    "of that\n",
                    step_flops / alone_ns, 100 * step_gflops / (step_flops / alone_ns));
+        cJSON *torch = NULL;
+        char msg[1024];
+        if (baseline && !torch_baseline(c.o.model_path, B, steps, &torch, msg, sizeof msg)) {
+            rc = cli_fail(msg);
+            rc = rc ? rc : 2;
+        }
+        if (torch) {
+            double tsps = cJSON_GetObjectItemCaseSensitive(torch, "samples_per_sec")->valuedouble;
+            const cJSON *ver = cJSON_GetObjectItemCaseSensitive(torch, "version");
+            const cJSON *thr = cJSON_GetObjectItemCaseSensitive(torch, "threads");
+            const cJSON *blas = cJSON_GetObjectItemCaseSensitive(torch, "blas");
+            printf("  PyTorch %s CPU (%d threads, BLAS %s), same model and batch: %.0f samples/s; "
+                   "vktrain / PyTorch = %.2f\n",
+                   cJSON_IsString(ver) ? ver->valuestring : "?",
+                   cJSON_IsNumber(thr) ? thr->valueint : 0,
+                   cJSON_IsString(blas) ? blas->valuestring : "?", tsps, sps / tsps);
+            cJSON_AddNumberToObject(torch, "ratio", sps / tsps);
+            cJSON_AddItemToObject(o, "baseline", torch);
+        }
         char cmdline[2048] = "vktrain bench train";
         for (int i = 0; i < argc; i++) {
             strncat(cmdline, " ", sizeof cmdline - strlen(cmdline) - 1);
