@@ -25,10 +25,12 @@
 //    Subgroup broadcasts of a (a loop over lanes in lavapipe 22.3), more k per iteration and
 //    K-splits (each dispatch's slice of b fits in L2) were measured and were slower.
 //  - SwiftShader: loads with a computed index are per-lane gathers whatever their width, a tile
-//    given by specialization constants is not unrolled (0.5 GFLOP/s), and Subzero keeps every
-//    value in memory (about 9 stack moves per FMA): the scalar kernel with a compiled-in 16 x 16
-//    tile and 4 lanes is its fastest, about 7 GFLOP/s of CPU time (8 x 8: 4.8; the vec4 8 x 16
-//    tile of PLATFORM.md: 3.5), against 46-52 for peak_fma.
+//    given by specialization constants is not unrolled (0.5 GFLOP/s), Subzero keeps every
+//    value in memory, and each loop-carried value costs a masked merge per iteration. Its
+//    kernels (matmul_ss.glsl, where the measurements are logged) broadcast the rows of a across
+//    one subgroup of 4 lanes and give each accumulator 8 k steps in a row: 13.7-14.0 GFLOP/s at
+//    1024^3 in every form against 6.6-7.2 for the scalar 16 x 16 tile (still used for shapes
+//    that are not multiples of 4), with peak_fma at 50-52.
 // The machine is shared; figures vary by +-25% from one minute to the next.
 //
 // Not done here: no split of a product whose operands exceed maxStorageBufferRange (asserted), no
@@ -92,8 +94,18 @@ static const mm_variant VARIANTS[] = {
     // first use of a shape on a GPU measures them against the others.
     {"tiled-r4c4-k16", "matmul_tiled", MM_TILED, 16, 4, 4, 16, 0},
     {"tiled-r8c8-k8", "matmul_tiled", MM_TILED, 16, 8, 8, 8, 0},
+    // SwiftShader (shaders/matmul_ss.glsl): one subgroup of 4 lanes, 16 columns per lane, the
+    // rows broadcast across the subgroup, vec4 loads, one shader per form. 32 rows for large
+    // products (13.7-14 GFLOP/s at 1024^3 against 7 for scalar-r16c16-g4, but about 2.9 s to
+    // compile per form), 16 rows otherwise (0.45 s).
+    {"ss-r32c16-g4", "matmul_ss_r32", MM_WIDE, 4, 32, 16, 4, 0},
+    {"ss-r16c16-g4", "matmul_ss_r16", MM_WIDE, 4, 16, 16, 4, 0},
 };
 #define NVARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
+
+// matmul_ss.glsl's kernels broadcast across their wg lanes, which must be one subgroup, and are
+// built once per form, as <shader>_nn, _nt and _tn.
+static bool is_ss(const mm_variant *v) { return strncmp(v->shader, "matmul_ss", 9) == 0; }
 
 static const mm_variant *variant_named(const char *name, size_t len) {
     for (int i = 0; i < NVARIANTS; i++)
@@ -138,7 +150,10 @@ typedef struct mm_rule {
 static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe,
      {{"wide64-r32c32-g8", BIG_MACS}, {"wide64-r32c16-g8", 0}, {"scalar-r8c8-g8", 0}}},
-    {is_swiftshader, {{"scalar-r16c16-g4", 0}, {"scalar-r8c8-g4", 0}}},
+    // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
+    // (about 2.9 s to compile per form against 0.45 s).
+    {is_swiftshader,
+     {{"ss-r32c16-g4", BIG_MACS}, {"ss-r16c16-g4", 0}, {"scalar-r16c16-g4", 0}}},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
      {{"wide64-r32c32-g8", BIG_MACS}, {"wide64-r32c16-g8", 0}, {"scalar-r8c8-g8", 0}}},
@@ -160,7 +175,8 @@ static bool runs_on(const vkt_device_info *d, const mm_variant *v) {
     if (v->kind == MM_TILED)
         return v->wg * v->wg <= d->max_workgroup_invocations &&
                4ull * v->w * v->wg * (v->tm + v->tc) <= d->shared_memory_bytes;
-    return v->wg <= d->max_workgroup_invocations && (v->w != 8 || d->shader_float64);
+    return v->wg <= d->max_workgroup_invocations && (v->w != 8 || d->shader_float64) &&
+           (!is_ss(v) || d->subgroup_size >= v->wg); // ss: one workgroup is one subgroup
 }
 
 // The device's candidates for a product of macs multiply-adds. VKT_MATMUL_VARIANT=name[,name]
@@ -396,7 +412,11 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
                            float beta, uint32_t M, uint32_t N, uint32_t K, const char *label) {
     uint32_t spec[7] = {v->wg, v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc, v->w};
     int nspec = v->kind == MM_SCALAR ? 4 : 7;
-    vkt_kernel *k = vkt_ops_kernel(ops, v->shader, spec, nspec);
+    // The SwiftShader kernels are one shader per form (it does not fold the form's branches).
+    const char *suffix = form == VKT_MM_NN ? "_nn" : form == VKT_MM_NT ? "_nt" : "_tn";
+    char shader[64];
+    snprintf(shader, sizeof shader, "%s%s", v->shader, is_ss(v) ? suffix : "");
+    vkt_kernel *k = vkt_ops_kernel(ops, shader, spec, nspec);
     if (!k) return; // reported by vkt_ops_status
 
     uint32_t rows = v->kind == MM_TILED ? v->wg * v->tm : v->tm; // per workgroup

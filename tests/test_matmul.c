@@ -6,10 +6,15 @@
 //    has one, then forced (VKT_MATMUL_VARIANT) onto the scalar kernel, onto the variants meant
 //    for GPUs, onto the large-product tile and onto a K-split across dispatches;
 //  - the shared-memory tiled kernels (GPU candidates), forced, on awkward and aligned shapes;
+//  - on SwiftShader, its two kernels (matmul_ss.glsl) forced by name on shapes next to the
+//    awkward ones that their vec4 loads accept: M of 1, 7, 33, 127, 513 (TN: 4, 8, 36, 132, 516),
+//    N and K of 4, 8, 36, 132, 516 (edges of the 16- and 32-row, 64-column tiles, and K % 8 == 4,
+//    a last k step half past k_end); the awkward shapes themselves run scalar-r16c16-g4 there;
 //  - with and without bias, beta 0, 1 and 0.5 (c is read), views at non-zero aligned offsets
 //    inside one buffer and larger than the shape needs, with canaries around c that must survive;
 //  - one product of at least 1024 along every dimension (1024 x 1056 x 1040) per form.
-// Time: about 12 s; about 47 s when Mesa's shader cache is cold (lavapipe's LLVM then compiles
+// Time: about 12 s, plus about 10 s for SwiftShader to compile its kernels (ss-r32c16-g4: about
+// 2.9 s per form); about 47 s more when Mesa's shader cache is cold (lavapipe's LLVM then compiles
 // the large tile for each form, about 7 s each).
 // Tolerance: |got - ref| <= atol + rtol |ref| with atol = 1e-6 * (K + 1) and rtol = 1e-5. Inputs
 // are uniform in [-1, 1]; fp32 accumulation over K terms errs by about 1e-7 sqrt(K) |sum|, well
@@ -21,7 +26,12 @@
 #include "ref_matmul.h"
 #include "test_util.h"
 
-#define CANARY 0x7fc0dead // a NaN pattern no kernel computes
+#define CANARY 0x7fc0dead        // a NaN pattern no kernel computes
+#define DRIVER_ID_SWIFTSHADER 10 // VK_DRIVER_ID_GOOGLE_SWIFTSHADER (vktrain.h has no Vulkan types)
+
+static bool is_swiftshader(vkt_device *dev) {
+    return vkt_device_get_info(dev)->driver_id == DRIVER_ID_SWIFTSHADER;
+}
 
 typedef struct mm_case {
     vkt_mm_form form;
@@ -112,13 +122,18 @@ static void fill_inputs(uint32_t M, uint32_t N, uint32_t K, uint64_t seed, float
     vt_fill_uniform(*c0, (size_t)M * N, seed + 3, -1, 1);
 }
 
-static void run_on_all(vt *t, vkt_ops **ops, vkt_cmd **cmd, const mm_case *mc, uint64_t seed) {
+// Runs one case on every device, or only on SwiftShader when swiftshader_only (its own kernels:
+// lavapipe's LLVM takes 10 s and 50 s to compile them).
+static void run_on_all(vt *t, vkt_ops **ops, vkt_cmd **cmd, const mm_case *mc, uint64_t seed,
+                       bool swiftshader_only) {
     float *a, *b, *bias, *c0;
     fill_inputs(mc->M, mc->N, mc->K, seed, &a, &b, &bias, &c0);
     double *ref = malloc(sizeof(double) * mc->M * mc->N);
     ref_matmul(mc->form, ref, c0, a, b, mc->bias ? bias : NULL, mc->beta, mc->M, mc->N, mc->K);
-    for (int d = 0; d < t->ndev; d++)
-        if (ops[d] && cmd[d]) run_case(t, t->dev[d], ops[d], cmd[d], mc, ref, a, b, bias, c0);
+    for (int d = 0; d < t->ndev; d++) {
+        if (ops[d] && cmd[d] && (!swiftshader_only || is_swiftshader(t->dev[d])))
+            run_case(t, t->dev[d], ops[d], cmd[d], mc, ref, a, b, bias, c0);
+    }
     free(ref);
     free(a);
     free(b);
@@ -155,7 +170,7 @@ int main(void) {
                               (ncase % 2) == 0,
                               betas[ncase % 3],
                               (uint32_t)(ncase % 4)};
-                run_on_all(t, ops, cmd, &mc, seed++);
+                run_on_all(t, ops, cmd, &mc, seed++, false);
                 ncase++;
             }
         }
@@ -172,7 +187,7 @@ int main(void) {
             for (size_t i = 0; i < sizeof tshape / sizeof tshape[0]; i++) {
                 mm_case mc = {forms[f],         tshape[i][0],     tshape[i][1],        tshape[i][2],
                               (ncase % 2) == 0, betas[ncase % 3], (uint32_t)(ncase % 4)};
-                run_on_all(t, ops, cmd, &mc, seed++);
+                run_on_all(t, ops, cmd, &mc, seed++, false);
                 ncase++;
             }
         }
@@ -205,8 +220,39 @@ int main(void) {
                 mm_case mc = {
                     forms[f],         aligned[i][0],    aligned[i][1],        aligned[i][2],
                     (ncase % 2) == 1, betas[ncase % 3], (uint32_t)(ncase % 3)};
-                run_on_all(t, ops, cmd, &mc, seed++);
+                run_on_all(t, ops, cmd, &mc, seed++, false);
                 ncase++;
+            }
+        }
+        unsetenv("VKT_MATMUL_VARIANT");
+    }
+
+    // SwiftShader's kernels forced by name; each case checks that the forced kernel is the one
+    // that runs (an unaligned shape would silently take the scalar kernel).
+    const uint32_t v4[5] = {4, 8, 36, 132, 516};
+    const char *ss_variants[2] = {"ss-r16c16-g4", "ss-r32c16-g4"};
+    for (int s = 0; s < 2; s++) {
+        setenv("VKT_MATMUL_VARIANT", ss_variants[s], 1);
+        for (int f = 0; f < 3; f++) {
+            for (int i = 0; i < 5; i++) {
+                for (int rot = 1; rot <= 2; rot++) {
+                    mm_case mc = {forms[f],
+                                  forms[f] == VKT_MM_TN ? v4[i] : v[i],
+                                  v4[(i + rot) % 5],
+                                  v4[(i + 2 * rot) % 5],
+                                  (ncase % 2) == 0,
+                                  betas[ncase % 3],
+                                  (uint32_t)(ncase % 4)};
+                    for (int d = 0; d < t->ndev; d++) {
+                        if (!ops[d] || !is_swiftshader(t->dev[d])) continue;
+                        const char *got = vkt_matmul_variant(ops[d], mc.form, mc.M, mc.N, mc.K);
+                        VT_CHECK(t, strcmp(got, ss_variants[s]) == 0,
+                                 "%s %ux%ux%u forced onto %s runs %s", form_name(mc.form), mc.M,
+                                 mc.N, mc.K, ss_variants[s], got);
+                    }
+                    run_on_all(t, ops, cmd, &mc, seed++, true);
+                    ncase++;
+                }
             }
         }
         unsetenv("VKT_MATMUL_VARIANT");
@@ -227,7 +273,7 @@ int main(void) {
     // One product of at least 1024 along every dimension per form.
     for (int f = 0; f < 3; f++) {
         mm_case mc = {forms[f], 1024, 1056, 1040, f != 1, betas[f], 1};
-        run_on_all(t, ops, cmd, &mc, seed++);
+        run_on_all(t, ops, cmd, &mc, seed++, false);
     }
 
     for (int d = 0; d < t->ndev; d++) {
