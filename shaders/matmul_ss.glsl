@@ -52,15 +52,19 @@
 //  - subgroupBroadcast is about 10 instructions; subgroupQuadBroadcast more (12.1 against 10.7 per
 //    FMA for the whole loop).
 //  - Whole k loop, instructions per FMA and GFLOP/s at 1024^3 NN (old kernel, matmul_scalar.glsl
-//    16 x 16 with 4 lanes: 19.4 and 7.0-7.2):
+//    16 x 16 with 4 lanes: 19.4 and 7.0-7.2), and SwiftShader's compile time per form with the
+//    first epilogue (one inlined store loop per row; the single loop now used takes 0.25 s for 16
+//    rows and 1.3 s for 32):
 //      16 rows x 16 columns per lane, 8 k steps:  10.9   11.1-11.7   (0.45 s to compile a form)
 //      16 rows, 16 k steps:                       10.2    12.1-12.2   (1.9 s)
-//      32 rows, 8 k steps:                         9.3    13.3-14.0   (2.9 s; NT 13.7, TN 13.2)
+//      32 rows, 8 k steps:                         9.3    13.3-14.2   (2.9 s; NT 13.7-14.4,
+//                                                                        TN 13.2-13.7)
 //      32 rows, 16 k steps: 2.0-2.1x the old kernel at half the machine against 1.85x for 8
 //      steps, but 5.7 s to compile a form (glslc ran out of memory on its loop form).
 //    Smaller tiles are slower: registers only (4 rows x 4 columns per lane) 1.1, 4 x 3 2.9, 16 x 4
 //    with 4 k steps 5.1 GFLOP/s (25 instructions per FMA: gathers and merges dominate).
-//  - SwiftShader's compile time grows about quadratically with the loop body, and code under a
+//  - SwiftShader's compile time grows about quadratically with the loop body (and the epilogue
+//    written out per row took 45% of it), and code under a
 //    branch on a specialization constant is compiled anyway (three forms in one shader: 20 s for
 //    the 32-row kernel), hence one shader per form. Zeroing the steps past k_end with selects
 //    doubled the compile time; a multiply of a adds about 0.7 s.
@@ -170,14 +174,20 @@ layout(push_constant) uniform PC { vkt_matmul_push p; };
 
 uint M, N, n0;
 
-// The epilogue for one row: bias, beta (or the partial sum of an earlier K chunk), bounds guard.
-// It runs once per workgroup, so it is written as a loop (compiles faster).
-void store_row(uint m, float v[16]) {
-    if (m >= M) return;
-    for (uint j = 0; j < 16; j++) {
-        uint n = n0 + j;
-        if (n < N) {
-            float x = v[j];
+// The epilogue: bias, beta (or the partial sum of an earlier K chunk), bounds guard. The
+// accumulators go through a local array so that the store code exists once: 32 inlined copies of
+// it, one per row, took 45% of the 32-row kernel's compile time.
+#define TOARR1(j, g, i) acc[(4 * g + i) * 16 + j] = c##g##i##_##j;
+#define TOARR_ROW(i, g, u2) FOR_J(TOARR1, g, i)
+#define TOARR_G(g, u1, u2) FOR_I(TOARR_ROW, g, 0)
+void store_tile(uint m0, float acc[4 * SS_G * 16]) {
+    for (uint r = 0; r < 4 * SS_G; r++) {
+        uint m = m0 + r;
+        if (m >= M) break;
+        for (uint j = 0; j < 16; j++) {
+            uint n = n0 + j;
+            if (n >= N) break;
+            float x = acc[r * 16 + j];
             if (p.has_bias != 0 && p.k_begin == 0) x += bias[n];
             if (p.k_begin > 0) x += c1[m * N + n];
             else if (p.beta != 0.0) x += p.beta * c1[m * N + n];
@@ -185,11 +195,6 @@ void store_row(uint m, float v[16]) {
         }
     }
 }
-#define ROWV(g, i) float[16](c##g##i##_0, c##g##i##_1, c##g##i##_2, c##g##i##_3, c##g##i##_4, \
-    c##g##i##_5, c##g##i##_6, c##g##i##_7, c##g##i##_8, c##g##i##_9, c##g##i##_10, c##g##i##_11, \
-    c##g##i##_12, c##g##i##_13, c##g##i##_14, c##g##i##_15)
-#define ST_ROW(i, g, u2) store_row(m0 + 4 * g + i, ROWV(g, i));
-#define ST_G(g, u1, u2) FOR_I(ST_ROW, g, 0)
 
 void main() {
     M = p.m;
@@ -232,5 +237,7 @@ void main() {
 #endif
         FOR_G(CHAIN_G, 0, 0)
     }
-    FOR_G(ST_G, 0, 0)
+    float acc[4 * SS_G * 16];
+    FOR_G(TOARR_G, 0, 0)
+    store_tile(m0, acc);
 }
