@@ -96,8 +96,8 @@ static const mm_variant VARIANTS[] = {
     {"tiled-r8c8-k8", "matmul_tiled", MM_TILED, 16, 8, 8, 8, 0},
     // SwiftShader (shaders/matmul_ss.glsl): one subgroup of 4 lanes, 16 columns per lane, the
     // rows broadcast across the subgroup, vec4 loads, one shader per form. 32 rows for large
-    // products (13.7-14 GFLOP/s at 1024^3 against 7 for scalar-r16c16-g4, but about 2.9 s to
-    // compile per form), 16 rows otherwise (0.45 s).
+    // products (13.7-14 GFLOP/s at 1024^3 against 7 for scalar-r16c16-g4, but about 1.3 s to
+    // compile per form), 16 rows otherwise (0.25 s).
     {"ss-r32c16-g4", "matmul_ss_r32", MM_WIDE, 4, 32, 16, 4, 0},
     {"ss-r16c16-g4", "matmul_ss_r16", MM_WIDE, 4, 16, 16, 4, 0},
 };

@@ -6,9 +6,10 @@
 //   c = sum over k in [k_begin, k_end) of op(a)[m,k] op(b)[k,n]  (+ bias[n]) (+ beta * c)
 // where a dispatch with k_begin > 0 continues a K-split (beta taken as 1, no bias), as in
 // matmul_wide.glsl. Every operand is read as vec4s along its contiguous dimension, so the host
-// (engine/matmul.c, wide_fits with W = 4) uses it only when K, N (and for TN, M) are multiples of 4,
-// the views are 16-byte aligned and k_begin is a multiple of 4; any M (NN, NT) and any k_end - k_begin
-// work. Rows and columns past M and N are clamped on load and skipped on store (the bounds guard).
+// (engine/matmul.c, wide_fits with W = 4) uses it only when K, N (and for TN, M) are multiples of
+// 4, the views are 16-byte aligned and k_begin is a multiple of 4; any M (NN, NT) and any
+// k_end - k_begin work. Rows and columns past M and N are clamped on load and skipped on store
+// (the bounds guard).
 //
 // One workgroup is one subgroup of 4 lanes and computes R = 4 SS_G rows x 64 columns: lane l owns
 // the 16 contiguous columns n0 = 16 (4 group_y + l) .. n0 + 15 of every row. Each iteration of the
@@ -26,43 +27,50 @@
 // unroll the 16-row tile written as [[unroll]] loops over arrays, and 0.4 s / 50 MB for the same
 // code written out; SwiftShader also compiles the written-out form 3-4x faster.
 //
-// What was measured (fp32 1024^3, the team's 2-core machine, SwiftShader from chromium-common 156;
-// instruction counts read from the JIT code of the k loop, dumped with gdb; GFLOP/s from
-// `vktrain bench matmul` with peak_fma at 50-52, i.e. both cores free; every comparison
-// interleaved in one run):
-//  - SwiftShader's loads: a load whose index is not a compile-time constant is an emulated gather
-//    in Subzero: 4 scalar loads, each behind a branch on its lane's mask bit, about 36
-//    instructions per 4 floats (the equal/sequential fast paths of SIMD::Pointer::Load only run
-//    for atomic or ordered loads). A vec4 load is 4 such gathers; each access chain adds about 20
-//    instructions (descriptor address, bounds), so vec4 loads cost about 40% less per float than
-//    scalar ones. The old kernel's lane-uniform loads of a were gathers of 4 equal addresses.
-//  - Loop-carried values: every phi is merged with the lane mask at each back-edge, about 14
-//    instructions per SIMD value per iteration, so each accumulator takes all 8 k steps of an
-//    iteration in a row (1.75 instructions per FMA at 8 steps; 4 steps: 3.5).
-//  - Subzero keeps one FMA chain in a register and everything else on the stack; an FMA is
-//    a load, a store-back of the same slot (a Subzero artefact for a multi-use operand), mulps
-//    and addps: 4.2 instructions. Interleaving 2, 4 or 8 chains (to reuse a loaded value) spills
-//    the chains: 12.5 instructions per FMA instead of 10.9. Accumulators kept in a local array
-//    (masked read-modify-write stores) instead of phis: 10.8 instead of 9.3. Making the
-//    broadcast an arithmetic result, or swapping the FMA operands, does not remove the store-back.
-//  - subgroupBroadcast costs about 10 instructions (compare, and, 4 shuffles, 2 ors);
-//    subgroupQuadBroadcast is longer (12.1 vs 10.7 instructions per FMA).
-//  - Instructions per FMA (whole k loop) and GFLOP/s at 1024^3 NN, against the old scalar kernel
-//    (matmul_scalar.glsl 16 x 16, 4 lanes: 19.4 instructions, 7.0-7.2 GFLOP/s):
-//      16 rows x 16 columns per lane, 8 k steps: 10.9, 11.1-11.7 GFLOP/s
-//      16 rows, 16 k steps: 10.2-10.6, 12.1 GFLOP/s (1.9 s to compile per form)
-//      32 rows, 8 k steps: 8.8-9.3, 13.3-14.0 GFLOP/s (2.5-2.9 s to compile per form)
-//      32 rows, 16 k steps: about 8, 14.5 (at half the machine: 2.0x the old kernel against 1.85x
-//      for 8 k steps), but 5.7 s to compile per form, and glslc could not build it as loops
-//    Smaller tiles are slower: 4 x 4 per lane (registers only) 1.1, 4 x 3 (k by 1) 2.9, 16 x 4 by
-//    4 k steps 5.1 GFLOP/s (25 instructions per FMA: gathers and phi merges dominate).
-//  - SwiftShader compile time grows about quadratically with the loop body (16 rows: 0.45 s,
-//    32 rows: 2.9 s), and a form chosen by a specialization constant inside one shader is not
-//    removed before compiling (3 loops compiled: 20 s), hence one shader per form. Zeroing the
-//    steps past k_end with selects doubled the compile time of the 32-row kernel; a multiply of a
-//    adds 0.7 s.
+// What was measured (fp32, the team's 2-core machine, SwiftShader from chromium-common 156).
+// Instruction counts are read from the JIT code of the k loop (gdb attached to `vktrain bench
+// matmul`, the executable swiftshader_jit mapping dumped and disassembled) and are stable;
+// GFLOP/s are `vktrain bench matmul` medians, compared in one run, interleaved, with peak_fma at
+// 50-52 (both cores free; the machine is shared and often gives one: everything then halves).
+//  - Loads: a load whose index is not a compile-time constant is a gather emulated by Subzero:
+//    4 scalar loads, each behind a branch on its lane's mask bit, about 36 instructions per 4
+//    floats, also when the lanes read neighbouring floats or one address (both were measured:
+//    the old kernel's lane-uniform loads of a are such gathers). Reactor's source only takes the
+//    one-load paths for atomic or ordered loads (not tried). A vec4 load is 4 gathers; each access
+//    chain adds about 20 instructions (descriptor address, index scaling), so vec4 loads cost
+//    about 40% less per float than scalar ones: a scalar-load version of this kernel (any shape,
+//    selects for the k tail) ran 13.9-16.3 instructions per FMA and no faster than the old kernel.
+//  - Loop-carried values: each phi is merged with the lane mask at every back-edge, about 14
+//    instructions per SIMD value, so each accumulator takes all 8 k steps of an iteration in a
+//    row (1.75 instructions per FMA; with 4 steps 3.5). Accumulators in a local array instead
+//    (masked read-modify-write stores): 10.8 instructions per FMA instead of 9.3.
+//  - Subzero keeps one FMA chain in a register and the rest on the stack: an FMA is 4.2
+//    instructions (load, a store-back of the same slot for a multi-use operand, mulps, addps).
+//    Running 2, 4 or 8 chains side by side to reuse a loaded value spills the chains (12.5
+//    instead of 10.9); swapping the operands or making the broadcast an arithmetic result keeps
+//    the store-back.
+//  - subgroupBroadcast is about 10 instructions; subgroupQuadBroadcast more (12.1 against 10.7 per
+//    FMA for the whole loop).
+//  - Whole k loop, instructions per FMA and GFLOP/s at 1024^3 NN (old kernel, matmul_scalar.glsl
+//    16 x 16 with 4 lanes: 19.4 and 7.0-7.2), and SwiftShader's compile time per form with the
+//    first epilogue (one inlined store loop per row; the single loop now used takes 0.25 s for 16
+//    rows and 1.3 s for 32):
+//      16 rows x 16 columns per lane, 8 k steps:  10.9   11.1-11.7   (0.45 s to compile a form)
+//      16 rows, 16 k steps:                       10.2    12.1-12.2   (1.9 s)
+//      32 rows, 8 k steps:                         9.3    13.3-14.2   (2.9 s; NT 13.7-14.4,
+//                                                                        TN 13.2-13.7)
+//      32 rows, 16 k steps: 2.0-2.1x the old kernel at half the machine against 1.85x for 8
+//      steps, but 5.7 s to compile a form (glslc ran out of memory on its loop form).
+//    Smaller tiles are slower: registers only (4 rows x 4 columns per lane) 1.1, 4 x 3 2.9, 16 x 4
+//    with 4 k steps 5.1 GFLOP/s (25 instructions per FMA: gathers and merges dominate).
+//  - SwiftShader's compile time grows about quadratically with the loop body (and the epilogue
+//    written out per row took 45% of it), and code under a
+//    branch on a specialization constant is compiled anyway (three forms in one shader: 20 s for
+//    the 32-row kernel), hence one shader per form. Zeroing the steps past k_end with selects
+//    doubled the compile time; a multiply of a adds about 0.7 s.
 //  - SwiftShader runs workgroups on both cores (171% CPU during a benchmark).
-// Left for later: the 16-step body (+8%, but 5.7 s to compile), a cheaper broadcast.
+// Not done: the 16-step body (about +8%, 2x the compile time), a cheaper broadcast, shapes that
+// are not multiples of 4 (engine/matmul.c runs scalar-r16c16-g4 for them).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
 
@@ -166,14 +174,20 @@ layout(push_constant) uniform PC { vkt_matmul_push p; };
 
 uint M, N, n0;
 
-// The epilogue for one row: bias, beta (or the partial sum of an earlier K chunk), bounds guard.
-// It runs once per workgroup, so it is written as a loop (compiles faster).
-void store_row(uint m, float v[16]) {
-    if (m >= M) return;
-    for (uint j = 0; j < 16; j++) {
-        uint n = n0 + j;
-        if (n < N) {
-            float x = v[j];
+// The epilogue: bias, beta (or the partial sum of an earlier K chunk), bounds guard. The
+// accumulators go through a local array so that the store code exists once: 32 inlined copies of
+// it, one per row, took 45% of the 32-row kernel's compile time.
+#define TOARR1(j, g, i) acc[(4 * g + i) * 16 + j] = c##g##i##_##j;
+#define TOARR_ROW(i, g, u2) FOR_J(TOARR1, g, i)
+#define TOARR_G(g, u1, u2) FOR_I(TOARR_ROW, g, 0)
+void store_tile(uint m0, float acc[4 * SS_G * 16]) {
+    for (uint r = 0; r < 4 * SS_G; r++) {
+        uint m = m0 + r;
+        if (m >= M) break;
+        for (uint j = 0; j < 16; j++) {
+            uint n = n0 + j;
+            if (n >= N) break;
+            float x = acc[r * 16 + j];
             if (p.has_bias != 0 && p.k_begin == 0) x += bias[n];
             if (p.k_begin > 0) x += c1[m * N + n];
             else if (p.beta != 0.0) x += p.beta * c1[m * N + n];
@@ -181,11 +195,6 @@ void store_row(uint m, float v[16]) {
         }
     }
 }
-#define ROWV(g, i) float[16](c##g##i##_0, c##g##i##_1, c##g##i##_2, c##g##i##_3, c##g##i##_4, \
-    c##g##i##_5, c##g##i##_6, c##g##i##_7, c##g##i##_8, c##g##i##_9, c##g##i##_10, c##g##i##_11, \
-    c##g##i##_12, c##g##i##_13, c##g##i##_14, c##g##i##_15)
-#define ST_ROW(i, g, u2) store_row(m0 + 4 * g + i, ROWV(g, i));
-#define ST_G(g, u1, u2) FOR_I(ST_ROW, g, 0)
 
 void main() {
     M = p.m;
@@ -228,5 +237,7 @@ void main() {
 #endif
         FOR_G(CHAIN_G, 0, 0)
     }
-    FOR_G(ST_G, 0, 0)
+    float acc[4 * SS_G * 16];
+    FOR_G(TOARR_G, 0, 0)
+    store_tile(m0, acc);
 }

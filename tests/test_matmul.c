@@ -13,9 +13,9 @@
 //  - with and without bias, beta 0, 1 and 0.5 (c is read), views at non-zero aligned offsets
 //    inside one buffer and larger than the shape needs, with canaries around c that must survive;
 //  - one product of at least 1024 along every dimension (1024 x 1056 x 1040) per form.
-// Time: about 12 s, plus about 10 s for SwiftShader to compile its kernels (ss-r32c16-g4: about
-// 2.9 s per form); about 47 s more when Mesa's shader cache is cold (lavapipe's LLVM then compiles
-// the large tile for each form, about 7 s each).
+// Time: about 16 s (SwiftShader compiles ss-r32c16-g4 in about 1.3 s per form, ss-r16c16-g4 in
+// 0.25 s); about 47 s more when Mesa's shader cache is cold (lavapipe's LLVM then compiles the
+// large tile for each form, about 7 s each).
 // Tolerance: |got - ref| <= atol + rtol |ref| with atol = 1e-6 * (K + 1) and rtol = 1e-5. Inputs
 // are uniform in [-1, 1]; fp32 accumulation over K terms errs by about 1e-7 sqrt(K) |sum|, well
 // inside it, while a dropped term, bias or beta misses by 1e-2 or more.
