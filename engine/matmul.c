@@ -10,6 +10,12 @@
 // allow W-wide loads; otherwise the scalar variant, which takes any M, N, K >= 1, does.
 // VKT_MATMUL_VARIANT=name[,name] overrides the rule (for benchmarks and experiments).
 //
+// vkt_op_matmul_ex adds an activation epilogue (shaders/mm_epilogue.glsl, in both kernels): f(z)
+// for a dense layer's forward, optionally keeping z, or z * f' for the activation's backward fused
+// into the input-gradient product. The activation and mode are two more specialization constants
+// (none by default), so a plain product compiles as before. What the fusion saves per layer and
+// step, measured on fashion_mlp: see engine/network.c.
+//
 // What was measured (fp32 1024^3, this project's 2-core AVX-512 machine, lavapipe 22.3.6 and
 // SwiftShader/Subzero; PLATFORM.md has the setting):
 //  - lavapipe: inside a loop every storage-buffer load, workgroup-uniform or not, becomes a loop
@@ -42,6 +48,10 @@
 _Static_assert(VKT_MM_NN == VKT_MM_FORM_NN && VKT_MM_NT == VKT_MM_FORM_NT &&
                    VKT_MM_TN == VKT_MM_FORM_TN,
                "vkt_mm_form and the shaders' form codes must agree");
+_Static_assert(VKT_ACT_RELU == VKT_ACT_CODE_RELU && VKT_ACT_LEAKY_RELU == VKT_ACT_CODE_LEAKY_RELU &&
+                   VKT_ACT_GELU == VKT_ACT_CODE_GELU && VKT_ACT_TANH == VKT_ACT_CODE_TANH &&
+                   VKT_ACT_SIGMOID == VKT_ACT_CODE_SIGMOID,
+               "vkt_act and the shaders' activation codes must agree");
 
 // ---------------------------------------------------------------------------------------------
 // Variants
@@ -200,12 +210,29 @@ const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint3
     return choose(ops, form, &z, &z, &z, M, N, K)->name;
 }
 
+bool vkt_matmul_epilogue_pays(vkt_ops *ops) {
+    // Measured (shaders/mm_epilogue.glsl): lavapipe folds the epilogue's specialization constants
+    // and the fused forms beat product + act kernel by 6-11% (wide) and about 10% (scalar, K = 10);
+    // SwiftShader runs every activation's code in a fused kernel, 1.3x the product at K = 256
+    // where the separate kernel adds 4%. GPU drivers fold specialization constants as lavapipe
+    // does.
+    return !is_swiftshader(vkt_device_get_info(vkt_ops_device(ops)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Recording
 
-void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a, vkt_view b,
-                   const vkt_view *bias, float beta, uint32_t M, uint32_t N, uint32_t K,
-                   const char *label) {
+// Whether a view read or written like c (the epilogue's s and z) allows the wide variant v: the
+// alignment that wide_fits asks of c.
+static bool wide_view_ok(const vkt_device_info *d, const mm_variant *v, const vkt_view *x) {
+    uint64_t align = 4ull * v->w;
+    if (align > 16 && d->type == VKT_DEVICE_CPU) align = 16;
+    return x->offset % align == 0;
+}
+
+void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a,
+                      vkt_view b, const vkt_view *bias, float beta, uint32_t M, uint32_t N,
+                      uint32_t K, const vkt_mm_epilogue *epi, const char *label) {
     VKT_ASSERT(form == VKT_MM_NN || form == VKT_MM_NT || form == VKT_MM_TN);
     VKT_ASSERT(M >= 1 && N >= 1 && K >= 1);
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
@@ -225,20 +252,65 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
         bv.size = 4ull * N;
     }
 
+    // The epilogue: spec constants (activation code, mode) and bindings 4 (s, read) and 5 (z,
+    // written). Unused ones get a, which the dispatch reads anyway, and c, which it writes anyway,
+    // so that the synchronization validation sees no access the kernel does not make.
+    vkt_mm_epi kind = epi ? epi->kind : VKT_MM_EPI_NONE;
+    uint32_t act_code = VKT_ACT_CODE_NONE, mode = VKT_MM_EPI_FORWARD;
+    float alpha = 0.0f;
+    vkt_view sv = a, zv = c;
+    if (kind != VKT_MM_EPI_NONE) {
+        VKT_ASSERT((unsigned)epi->act <= VKT_ACT_SIGMOID);
+        act_code = (uint32_t)epi->act;
+        alpha = epi->alpha;
+        const vkt_view *x = epi->saved;
+        if (x) {
+            VKT_ASSERT(x->size >= need_c);
+            // s and z are the same shape as c and may not overlap it.
+            VKT_ASSERT(x->buffer != c.buffer || x->offset >= c.offset + need_c ||
+                       c.offset >= x->offset + need_c);
+        }
+        if (kind == VKT_MM_EPI_ACT) {
+            mode = x ? VKT_MM_EPI_FORWARD_Z : VKT_MM_EPI_FORWARD;
+            if (x) {
+                zv = *x;
+                zv.size = need_c;
+            }
+        } else {
+            VKT_ASSERT(x && (kind == VKT_MM_EPI_GRAD_X || kind == VKT_MM_EPI_GRAD_Y));
+            VKT_ASSERT(kind == VKT_MM_EPI_GRAD_X || vkt_act_grad_from_output(epi->act, alpha));
+            mode = kind == VKT_MM_EPI_GRAD_X ? VKT_MM_EPI_GRAD_X : VKT_MM_EPI_GRAD_Y;
+            sv = *x;
+            sv.size = need_c;
+        }
+    }
+
     const mm_variant *v = choose(ops, form, &c, &a, &b, M, N, K);
-    uint32_t spec[7] = {v->wg, 1, 1, (uint32_t)form, v->tm, v->tc, v->w};
-    int nspec = v->kind == MM_WIDE ? 7 : 4;
-    vkt_kernel *k = vkt_ops_kernel(ops, v->shader, spec, nspec);
+    // s and z are read and written in the same W-wide pieces as c.
+    if (v->kind == MM_WIDE && (!wide_view_ok(d, v, &sv) || !wide_view_ok(d, v, &zv)))
+        v = device_plan(d).scalar;
+    uint32_t spec[9] = {v->wg, 1, 1, (uint32_t)form, v->tm, v->tc, v->w, act_code, mode};
+    uint32_t plain[9] = {
+        v->wg, 1, 1, (uint32_t)form, v->tm, v->tc, v->w, VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD};
+    // The scalar kernel ignores the tile constants (ids VKT_SPEC_USER + 1..3): its tile is compiled
+    // in (the shader's name), and leaving them out keeps one cache entry per kernel.
+    if (v->kind != MM_WIDE) spec[4] = spec[5] = spec[6] = plain[4] = plain[5] = plain[6] = 0;
+    vkt_kernel *k = vkt_ops_kernel(ops, v->shader, spec, 9);
     if (!k) return; // reported by vkt_ops_status
 
     uint32_t gx = (M + v->tm - 1) / v->tm;
     uint32_t gy =
         (uint32_t)(((uint64_t)N + (uint64_t)v->wg * v->tc - 1) / ((uint64_t)v->wg * v->tc));
-    vkt_view bind[4] = {c, a, b, bv};
-    // A K-split runs its chunks in order, each adding onto c: a barrier between them.
+    vkt_view bind[6] = {c, a, b, bv, sv, zv};
+    vkt_view bind_plain[6] = {c, a, b, bv, a, c};
+    // A K-split runs its chunks in order, each adding onto c: a barrier between them. The epilogue
+    // belongs to the last chunk; the others run the plain kernel.
     uint32_t kc = v->kc && v->kc < K ? v->kc : K;
     for (uint32_t k0 = 0; k0 < K; k0 += kc) {
         uint32_t k1 = K - k0 > kc ? k0 + kc : K;
+        bool last = k1 == K;
+        vkt_kernel *kk = last ? k : vkt_ops_kernel(ops, v->shader, plain, 9);
+        if (!kk) return;
         vkt_matmul_push push = {
             .m = M,
             .n = N,
@@ -247,8 +319,16 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
             .k_end = k1,
             .has_bias = bias != NULL,
             .beta = beta,
+            .alpha = alpha,
         };
         if (k0 > 0) vkt_cmd_barrier(cmd);
-        vkt_cmd_dispatch(cmd, k, bind, 4, &push, sizeof push, gx, gy, 1, label);
+        vkt_cmd_dispatch(cmd, kk, last ? bind : bind_plain, 6, &push, sizeof push, gx, gy, 1,
+                         label);
     }
+}
+
+void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a, vkt_view b,
+                   const vkt_view *bias, float beta, uint32_t M, uint32_t N, uint32_t K,
+                   const char *label) {
+    vkt_op_matmul_ex(cmd, ops, form, c, a, b, bias, beta, M, N, K, NULL, label);
 }
