@@ -93,11 +93,13 @@ void main() {
             c1[m * N + n] = v;
         }
     }
-    // The activation epilogue (mm_epilogue.glsl) on what the lane just stored, four outputs at a
-    // time, in a loop that is not unrolled. SwiftShader runs every block of a shader, taken or
-    // not: here the plain product pays one masked pass of this body (measured: 2-4% at K = 256
-    // when the epilogue also kept its values in registers across both loops, nothing measurable
-    // like this), where an unrolled epilogue cost it 1.4x.
+    // The activation epilogue (mm_epilogue.glsl) on what the lane just stored (its own writes),
+    // four outputs at a time, in a loop that is not unrolled. SwiftShader runs every block of a
+    // shader, taken or not: here the plain product pays one masked pass of this body (against the
+    // same source without it, in one process: 1-2% at K = 256 and 512, 5-7% at K = 10, where that
+    // is 0.02 ms), where an unrolled epilogue cost it 1.4x. The extra read and write of c cost the
+    // fused forms little on lavapipe, where this kernel serves only the shapes the wide one cannot
+    // take (K = 10: about the time of the product plus the separate act kernel).
     [[dont_unroll]] for (uint i = 0; MM_EPI_ON && i < TM * TC / 4; i++) {
         uint r = i / (TC / 4), j4 = i % (TC / 4), m = m0 + r;
         vec4 z = vec4(0.0), s = vec4(0.0);

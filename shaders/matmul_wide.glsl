@@ -14,8 +14,8 @@
 // in TN, n for b in NN/TN and for c) and each iteration of the k loop consumes W k-steps. The host
 // (engine/matmul.c) uses this kernel only when K, N (and M for TN), k_begin, k_end are multiples
 // of W and the views (s and z included) are aligned for W-wide access; TM and TC are multiples
-// of W. Rows and
-// columns past M and N are clamped on load and skipped on store (the bounds guard).
+// of W. Rows and columns past M and N are clamped on load and skipped on store (the bounds
+// guard).
 //
 // Why: on lavapipe every storage-buffer load inside a loop becomes a loop over the 8 lanes, so
 // the kernel reads few, wide pieces and reuses each for TM (or TC) FMAs. The tile is given by

@@ -7,8 +7,11 @@
 //   VKT_MM_EPI_GRAD_X      c = z * f'(s), s (binding 4) = f's input at that position
 //   VKT_MM_EPI_GRAD_Y      c = z * f'(x) computed from s = f(x), f's output
 // The GRAD forms are an activation's backward fused into the matmul that produces its output
-// gradient (dX = dZ W of the next dense layer): one extra read of s per output element, against
-// a dispatch, a barrier, a write and two reads of every element for the separate kernel.
+// gradient (dY = dZ' W of the next dense layer, NN): one extra read of s per output, against a
+// dispatch, a barrier, and a write and two reads of every element for the separate kernel. Not in
+// the prologue of the matmuls that consume dZ: three kernels read dZ (the weight gradient dZ^T X,
+// the bias gradient and the next dX = dZ W), each would have to apply f' itself, and a matmul
+// prologue applies it to every operand load, K / tile times per element instead of once.
 //
 // The activation (VKT_ACT_CODE_*, ACT_NONE by default) and the mode are specialization constants.
 // This file declares them and does the arithmetic (act_fn.glsl's functions, the same as the
@@ -17,21 +20,22 @@
 // mm_epi to four outputs at a time (any four: the functions are elementwise) and stores c under
 // its bounds guard.
 //
-// What the drivers do with the constants (fp32, this project's 2-core machine):
+// What the drivers do with the constants (fp32, this project's 2-core machine, GPU-timed):
 //  - lavapipe (and GPU drivers) fold them when they build the pipeline: each specialization runs
-//    only its own activation, and ACT_NONE compiles to the plain product.
-//  - SwiftShader does not fold them, and runs every block of a shader whether its condition
-//    holds or not (masked), specialization constants included; a loop's body at least once. With
-//    the selection in matmul_s16x16's unrolled epilogue, the plain product took 1.4x as long at
-//    K = 256 and 2.9x at K = 10 (every activation computed for every output, then discarded);
-//    under a loop that runs zero times, just as long. What works: the epilogue's body in a loop
-//    that is not unrolled (over the lane's outputs, four at a time), so that the plain product
-//    pays for one masked pass of it, not one per output (matmul_scalar.glsl). A fused epilogue
-//    there still computes every activation for every output (relu forward at 128x512x256:
-//    1.4-1.9x the plain product, against 1.0-1.1x for the product plus the separate act
-//    kernel); a copy of the epilogue per (activation, mode), each under its own loop, made the
-//    shader 1 MB and the build 5 minutes. So the engine does not fuse on SwiftShader
-//    (vkt_matmul_epilogue_pays), and these kernels serve it only for correctness there.
+//    only its own activation, and ACT_NONE compiles to the plain product (wide kernel at the
+//    training shapes: the same time as before the epilogue existed, within 2%).
+//  - SwiftShader does not fold them: it runs every block of a shader whether its condition holds
+//    or not (masked), on specialization constants too. With the selection in matmul_s16x16's
+//    unrolled epilogue the plain product took 1.4x as long at K = 256 and 2.9x at K = 10 (every
+//    activation computed for every output, then discarded); the same code under a loop whose
+//    condition is false on entry, just as long. What works is the epilogue's body in a loop that
+//    is not unrolled (matmul_scalar.glsl): the plain product pays for one masked pass of it
+//    (1-2% at K = 256, 5-7% at K = 10). A fused epilogue there still computes every activation
+//    for every output: relu forward at 128x512x256 took 1.3x the plain product, the product plus
+//    the separate act kernel 1.03x (at K = 10: 3.6x against 1.3x). A copy of the epilogue per
+//    (activation, mode), each under its own loop, made the shader 1 MB and the build 5 minutes.
+//    So the engine does not fuse on SwiftShader (vkt_matmul_epilogue_pays); these kernels serve
+//    it for correctness.
 #include "act_fn.glsl"
 
 layout(constant_id = VKT_SPEC_MM_ACT) const uint MM_ACT = ACT_NONE;
