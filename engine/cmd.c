@@ -32,7 +32,7 @@ struct vkt_cmd {
     vkt_timing *timings;
     int ntimings;
     bool timestamps, recording, recorded;
-    int ndispatch;
+    int ndispatch, nbarrier;
     vkt_status err;     // first recording error, returned by vkt_cmd_end
     uint64_t submitted; // timeline value of the last submit (0 = never)
 };
@@ -161,7 +161,7 @@ vkt_status vkt_cmd_begin(vkt_cmd *c, bool timestamps) {
     c->timestamps = timestamps;
     c->nops = c->ntimings = 0;
     c->nqueries = 0;
-    c->ndispatch = 0;
+    c->ndispatch = c->nbarrier = 0;
     c->err = VKT_OK;
     c->recorded = false;
     for (int i = 0; i < c->ndpools; i++)
@@ -282,6 +282,7 @@ void vkt_cmd_barrier(vkt_cmd *c) {
     const VkPipelineStageFlags stages =
         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
     c->dev->vk.vkCmdPipelineBarrier(c->cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+    c->nbarrier++;
 }
 
 void vkt_cmd_copy(vkt_cmd *c, vkt_view src, vkt_view dst, const char *label) {
@@ -382,3 +383,4 @@ int vkt_cmd_timings(const vkt_cmd *c, const vkt_timing **out) {
 }
 
 int vkt_cmd_dispatch_count(const vkt_cmd *c) { return c->ndispatch; }
+int vkt_cmd_barrier_count(const vkt_cmd *c) { return c->nbarrier; }

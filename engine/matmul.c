@@ -13,6 +13,14 @@
 // VKT_MATMUL_VARIANT=name[,name] fixes the choice (for benchmarks and experiments); VKT_TUNE=off
 // takes the first candidate that fits without measuring.
 //
+// vkt_op_matmul_ex adds an activation epilogue (shaders/mm_epilogue.glsl, in the wide and scalar
+// kernels): f(z) for a dense layer's forward, optionally keeping z, or z * f' for the
+// activation's backward fused into the input-gradient product. The activation and mode are two
+// more specialization constants (none by default), so a plain product compiles as before. A
+// product with an epilogue chooses among the candidates that have it (SwiftShader's and the
+// shared-memory tiled kernels do not). What the fusion saves per layer and step, measured on
+// fashion_mlp: see engine/network.c.
+//
 // What was measured (fp32 1024^3, this project's 2-core AVX-512 machine, lavapipe 22.3.6 and
 // SwiftShader/Subzero; PLATFORM.md has the setting):
 //  - lavapipe: inside a loop every storage-buffer load, workgroup-uniform or not, becomes a loop
@@ -50,6 +58,10 @@
 _Static_assert(VKT_MM_NN == VKT_MM_FORM_NN && VKT_MM_NT == VKT_MM_FORM_NT &&
                    VKT_MM_TN == VKT_MM_FORM_TN,
                "vkt_mm_form and the shaders' form codes must agree");
+_Static_assert(VKT_ACT_RELU == VKT_ACT_CODE_RELU && VKT_ACT_LEAKY_RELU == VKT_ACT_CODE_LEAKY_RELU &&
+                   VKT_ACT_GELU == VKT_ACT_CODE_GELU && VKT_ACT_TANH == VKT_ACT_CODE_TANH &&
+                   VKT_ACT_SIGMOID == VKT_ACT_CODE_SIGMOID,
+               "vkt_act and the shaders' activation codes must agree");
 
 // ---------------------------------------------------------------------------------------------
 // Variants
@@ -106,6 +118,10 @@ static const mm_variant VARIANTS[] = {
 // matmul_ss.glsl's kernels broadcast across their wg lanes, which must be one subgroup, and are
 // built once per form, as <shader>_nn, _nt and _tn.
 static bool is_ss(const mm_variant *v) { return strncmp(v->shader, "matmul_ss", 9) == 0; }
+// The kernels that include shaders/mm_epilogue.glsl (bindings 4 and 5, spec ids 7 and 8).
+static bool has_epilogue(const mm_variant *v) {
+    return (v->kind == MM_WIDE && !is_ss(v)) || v->kind == MM_SCALAR;
+}
 
 static const mm_variant *variant_named(const char *name, size_t len) {
     for (int i = 0; i < NVARIANTS; i++)
@@ -237,9 +253,16 @@ static const char *form_name(vkt_mm_form f) {
     return f == VKT_MM_NN ? "NN" : f == VKT_MM_NT ? "NT" : "TN";
 }
 
+typedef struct mm_epi_args {
+    uint32_t act_code, mode; // spec constants of shaders/mm_epilogue.glsl
+    float alpha;
+    vkt_view s, z; // bindings 4 (read) and 5 (written)
+} mm_epi_args;
+
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
                            vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
-                           float beta, uint32_t M, uint32_t N, uint32_t K, const char *label);
+                           float beta, uint32_t M, uint32_t N, uint32_t K, const mm_epi_args *e,
+                           const char *label);
 
 // Measures each variant v[i] on this shape (scratch operands, nothing of the caller's touched):
 // one timed run each, then two more rounds for those within 2x of the fastest, interleaved, the
@@ -277,7 +300,8 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint
             }
             for (int j = i; ok && j < n && (stamps || j == i); j++) {
                 if (!active[j]) continue;
-                record_variant(cmd, ops, v[j], form, c, a, b, a, false, 0.0f, M, N, K, labels[j]);
+                record_variant(cmd, ops, v[j], form, c, a, b, a, false, 0.0f, M, N, K, NULL,
+                               labels[j]);
                 vkt_cmd_barrier(cmd); // every variant writes c
             }
             if (vkt_ops_status(ops) != VKT_OK) ok = false; // a candidate that cannot be built
@@ -314,16 +338,32 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint
     return ok;
 }
 
+// Whether a view read or written like c (the epilogue's s and z) allows the wide variant v: the
+// alignment that wide_fits asks of c.
+static bool wide_view_ok(const vkt_device_info *d, const mm_variant *v, const vkt_view *x) {
+    uint64_t align = 4ull * v->w;
+    if (align > 16 && d->type == VKT_DEVICE_CPU) align = 16;
+    return x->offset % align == 0;
+}
+
+// epi: the product has an epilogue whose s and z views are sv and zv (NULL: none).
 static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *c,
-                                const vkt_view *a, const vkt_view *b, uint32_t M, uint32_t N,
-                                uint32_t K) {
+                                const vkt_view *a, const vkt_view *b, const vkt_view *sv,
+                                const vkt_view *zv, uint32_t M, uint32_t N, uint32_t K) {
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
     const mm_variant *cand[MAX_CANDS], *fit[MAX_CANDS];
     bool fixed;
     int nc = candidates(d, (uint64_t)M * N * K, cand, &fixed), nf = 0;
-    for (int i = 0; i < nc; i++)
-        if (cand[i]->kind != MM_WIDE || wide_fits(d, cand[i], form, c, a, b, M, N, K))
-            fit[nf++] = cand[i];
+    for (int i = 0; i < nc; i++) {
+        const mm_variant *v = cand[i];
+        if (sv && !has_epilogue(v)) continue;
+        if (v->kind == MM_WIDE &&
+            (!wide_fits(d, v, form, c, a, b, M, N, K) ||
+             (sv && (!wide_view_ok(d, v, sv) || !wide_view_ok(d, v, zv)))))
+            continue;
+        fit[nf++] = v;
+    }
+    if (nf == 0) fit[nf++] = named("scalar-r8c8-g4"); // has the epilogue; runs any shape
     if (nf == 1 || fixed || vkt_tune_mode_get() == VKT_TUNE_OFF) return fit[0];
 
     char op[96];
@@ -356,7 +396,17 @@ static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
     // Views at offset 0 (the engine's usual packing): the same choice vkt_op_matmul makes.
     vkt_view z = {0};
-    return choose(ops, form, &z, &z, &z, M, N, K)->name;
+    return choose(ops, form, &z, &z, &z, NULL, NULL, M, N, K)->name;
+}
+
+bool vkt_matmul_epilogue_pays(vkt_ops *ops) {
+    // Measured (GPU time, this machine; shaders/mm_epilogue.glsl): on lavapipe, which folds the
+    // epilogue's specialization constants, the fused forms took 2-11% less than the product plus
+    // the act kernel at the training shapes (wide kernel), and about the same on the scalar
+    // kernel (K = 10). SwiftShader runs every activation's code in a fused kernel: 1.3x the
+    // product at K = 256, where the separate kernel adds 3%. GPU drivers fold specialization
+    // constants as lavapipe does.
+    return !is_swiftshader(vkt_device_get_info(vkt_ops_device(ops)));
 }
 
 int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
@@ -381,9 +431,9 @@ int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N
 // ---------------------------------------------------------------------------------------------
 // Recording
 
-void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a, vkt_view b,
-                   const vkt_view *bias, float beta, uint32_t M, uint32_t N, uint32_t K,
-                   const char *label) {
+void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a,
+                      vkt_view b, const vkt_view *bias, float beta, uint32_t M, uint32_t N,
+                      uint32_t K, const vkt_mm_epilogue *epi, const char *label) {
     VKT_ASSERT(form == VKT_MM_NN || form == VKT_MM_NT || form == VKT_MM_TN);
     VKT_ASSERT(M >= 1 && N >= 1 && K >= 1);
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
@@ -403,15 +453,68 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
         bv.size = 4ull * N;
     }
 
-    const mm_variant *v = choose(ops, form, &c, &a, &b, M, N, K);
-    record_variant(cmd, ops, v, form, c, a, b, bv, bias != NULL, beta, M, N, K, label);
+    // The epilogue: spec constants (activation code, mode) and bindings 4 (s, read) and 5 (z,
+    // written). Unused ones get a, which the dispatch reads anyway, and c, which it writes anyway,
+    // so that the synchronization validation sees no access the kernel does not make.
+    vkt_mm_epi kind = epi ? epi->kind : VKT_MM_EPI_NONE;
+    mm_epi_args e = {VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD, 0.0f, a, c};
+    if (kind != VKT_MM_EPI_NONE) {
+        VKT_ASSERT((unsigned)epi->act <= VKT_ACT_SIGMOID);
+        e.act_code = (uint32_t)epi->act;
+        e.alpha = epi->alpha;
+        const vkt_view *x = epi->saved;
+        if (x) {
+            VKT_ASSERT(x->size >= need_c);
+            // s and z are the same shape as c and may not overlap it.
+            VKT_ASSERT(x->buffer != c.buffer || x->offset >= c.offset + need_c ||
+                       c.offset >= x->offset + need_c);
+        }
+        if (kind == VKT_MM_EPI_ACT) {
+            e.mode = x ? VKT_MM_EPI_FORWARD_Z : VKT_MM_EPI_FORWARD;
+            if (x) {
+                e.z = *x;
+                e.z.size = need_c;
+            }
+        } else {
+            VKT_ASSERT(x && (kind == VKT_MM_EPI_GRAD_X || kind == VKT_MM_EPI_GRAD_Y));
+            VKT_ASSERT(kind == VKT_MM_EPI_GRAD_X || vkt_act_grad_from_output(epi->act, e.alpha));
+            e.mode = kind == VKT_MM_EPI_GRAD_X ? VKT_MM_EPI_GRAD_X : VKT_MM_EPI_GRAD_Y;
+            e.s = *x;
+            e.s.size = need_c;
+        }
+    }
+    bool with_epi = kind != VKT_MM_EPI_NONE;
+    const mm_variant *v = choose(ops, form, &c, &a, &b, with_epi ? &e.s : NULL,
+                                 with_epi ? &e.z : NULL, M, N, K);
+    record_variant(cmd, ops, v, form, c, a, b, bv, bias != NULL, beta, M, N, K,
+                   with_epi ? &e : NULL, label);
 }
 
+void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a, vkt_view b,
+                   const vkt_view *bias, float beta, uint32_t M, uint32_t N, uint32_t K,
+                   const char *label) {
+    vkt_op_matmul_ex(cmd, ops, form, c, a, b, bias, beta, M, N, K, NULL, label);
+}
+
+// Records variant v (already chosen: it fits the shape, the views and, with e, has the epilogue).
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
                            vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
-                           float beta, uint32_t M, uint32_t N, uint32_t K, const char *label) {
-    uint32_t spec[7] = {v->wg, v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc, v->w};
-    int nspec = v->kind == MM_SCALAR ? 4 : 7;
+                           float beta, uint32_t M, uint32_t N, uint32_t K, const mm_epi_args *e,
+                           const char *label) {
+    VKT_ASSERT(!e || has_epilogue(v));
+    mm_epi_args none = {VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD, 0.0f, a, c};
+    if (!e) e = &none;
+    // Specialization constants: workgroup, form, tile (wide and tiled kernels), and for the
+    // kernels with the epilogue its activation and mode. The scalar kernel's tile is compiled in
+    // (the shader's name): its tile constants stay 0, one cache entry per kernel.
+    uint32_t spec[9] = {v->wg, v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc,
+                        v->w, e->act_code, e->mode};
+    if (v->kind == MM_SCALAR) spec[4] = spec[5] = spec[6] = 0;
+    uint32_t plain[9];
+    memcpy(plain, spec, sizeof plain);
+    plain[7] = VKT_ACT_CODE_NONE;
+    plain[8] = VKT_MM_EPI_FORWARD;
+    int nspec = has_epilogue(v) ? 9 : 7, nbind = has_epilogue(v) ? 6 : 4;
     // The SwiftShader kernels are one shader per form (it does not fold the form's branches).
     const char *suffix = form == VKT_MM_NN ? "_nn" : form == VKT_MM_NT ? "_nt" : "_tn";
     char shader[64];
@@ -423,11 +526,16 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     uint32_t gx = (M + rows - 1) / rows;
     uint32_t gy =
         (uint32_t)(((uint64_t)N + (uint64_t)v->wg * v->tc - 1) / ((uint64_t)v->wg * v->tc));
-    vkt_view bind[4] = {c, a, b, bv};
-    // A K-split runs its chunks in order, each adding onto c: a barrier between them.
+    vkt_view bind[6] = {c, a, b, bv, e->s, e->z};
+    vkt_view bind_plain[6] = {c, a, b, bv, a, c};
+    // A K-split runs its chunks in order, each adding onto c: a barrier between them. The epilogue
+    // belongs to the last chunk; the others run the plain kernel.
     uint32_t kc = v->kc && v->kc < K ? v->kc : K;
     for (uint32_t k0 = 0; k0 < K; k0 += kc) {
         uint32_t k1 = K - k0 > kc ? k0 + kc : K;
+        bool last = k1 == K;
+        vkt_kernel *kk = last ? k : vkt_ops_kernel(ops, shader, plain, nspec);
+        if (!kk) return;
         vkt_matmul_push push = {
             .m = M,
             .n = N,
@@ -436,8 +544,10 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
             .k_end = k1,
             .has_bias = has_bias,
             .beta = beta,
+            .alpha = e->alpha,
         };
         if (k0 > 0) vkt_cmd_barrier(cmd);
-        vkt_cmd_dispatch(cmd, k, bind, 4, &push, sizeof push, gx, gy, 1, label);
+        vkt_cmd_dispatch(cmd, kk, last ? bind : bind_plain, nbind, &push, sizeof push, gx, gy, 1,
+                         label);
     }
 }

@@ -3,6 +3,19 @@
 // layers). Layout first (pure arithmetic, shared by the memory planner and the allocation),
 // then allocation, then host access to tensors, then recording.
 //
+// Fusion: an activation layer right after a dense layer of the same stage runs in that layer's
+// matmul epilogue (vkt_op_matmul_ex: y = f(x W^T + b) in one dispatch), and its backward in the
+// epilogue of the next dense layer's input-gradient matmul (dZ = (dY W) * f'), where the device
+// runs the epilogue faster than the separate kernel (vkt_matmul_epilogue_pays; VKT_NET_FUSE=0 or 1
+// overrides). The pre-activation z is then written only for activations whose derivative needs
+// it (gelu, leaky_relu with a negative slope: vkt_act_grad_from_output); the others take f'
+// from their output y. Fused into the next matmul's prologue instead, the backward would
+// recompute f' once per k step of every output instead of once per output.
+// One SGD step of fashion_mlp (784-512-256-10, relu; vkt_cmd_dispatch_count and
+// vkt_cmd_barrier_count, test_mlp_grad checks the same counts): 17 dispatches and 14 barriers
+// unfused (the one vkt_cmd_begin records included; plus the zeroing fill), 13 and 10 fused. What
+// it bought: docs/PERFORMANCE.md.
+//
 // Does not: choose devices, move data between devices, or loop over batches (train.c and
 // parallel/ do).
 #include <math.h>
@@ -43,6 +56,7 @@ struct vkt_net {
     stage_layout L;
     vkt_buffer *params, *grads, *opt1, *opt2, *act, *scratch;
     bool last_stage;
+    bool fuse; // activations run in the matmul epilogues (see the header comment)
     int skip_barrier, barrier_count; // test hook: see vkt_net_test_skip_barrier
     char (*labels)[LABEL_LEN];
     int nlabels, cap_labels;
@@ -161,6 +175,8 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
         return s;
     }
     net->last_stage = desc->last_layer == desc->model->nlayers;
+    const char *fuse = getenv("VKT_NET_FUSE");
+    net->fuse = fuse && *fuse ? strcmp(fuse, "0") != 0 : vkt_matmul_epilogue_pays(ops);
     const stage_layout *L = &net->L;
     const vkt_optim_desc *o = &desc->optim;
     s = vkt_buffer_create(dev, L->param_bytes, "parameters", &net->params);
@@ -369,10 +385,34 @@ void vkt_net_record_zero_grads(vkt_net *net, vkt_cmd *cmd) {
     vkt_cmd_barrier(cmd);
 }
 
+// Whether activation layer a runs in the forward epilogue of the dense layer before it.
+static bool act_fused_forward(const vkt_net *net, int a) {
+    const vkt_model_desc *m = net->model;
+    return net->fuse && a > net->L.first && a < net->L.last &&
+           m->layers[a].kind == VKT_LAYER_ACTIVATION && m->layers[a - 1].kind == VKT_LAYER_DENSE;
+}
+
+// Whether activation layer a's input is in memory for its backward: always unless the fused
+// forward skipped writing it, which it does where f' follows from the output.
+static bool act_input_kept(const vkt_net *net, int a) {
+    const vkt_layer_desc *ly = &net->model->layers[a];
+    return !act_fused_forward(net, a) || !vkt_act_grad_from_output(ly->act, ly->alpha);
+}
+
+// Whether activation layer a's backward runs in the epilogue of the input-gradient matmul of the
+// dense layer after it, when the backward records layers [lo, hi). Not when a's gradient is not
+// needed (the stage's first layer without input_grad) or the dense layer is outside the range.
+static bool act_fused_backward(const vkt_net *net, int a, int lo, int hi, bool input_grad) {
+    const vkt_model_desc *m = net->model;
+    return net->fuse && a >= lo && a + 1 < hi && m->layers[a].kind == VKT_LAYER_ACTIVATION &&
+           m->layers[a + 1].kind == VKT_LAYER_DENSE && (a > net->L.first || input_grad);
+}
+
 void vkt_net_record_forward(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
     const vkt_model_desc *m = net->model;
     for (int l = net->L.first; l < net->L.last; l++) {
         const vkt_layer_desc *ly = &m->layers[l];
+        if (act_fused_forward(net, l)) continue; // ran in the dense layer's epilogue
         vkt_view in = layer_in(net, slot, l), out = layer_out(net, slot, l);
         if (ly->kind == VKT_LAYER_DENSE) {
             int w = weight_tensor(net, l);
@@ -380,10 +420,20 @@ void vkt_net_record_forward(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
             vkt_view bias;
             bool has_bias = ly->bias;
             if (has_bias) bias = tensor_view(net->params, &net->L.tensors[w + 1]);
-            // y[B,out] = x[B,in] W[out,in]^T + b
-            vkt_op_matmul(cmd, net->ops, VKT_MM_NT, out, in, tensor_view(net->params, wt),
-                          has_bias ? &bias : NULL, 0.0f, B, ly->out_features, ly->in_features,
-                          layer_label(net, "fwd", l, "dense"));
+            // y[B,out] = x[B,in] W[out,in]^T + b, and with a fused activation layer after it
+            // act(y) into that layer's output (y itself into this one's when the act needs it).
+            // (The label stays "dense": the trace and the step statistics count it as a matmul.)
+            vkt_mm_epilogue epi = {VKT_MM_EPI_NONE};
+            vkt_view z = out;
+            if (act_fused_forward(net, l + 1)) {
+                const vkt_layer_desc *al = &m->layers[l + 1];
+                epi = (vkt_mm_epilogue){VKT_MM_EPI_ACT, al->act, al->alpha,
+                                        act_input_kept(net, l + 1) ? &z : NULL};
+                out = layer_out(net, slot, l + 1);
+            }
+            vkt_op_matmul_ex(cmd, net->ops, VKT_MM_NT, out, in, tensor_view(net->params, wt),
+                             has_bias ? &bias : NULL, 0.0f, B, ly->out_features, ly->in_features,
+                             &epi, layer_label(net, "fwd", l, "dense"));
         } else {
             vkt_op_act_forward(cmd, net->ops, ly->act, ly->alpha, out, in, B * ly->out_features,
                                layer_label(net, "fwd", l, "act"));
@@ -448,6 +498,8 @@ void vkt_net_record_backward_layers(vkt_net *net, vkt_cmd *cmd, int slot, uint32
     VKT_ASSERT(lo >= net->L.first && hi <= net->L.last);
     for (int l = hi - 1; l >= lo; l--) {
         const vkt_layer_desc *ly = &m->layers[l];
+        // An activation whose backward ran in the epilogue of the dense layer after it.
+        if (act_fused_backward(net, l, lo, hi, input_grad)) continue;
         bool need_dx = l > net->L.first || input_grad;
         vkt_view dy = layer_grad(net, slot, l);
         vkt_view x = layer_in(net, slot, l);
@@ -464,14 +516,33 @@ void vkt_net_record_backward_layers(vkt_net *net, vkt_cmd *cmd, int slot, uint32
             if (ly->bias)
                 vkt_op_bias_grad(cmd, net->ops, tensor_view(net->grads, &net->L.tensors[w + 1]), dy,
                                  B, ly->out_features, layer_label(net, "bwd", l, "dbias"));
-            // dx[B,in] = dy[B,out] W[out,in]
+            // dx[B,in] = dy[B,out] W[out,in], and with the activation layer before it fused, on
+            // through it: its input gradient dx * f' (f' from its input, or from its output
+            // where the fused forward kept only that).
+            vkt_mm_epilogue epi = {VKT_MM_EPI_NONE};
+            vkt_view saved;
+            if (need_dx && act_fused_backward(net, l - 1, lo, hi, input_grad)) {
+                int a = l - 1;
+                const vkt_layer_desc *al = &m->layers[a];
+                bool kept = act_input_kept(net, a);
+                saved = kept ? layer_in(net, slot, a) : layer_out(net, slot, a);
+                epi = (vkt_mm_epilogue){kept ? VKT_MM_EPI_GRAD_X : VKT_MM_EPI_GRAD_Y, al->act,
+                                        al->alpha, &saved};
+                dx = a == net->L.first ? vkt_net_input_grad(net, slot)
+                                       : layer_grad(net, slot, a - 1);
+            }
             if (need_dx)
-                vkt_op_matmul(cmd, net->ops, VKT_MM_NN, dx, dy, tensor_view(net->params, wt), NULL,
-                              0.0f, B, ly->in_features, ly->out_features,
-                              layer_label(net, "bwd", l, "dinput"));
+                vkt_op_matmul_ex(cmd, net->ops, VKT_MM_NN, dx, dy, tensor_view(net->params, wt),
+                                 NULL, 0.0f, B, ly->in_features, ly->out_features, &epi,
+                                 layer_label(net, "bwd", l, "dinput"));
         } else if (need_dx) {
-            vkt_op_act_backward(cmd, net->ops, ly->act, ly->alpha, dx, dy, x, B * ly->out_features,
-                                layer_label(net, "bwd", l, "act"));
+            if (act_input_kept(net, l))
+                vkt_op_act_backward(cmd, net->ops, ly->act, ly->alpha, dx, dy, x,
+                                    B * ly->out_features, layer_label(net, "bwd", l, "act"));
+            else
+                vkt_op_act_backward_from_output(cmd, net->ops, ly->act, ly->alpha, dx, dy,
+                                                layer_out(net, slot, l), B * ly->out_features,
+                                                layer_label(net, "bwd", l, "act"));
         }
         if (net->barrier_count++ != net->skip_barrier) vkt_cmd_barrier(cmd);
     }

@@ -4,7 +4,11 @@
 // them; activations live in per-slot buffers so that several micro-batches can be in flight.
 //
 // Recording functions add work to a command stream and put barriers between dependent ops;
-// nothing here submits or waits except the host-side tensor reads and writes.
+// nothing here submits or waits except the host-side tensor reads and writes. An activation layer
+// right after a dense layer of the stage is recorded inside that layer's matmul (and its backward
+// inside the next dense layer's input-gradient matmul) where the device runs that faster
+// (vkt_matmul_epilogue_pays); VKT_NET_FUSE=0 or 1 in the environment at vkt_net_create turns that
+// off or on everywhere. The result is the same either way (network.c).
 #ifndef VKT_NETWORK_H
 #define VKT_NETWORK_H
 
@@ -119,7 +123,8 @@ void vkt_net_record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step);
 // Counts rows whose argmax matches the label into the correct counter (last stage).
 void vkt_net_record_accuracy(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B);
 // For the test that proves synchronization validation guards the backward: the which-th barrier
-// (from 0) that vkt_net_record_backward* would record is left out. -1 restores them all.
+// (from 0) that vkt_net_record_backward* would record is left out (an activation fused into a
+// matmul records none of its own). -1 restores them all.
 void vkt_net_test_skip_barrier(vkt_net *net, int which);
 // Any error from building kernels while recording.
 vkt_status vkt_net_status(vkt_net *net);

@@ -25,6 +25,15 @@ vkt_status vkt_ops_status(vkt_ops *ops);
 // The pending failure vkt_ops_status would report, left pending.
 vkt_status vkt_ops_peek(const vkt_ops *ops);
 
+// The activations (engine/ops_nn.c runs them on their own; matmul.c fuses them into a product).
+typedef enum vkt_act {
+    VKT_ACT_RELU,
+    VKT_ACT_LEAKY_RELU, // slope alpha for x < 0 (PyTorch default 0.01)
+    VKT_ACT_GELU,       // tanh approximation, as PyTorch's approximate='tanh'
+    VKT_ACT_TANH,
+    VKT_ACT_SIGMOID,
+} vkt_act;
+
 // ---------------------------------------------------------------------------------------------
 // Matmul (engine/matmul.c)
 
@@ -40,6 +49,36 @@ typedef enum vkt_mm_form {
 void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a, vkt_view b,
                    const vkt_view *bias, float beta, uint32_t M, uint32_t N, uint32_t K,
                    const char *label);
+
+// The matmul's activation epilogue (shaders/mm_epilogue.glsl). With z = op(a) op(b) (+ bias)
+// (+ beta c), what vkt_op_matmul would write:
+typedef enum vkt_mm_epi {
+    VKT_MM_EPI_NONE,   // c = z
+    VKT_MM_EPI_ACT,    // c = f(z); with saved != NULL also *saved = z (for a backward that needs
+                       // f's input: gelu, leaky_relu with a negative slope)
+    VKT_MM_EPI_GRAD_X, // c = z * f'(x), x = *saved the activation's input: f's backward fused
+                       // into the matmul that produces its output gradient (dX = dZ W, NN)
+    VKT_MM_EPI_GRAD_Y, // the same from y = *saved = f(x), the activation's output; only where
+                       // vkt_act_grad_from_output(act, alpha)
+} vkt_mm_epi;
+
+typedef struct vkt_mm_epilogue {
+    vkt_mm_epi kind;
+    vkt_act act;
+    float alpha;           // leaky_relu's negative slope
+    const vkt_view *saved; // [M,N] as c, see kind; required by the GRAD kinds. May not overlap c.
+} vkt_mm_epilogue;
+
+// vkt_op_matmul with an activation epilogue (epi == NULL or kind NONE: exactly vkt_op_matmul).
+// One dispatch (or one per K-split chunk, the epilogue in the last): the activation costs one
+// pass over c in registers instead of a kernel of its own and a barrier.
+void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a,
+                      vkt_view b, const vkt_view *bias, float beta, uint32_t M, uint32_t N,
+                      uint32_t K, const vkt_mm_epilogue *epi, const char *label);
+// Whether the activation epilogue runs faster on this device than the product followed by the
+// separate act kernel, so that a network should fuse (engine/network.c). False on SwiftShader,
+// which computes every activation in every fused kernel (shaders/mm_epilogue.glsl says why).
+bool vkt_matmul_epilogue_pays(vkt_ops *ops);
 // The variant vkt_op_matmul uses on this device for that shape (for benchmarks and logs).
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K);
 // The candidates for that shape on this device (views at offset 0) with their measured time in
@@ -50,14 +89,6 @@ int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N
 
 // ---------------------------------------------------------------------------------------------
 // Elementwise, reductions, losses, optimizers (engine/ops_nn.c)
-
-typedef enum vkt_act {
-    VKT_ACT_RELU,
-    VKT_ACT_LEAKY_RELU, // slope alpha for x < 0 (PyTorch default 0.01)
-    VKT_ACT_GELU,       // tanh approximation, as PyTorch's approximate='tanh'
-    VKT_ACT_TANH,
-    VKT_ACT_SIGMOID,
-} vkt_act;
 
 // y[R,N] += bias[N] for every row. y is read and written.
 void vkt_op_bias_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view bias, uint32_t R, uint32_t N,
@@ -71,6 +102,15 @@ void vkt_op_act_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, vk
 // dx[n] = dy[n] * f'(x[n]), x the forward's input (overwrites dx; dx may alias dy).
 void vkt_op_act_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, vkt_view dx,
                          vkt_view dy, vkt_view x, uint32_t n, const char *label);
+// Whether f'(x) is a function of y = f(x) alone: relu, tanh, sigmoid, and leaky_relu with
+// alpha >= 0 (a negative slope maps x < 0 to y > 0); not gelu. Where it is, a layer fused into
+// the matmul before it need not keep its input.
+bool vkt_act_grad_from_output(vkt_act act, float alpha);
+// The same as vkt_op_act_backward from the forward's output y = f(x) instead of its input
+// (vkt_act_grad_from_output(act, alpha) must hold; the same floats as from x).
+void vkt_op_act_backward_from_output(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha,
+                                     vkt_view dx, vkt_view dy, vkt_view y, uint32_t n,
+                                     const char *label);
 
 // Softmax cross-entropy over logits[B,C] with labels[B] (uint32 class indices, < C):
 // loss_rows[b] = logsumexp(logits[b,:]) - logits[b, label[b]]  (numerically stable), and

@@ -9,7 +9,8 @@
 // Shapes are checked against the views with VKT_ASSERT: a view too small for its shape is a bug
 // in the engine's layer code, not something a user can cause. The kernel shapes follow rules
 // measured on lavapipe and SwiftShader (the shaders' comments say what was measured); nothing
-// here times kernels at run time, and no op is fused with another.
+// here times kernels at run time, and no op is fused with another (matmul.c fuses activations
+// into the product before them).
 #include <math.h>
 #include <string.h>
 
@@ -184,23 +185,35 @@ void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint
 // ---------------------------------------------------------------------------------------------
 // Activations
 
-// shaders/act_<name>_<fwd|bwd>.comp (one shader each: see act.glsl for why).
-static const char *act_shader(vkt_act act, bool backward) {
-    static const char *names[][2] = {
-        [VKT_ACT_RELU] = {"act_relu_fwd", "act_relu_bwd"},
-        [VKT_ACT_LEAKY_RELU] = {"act_leaky_relu_fwd", "act_leaky_relu_bwd"},
-        [VKT_ACT_GELU] = {"act_gelu_fwd", "act_gelu_bwd"},
-        [VKT_ACT_TANH] = {"act_tanh_fwd", "act_tanh_bwd"},
-        [VKT_ACT_SIGMOID] = {"act_sigmoid_fwd", "act_sigmoid_bwd"},
+// shaders/act_<name>_<fwd|bwd|bwdy>.comp (one shader each: see act.glsl for why). which: 0
+// forward, 1 backward from the input, 2 backward from the output (none for gelu).
+static const char *act_shader(vkt_act act, int which) {
+    static const char *names[][3] = {
+        [VKT_ACT_RELU] = {"act_relu_fwd", "act_relu_bwd", "act_relu_bwdy"},
+        [VKT_ACT_LEAKY_RELU] = {"act_leaky_relu_fwd", "act_leaky_relu_bwd", "act_leaky_relu_bwdy"},
+        [VKT_ACT_GELU] = {"act_gelu_fwd", "act_gelu_bwd", NULL},
+        [VKT_ACT_TANH] = {"act_tanh_fwd", "act_tanh_bwd", "act_tanh_bwdy"},
+        [VKT_ACT_SIGMOID] = {"act_sigmoid_fwd", "act_sigmoid_bwd", "act_sigmoid_bwdy"},
     };
-    VKT_ASSERT((unsigned)act < sizeof names / sizeof *names);
-    return names[act][backward];
+    VKT_ASSERT((unsigned)act < sizeof names / sizeof *names && names[act][which]);
+    return names[act][which];
+}
+
+bool vkt_act_grad_from_output(vkt_act act, float alpha) {
+    switch (act) {
+    case VKT_ACT_RELU:
+    case VKT_ACT_TANH:
+    case VKT_ACT_SIGMOID: return true;
+    case VKT_ACT_LEAKY_RELU: return alpha >= 0.0f;
+    case VKT_ACT_GELU: return false;
+    }
+    return false;
 }
 
 void vkt_op_act_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, vkt_view y,
                         vkt_view x, uint32_t n, const char *label) {
     uint32_t wg = wg_1d(ops);
-    vkt_kernel *k = kernel_1d(ops, act_shader(act, false), wg, 0, 0, 0);
+    vkt_kernel *k = kernel_1d(ops, act_shader(act, 0), wg, 0, 0, 0);
     nn_arg args[6] = {EW_ARG(x), EW_ARG(x), EW_ARG(y)}; // dy (bindings 2-3) is unused forward
     vkt_act_push p = {.n = n, .alpha = alpha};
     nn_dispatch(cmd, ops, k, args, 6, &p, sizeof p, grid_elems(n, wg), label);
@@ -209,8 +222,19 @@ void vkt_op_act_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, vk
 void vkt_op_act_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, vkt_view dx,
                          vkt_view dy, vkt_view x, uint32_t n, const char *label) {
     uint32_t wg = wg_1d(ops);
-    vkt_kernel *k = kernel_1d(ops, act_shader(act, true), wg, 0, 0, 0);
+    vkt_kernel *k = kernel_1d(ops, act_shader(act, 1), wg, 0, 0, 0);
     nn_arg args[6] = {EW_ARG(x), EW_ARG(dy), EW_ARG(dx)};
+    vkt_act_push p = {.n = n, .alpha = alpha};
+    nn_dispatch(cmd, ops, k, args, 6, &p, sizeof p, grid_elems(n, wg), label);
+}
+
+void vkt_op_act_backward_from_output(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha,
+                                     vkt_view dx, vkt_view dy, vkt_view y, uint32_t n,
+                                     const char *label) {
+    VKT_ASSERT(vkt_act_grad_from_output(act, alpha));
+    uint32_t wg = wg_1d(ops);
+    vkt_kernel *k = kernel_1d(ops, act_shader(act, 2), wg, 0, 0, 0);
+    nn_arg args[6] = {EW_ARG(y), EW_ARG(dy), EW_ARG(dx)};
     vkt_act_push p = {.n = n, .alpha = alpha};
     nn_dispatch(cmd, ops, k, args, 6, &p, sizeof p, grid_elems(n, wg), label);
 }

@@ -223,6 +223,8 @@ vkt_status vkt_cmd_wait(vkt_cmd *cmd, uint64_t timeout_ms);
 // After a wait: the timings of the labelled operations of the last submit, in record order.
 int vkt_cmd_timings(const vkt_cmd *cmd, const vkt_timing **out);
 int vkt_cmd_dispatch_count(const vkt_cmd *cmd);
+// Barriers recorded since vkt_cmd_begin, the one it records itself included.
+int vkt_cmd_barrier_count(const vkt_cmd *cmd);
 
 // Default wait used by the engine: generous, so that slow CPU drivers never time out, but finite
 // so that a hung device is reported rather than waited on forever.

@@ -1,9 +1,10 @@
 // matmul_scalar.glsl: the matmul for any shape, one float per load, included by matmul_s*.comp
 // which fix the tile at compile time (MM_TM rows per workgroup, MM_TC columns per lane).
 //
-// Reads a (NN, NT: [M,K]; TN: [K,M]), b (NN, TN: [K,N]; NT: [N,K]), bias[N] when p.has_bias, and
-// c[M,N] when p.beta != 0 or p.k_begin > 0. Writes c[M,N]:
-//   c = sum over k in [k_begin, k_end) of op(a)[m,k] op(b)[k,n]  (+ bias[n]) (+ beta * c)
+// Reads a (NN, NT: [M,K]; TN: [K,M]), b (NN, TN: [K,N]; NT: [N,K]), bias[N] when p.has_bias,
+// c[M,N] when p.beta != 0 or p.k_begin > 0, and s[M,N] in the backward epilogues. Writes c[M,N]:
+//   z = sum over k in [k_begin, k_end) of op(a)[m,k] op(b)[k,n]  (+ bias[n]) (+ beta * c)
+//   c = epilogue(z)  (mm_epilogue.glsl: z itself, f(z), or z * f'; also z[M,N] when kept)
 //
 // One workgroup of WG lanes computes TM rows x (WG * TC) columns; the rows are the same for every
 // lane and lane l owns columns n0 + l + WG * j (interleaved, so that neighbouring lanes read
@@ -25,10 +26,14 @@ layout(std430, binding = 0) buffer Cs { float c1[]; };
 layout(std430, binding = 1) readonly buffer As { float a1[]; };
 layout(std430, binding = 2) readonly buffer Bs { float b1[]; };
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
+layout(std430, binding = 4) readonly buffer Ss { float s1[]; };
+layout(std430, binding = 5) writeonly buffer Zs { float z1[]; };
 layout(push_constant) uniform PC { vkt_matmul_push p; };
 
+#include "mm_epilogue.glsl"
+
 const uint TM = MM_TM;
-const uint TC = MM_TC;
+const uint TC = MM_TC; // a multiple of 4: the epilogue takes 4 of a lane's columns at a time
 
 void main() {
     const uint WG = gl_WorkGroupSize.x;
@@ -71,7 +76,8 @@ void main() {
             [[unroll]] for (uint j = 0; j < TC; j++) acc[r][j] = fma(a[r], b[j], acc[r][j]);
     }
 
-    // Epilogue: bias, beta, and the bounds guard on the store.
+    // Epilogue: bias, beta, and the bounds guard on the store (a loop that glslc leaves rolled,
+    // for the break: SwiftShader built the unrolled one 9x slower, 2.2 s for the 16 x 16 tile).
     bool add_c = p.beta != 0.0 || p.k_begin > 0;
     float beta = p.k_begin > 0 ? 1.0 : p.beta;
     bool add_bias = p.has_bias != 0 && p.k_begin == 0;
@@ -85,6 +91,30 @@ void main() {
             if (add_bias) v += bias[n];
             if (add_c) v += beta * c1[m * N + n];
             c1[m * N + n] = v;
+        }
+    }
+    // The activation epilogue (mm_epilogue.glsl) on what the lane just stored (its own writes),
+    // four outputs at a time, in a loop that is not unrolled. SwiftShader runs every block of a
+    // shader, taken or not: here the plain product pays one masked pass of this body (against the
+    // same source without it, in one process: 1-2% at K = 256 and 512, 5-7% at K = 10, where that
+    // is 0.02 ms), where an unrolled epilogue cost it 1.4x. The extra read and write of c cost the
+    // fused forms little on lavapipe, where this kernel serves only the shapes the wide one cannot
+    // take (K = 10: about the time of the product plus the separate act kernel).
+    [[dont_unroll]] for (uint i = 0; MM_EPI_ON && i < TM * TC / 4; i++) {
+        uint r = i / (TC / 4), j4 = i % (TC / 4), m = m0 + r;
+        vec4 z = vec4(0.0), s = vec4(0.0);
+        [[unroll]] for (uint q = 0; q < 4; q++) {
+            uint n = n0 + (4 * j4 + q) * WG;
+            if (m < M && n < N) {
+                z[q] = c1[m * N + n];
+                if (MM_EPI_READS_S) s[q] = s1[m * N + n];
+                if (MM_EPI_WRITES_Z) z1[m * N + n] = z[q];
+            }
+        }
+        vec4 y = mm_epi(z, s, p.alpha);
+        [[unroll]] for (uint q = 0; q < 4; q++) {
+            uint n = n0 + (4 * j4 + q) * WG;
+            if (m < M && n < N) c1[m * N + n] = y[q];
         }
     }
 }

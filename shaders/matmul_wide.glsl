@@ -2,9 +2,10 @@
 // pieces) and matmul_wide64.comp (dvec4 pieces: 8 floats per load, for devices with
 // shaderFloat64; the bits are moved, never used as doubles).
 //
-// Reads a (NN, NT: [M,K]; TN: [K,M]), b (NN, TN: [K,N]; NT: [N,K]), bias[N], and c[M,N] when
-// p.beta != 0 or p.k_begin > 0. Writes c[M,N]:
-//   c = sum over k in [k_begin, k_end) of op(a)[m,k] op(b)[k,n]  (+ bias[n]) (+ beta * c)
+// Reads a (NN, NT: [M,K]; TN: [K,M]), b (NN, TN: [K,N]; NT: [N,K]), bias[N], c[M,N] when
+// p.beta != 0 or p.k_begin > 0, and s[M,N] in the backward epilogues. Writes c[M,N]:
+//   z = sum over k in [k_begin, k_end) of op(a)[m,k] op(b)[k,n]  (+ bias[n]) (+ beta * c)
+//   c = epilogue(z)  (mm_epilogue.glsl: z itself, f(z), or z * f'; also z[M,N] when kept)
 // where a dispatch with k_begin > 0 continues a K-split: beta is taken as 1 and bias is not added.
 //
 // One workgroup of WG lanes computes TM rows x (WG * TC) columns. The rows are the same for every
@@ -12,8 +13,9 @@
 // read in W-float pieces along its contiguous dimension (k for a in NN/NT and for b in NT, m for a
 // in TN, n for b in NN/TN and for c) and each iteration of the k loop consumes W k-steps. The host
 // (engine/matmul.c) uses this kernel only when K, N (and M for TN), k_begin, k_end are multiples
-// of W and the views are aligned for W-wide access; TM and TC are multiples of W. Rows and
-// columns past M and N are clamped on load and skipped on store (the bounds guard).
+// of W and the views (s and z included) are aligned for W-wide access; TM and TC are multiples
+// of W. Rows and columns past M and N are clamped on load and skipped on store (the bounds
+// guard).
 //
 // Why: on lavapipe every storage-buffer load inside a loop becomes a loop over the 8 lanes, so
 // the kernel reads few, wide pieces and reuses each for TM (or TC) FMAs. The tile is given by
@@ -38,7 +40,16 @@ layout(std430, binding = 1) readonly buffer Ad { dvec4 a8[]; };
 layout(std430, binding = 2) readonly buffer Bd { dvec4 b8[]; };
 #endif
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
+// The epilogue's s (read) and z (written), in the same W-wide pieces as c.
+layout(std430, binding = 4) readonly buffer Sv { vec4 s4[]; };
+layout(std430, binding = 5) writeonly buffer Zv { vec4 z4[]; };
+#ifdef MM_F64
+layout(std430, binding = 4) readonly buffer Sd { dvec4 s8[]; };
+layout(std430, binding = 5) writeonly buffer Zd { dvec4 z8[]; };
+#endif
 layout(push_constant) uniform PC { vkt_matmul_push p; };
+
+#include "mm_epilogue.glsl"
 
 const uint TC4 = TC / 4;
 
@@ -93,6 +104,25 @@ void write_c(uint e, vec4 v[2]) {
     }
 #endif
     c4[e / 4] = v[0];
+}
+void read_s(uint e, out vec4 v[2]) {
+#ifdef MM_F64
+    if (W == 8) {
+        unpack8(s8[e / 8], v[0], v[1]);
+        return;
+    }
+#endif
+    v[0] = s4[e / 4];
+    v[1] = v[0];
+}
+void write_z(uint e, vec4 v[2]) {
+#ifdef MM_F64
+    if (W == 8) {
+        z8[e / 8] = pack8(v[0], v[1]);
+        return;
+    }
+#endif
+    z4[e / 4] = v[0];
 }
 
 void main() {
@@ -173,7 +203,8 @@ void main() {
         }
     }
 
-    // Epilogue: bias (read with clamped indices, scaled to 0 when absent) and the bounds guard.
+    // Epilogue: bias (read with clamped indices, scaled to 0 when absent), the activation epilogue
+    // (s read with clamped indices, as c is above) and the bounds guard.
     float use_bias = (p.has_bias != 0 && p.k_begin == 0) ? 1.0 : 0.0;
     vec4 bsum[TC4];
     [[unroll]] for (uint j = 0; j < TC4; j++) {
@@ -184,10 +215,17 @@ void main() {
     [[unroll]] for (uint r = 0; r < TM; r++) {
         [[unroll]] for (uint t = 0; t < TW; t++) {
             uint m = m0 + r, n = n0 + t * W;
-            vec4 v[2];
+            vec4 v[2], s[2], y[2];
             [[unroll]] for (uint q = 0; q < W / 4; q++) v[q] = acc[r][t * (W / 4) + q] + bsum[t * (W / 4) + q];
             if (W == 4) v[1] = v[0];
-            if (m < M && n < N) write_c(m * N + n, v);
+            s[0] = s[1] = vec4(0.0);
+            if (MM_EPI_READS_S) read_s(min(m, M - 1) * N + bn[t], s);
+            [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_epi(v[q], s[q], p.alpha);
+            if (W == 4) y[1] = y[0];
+            if (m < M && n < N) {
+                if (MM_EPI_WRITES_Z) write_z(m * N + n, v);
+                write_c(m * N + n, y);
+            }
         }
     }
 }

@@ -99,14 +99,34 @@ VKT_STRUCT(vkt_adamw_push) {
     VKT_F32 bc2_sqrt;
 };
 
+// ---- Activation codes (shaders/act_fn.glsl), shared by the act_*.comp kernels and the matmul
+// epilogue. They equal vkt_act's values (ops.h; matmul.c asserts it); NONE is the matmul's plain
+// epilogue.
+#define VKT_ACT_CODE_RELU 0
+#define VKT_ACT_CODE_LEAKY_RELU 1
+#define VKT_ACT_CODE_GELU 2
+#define VKT_ACT_CODE_TANH 3
+#define VKT_ACT_CODE_SIGMOID 4
+#define VKT_ACT_CODE_NONE 5
+
 // ---- Matmul (engine/matmul.c, shaders/matmul_*.comp): c[M,N] = op(a) op(b) (+ bias[N])
 // (+ beta * c) over k in [k_begin, k_end). Bindings: 0 = c, 1 = a, 2 = b, 3 = bias (any valid view
-// when has_bias is 0). Specialization constants from VKT_SPEC_USER: the form (VKT_MM_FORM_*), then
-// the wide kernel's tile (matmul_wide.glsl). A dispatch with k_begin > 0 continues a K-split: it
-// adds onto c and adds no bias.
+// when has_bias is 0), 4 = s[M,N] (read by the backward epilogues), 5 = z[M,N] (written by the
+// forward epilogue that keeps the pre-activation); unused bindings get any valid view (the host
+// binds a to 4 and c to 5, which the dispatch reads and writes anyway). Specialization constants
+// from VKT_SPEC_USER: the form (VKT_MM_FORM_*), then the wide kernel's tile (matmul_wide.glsl; the
+// scalar kernel ignores ids VKT_SPEC_USER + 1..3), then the epilogue (shaders/mm_epilogue.glsl):
+// the activation code (VKT_ACT_CODE_*) and the mode (VKT_MM_EPI_*). A dispatch with k_begin > 0
+// continues a K-split: it adds onto c and adds no bias.
 #define VKT_MM_FORM_NN 0
 #define VKT_MM_FORM_NT 1
 #define VKT_MM_FORM_TN 2
+#define VKT_SPEC_MM_ACT (VKT_SPEC_USER + 4)
+#define VKT_SPEC_MM_EPI (VKT_SPEC_USER + 5)
+#define VKT_MM_EPI_FORWARD 0   // c = f(z)
+#define VKT_MM_EPI_FORWARD_Z 1 // c = f(z), and z -> binding 5
+#define VKT_MM_EPI_GRAD_X 2    // c = z * f'(x), x = s (binding 4) the activation's input
+#define VKT_MM_EPI_GRAD_Y 3    // c = z * f'(x) from y = s = f(x), the activation's output
 VKT_STRUCT(vkt_matmul_push) {
     VKT_U32 m;
     VKT_U32 n;
@@ -115,6 +135,7 @@ VKT_STRUCT(vkt_matmul_push) {
     VKT_U32 k_end;
     VKT_U32 has_bias;
     VKT_F32 beta;
+    VKT_F32 alpha; // the epilogue's leaky_relu slope
 };
 
 #endif

@@ -50,6 +50,17 @@ double ref_act_grad(vkt_act act, double alpha, double x) {
     return NAN;
 }
 
+double ref_act_grad_from_output(vkt_act act, double alpha, double y) {
+    switch (act) {
+    case VKT_ACT_RELU: return y > 0 ? 1 : 0;
+    case VKT_ACT_LEAKY_RELU: return alpha >= 0 ? (y > 0 ? 1 : alpha) : NAN;
+    case VKT_ACT_TANH: return 1 - y * y;
+    case VKT_ACT_SIGMOID: return y * (1 - y);
+    case VKT_ACT_GELU: return NAN;
+    }
+    return NAN;
+}
+
 void ref_act_forward(vkt_act act, double alpha, double *y, const double *x, size_t n) {
     for (size_t i = 0; i < n; i++)
         y[i] = ref_act(act, alpha, x[i]);

@@ -20,6 +20,9 @@ void ref_bias_grad(double *db, const double *dy, size_t R, size_t N);
 // f(x) and f'(x) of one activation (f'(0) as PyTorch: 0 for relu, alpha for leaky_relu).
 double ref_act(vkt_act act, double alpha, double x);
 double ref_act_grad(vkt_act act, double alpha, double x);
+// f'(x) from y = f(x) alone, for what vkt_act_grad_from_output allows (relu, tanh, sigmoid,
+// leaky_relu with alpha >= 0): y > 0 ? 1 : 0 (alpha), 1 - y^2, y (1 - y). NAN otherwise.
+double ref_act_grad_from_output(vkt_act act, double alpha, double y);
 // y[n] = f(x[n]);  dx[n] = dy[n] * f'(x[n]).
 void ref_act_forward(vkt_act act, double alpha, double *y, const double *x, size_t n);
 void ref_act_backward(vkt_act act, double alpha, double *dx, const double *dy, const double *x,

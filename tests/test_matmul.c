@@ -12,18 +12,29 @@
 //    a last k step half past k_end); the awkward shapes themselves run scalar-r16c16-g4 there;
 //  - with and without bias, beta 0, 1 and 0.5 (c is read), views at non-zero aligned offsets
 //    inside one buffer and larger than the shape needs, with canaries around c that must survive;
-//  - one product of at least 1024 along every dimension (1024 x 1056 x 1040) per form.
-// Time: about 16 s (SwiftShader compiles ss-r32c16-g4 in about 1.3 s per form, ss-r16c16-g4 in
-// 0.25 s); about 47 s more when Mesa's shader cache is cold (lavapipe's LLVM then compiles the
-// large tile for each form, about 7 s each).
+//  - one product of at least 1024 along every dimension (1024 x 1056 x 1040) per form;
+//  - the activation epilogue (vkt_op_matmul_ex) for every activation (leaky_relu with a positive
+//    and a negative slope) in every mode: f(z), f(z) keeping z, z * f'(x) from the input and
+//    z * f'(x) from the output; every form carries forward and backward modes, on the awkward
+//    shapes (1, 7, 33, 127 on each dimension: the scalar kernel), on an aligned shape through the
+//    wide kernel where the device has one, through the vec4 wide variant meant for GPUs, and
+//    through a K-split (the epilogue must run in the last chunk only). Canaries around the kept
+//    z must survive, and s (the backward's input) must be left as it was.
+// Time: about 20 s; about 90 s when Mesa's shader cache is cold (lavapipe's LLVM then compiles
+// the large tile for each form, about 7 s each, and the wide tile for each epilogue, 2-3 s).
 // Tolerance: |got - ref| <= atol + rtol |ref| with atol = 1e-6 * (K + 1) and rtol = 1e-5. Inputs
 // are uniform in [-1, 1]; fp32 accumulation over K terms errs by about 1e-7 sqrt(K) |sum|, well
-// inside it, while a dropped term, bias or beta misses by 1e-2 or more.
+// inside it, while a dropped term, bias or beta misses by 1e-2 or more. After an epilogue:
+// atol = 1.2e-6 (K + 1) + 1e-5 and rtol = 3e-5: the activations' slopes are at most 1.13 (gelu),
+// so the product's error grows by at most that; the rest is the fp32 activation itself (its exp
+// and tanh err by about 1e-6 relative) times |z| (under 10 here). A wrong activation or slope
+// misses by 1e-2 |z| or more.
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
 #include "ref_matmul.h"
+#include "ref_ops.h"
 #include "test_util.h"
 
 #define CANARY 0x7fc0dead        // a NaN pattern no kernel computes
@@ -39,26 +50,64 @@ typedef struct mm_case {
     bool bias;
     float beta;
     uint32_t pad; // extra alignment units before each operand (0..3)
+    // The epilogue: none, or act with kind (VKT_MM_EPI_*) and keep_z for VKT_MM_EPI_ACT.
+    vkt_mm_epi epi;
+    vkt_act act;
+    float alpha;
+    bool keep_z;
 } mm_case;
+
+#define NO_EPI VKT_MM_EPI_NONE, VKT_ACT_RELU, 0.0f, false
+
+static const char *act_name(vkt_act a) {
+    static const char *n[] = {"relu", "leaky_relu", "gelu", "tanh", "sigmoid"};
+    return n[a];
+}
+
+// The expected c of a case from the product's reference z = op(a) op(b) + bias + beta c0, in
+// place: ref holds z on entry, c on return. s is the epilogue's input (GRAD kinds).
+static void ref_epilogue(const mm_case *mc, double *ref, const float *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        double z = ref[i];
+        switch (mc->epi) {
+        case VKT_MM_EPI_NONE: break;
+        case VKT_MM_EPI_ACT: ref[i] = ref_act(mc->act, mc->alpha, z); break;
+        case VKT_MM_EPI_GRAD_X: ref[i] = z * ref_act_grad(mc->act, mc->alpha, s[i]); break;
+        case VKT_MM_EPI_GRAD_Y:
+            ref[i] = z * ref_act_grad_from_output(mc->act, mc->alpha, s[i]);
+            break;
+        }
+    }
+}
+
+// Tolerances of c (see the header comment).
+static double atol_of(const mm_case *mc) {
+    double a = 1e-6 * (mc->K + 1);
+    return mc->epi == VKT_MM_EPI_NONE ? a : 1.2 * a + 1e-5;
+}
+static double rtol_of(const mm_case *mc) { return mc->epi == VKT_MM_EPI_NONE ? 1e-5 : 3e-5; }
 
 static const char *form_name(vkt_mm_form f) {
     return f == VKT_MM_NN ? "NN" : f == VKT_MM_NT ? "NT" : "TN";
 }
 
-// Runs one case on one device; ref may be given (precomputed) or NULL (computed here).
+// Runs one case on one device: ref is the expected c, zref the product before the epilogue
+// (the kept z), s the epilogue's input.
 static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const mm_case *mc,
-                     const double *ref_given, const float *a, const float *b, const float *bias,
-                     const float *c0) {
+                     const double *ref, const double *zref, const float *a, const float *b,
+                     const float *bias, const float *c0, const float *s) {
     uint32_t M = mc->M, N = mc->N, K = mc->K;
     uint64_t align = vkt_device_align(dev, 1);
     // Layout: [pad][canary 64 floats][c][canary 64 floats] [pad][a][tail] [pad][b][tail] [bias]
+    // [canary][pad][s or z][canary]
     uint64_t nc = (uint64_t)M * N, na = (uint64_t)M * K, nb = (uint64_t)K * N;
     uint64_t canary = vkt_device_align(dev, 256);
     uint64_t off_c = mc->pad * align + canary;
     uint64_t off_a = vkt_device_align(dev, off_c + 4 * nc + canary) + mc->pad * align;
     uint64_t off_b = vkt_device_align(dev, off_a + 4 * na + 64) + mc->pad * align;
     uint64_t off_bias = vkt_device_align(dev, off_b + 4 * nb + 64);
-    uint64_t size = off_bias + 4ull * N + 64;
+    uint64_t off_s = vkt_device_align(dev, off_bias + 4ull * N + canary) + mc->pad * align;
+    uint64_t size = off_s + 4 * nc + canary;
     vkt_buffer *buf = NULL;
     VT_OK(t, vkt_buffer_create(dev, size, "matmul-test", &buf));
     if (!buf) return;
@@ -69,15 +118,24 @@ static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const m
     memcpy((char *)host + off_a, a, 4 * na);
     memcpy((char *)host + off_b, b, 4 * nb);
     memcpy((char *)host + off_bias, bias, 4ull * N);
+    bool grad = mc->epi == VKT_MM_EPI_GRAD_X || mc->epi == VKT_MM_EPI_GRAD_Y;
+    if (grad) memcpy((char *)host + off_s, s, 4 * nc);
     VT_OK(t, vkt_buffer_write(buf, 0, host, size));
     // Views larger than the shape needs (up to the next operand), as the engine's packing makes.
     vkt_view vc = vkt_buffer_view(buf, off_c, 4 * nc + 64);
     vkt_view va = vkt_buffer_view(buf, off_a, off_b - off_a);
     vkt_view vb = vkt_buffer_view(buf, off_b, off_bias - off_b);
     vkt_view vbias = vkt_buffer_view(buf, off_bias, 4ull * N);
+    vkt_view vs = vkt_buffer_view(buf, off_s, 4 * nc);
     VT_OK(t, vkt_cmd_begin(cmd, true));
-    vkt_op_matmul(cmd, ops, mc->form, vc, va, vb, mc->bias ? &vbias : NULL, mc->beta, M, N, K,
-                  "matmul");
+    if (mc->epi == VKT_MM_EPI_NONE) {
+        vkt_op_matmul(cmd, ops, mc->form, vc, va, vb, mc->bias ? &vbias : NULL, mc->beta, M, N, K,
+                      "matmul");
+    } else {
+        vkt_mm_epilogue e = {mc->epi, mc->act, mc->alpha, grad || mc->keep_z ? &vs : NULL};
+        vkt_op_matmul_ex(cmd, ops, mc->form, vc, va, vb, mc->bias ? &vbias : NULL, mc->beta, M, N,
+                         K, &e, "matmul");
+    }
     VT_OK(t, vkt_cmd_end(cmd));
     VT_OK(t, vkt_ops_status(ops));
     VT_OK(t, vkt_cmd_submit(cmd));
@@ -85,26 +143,35 @@ static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const m
     uint32_t *got = malloc(size);
     VT_OK(t, vkt_buffer_read(buf, 0, got, size));
 
-    double *ref = (double *)ref_given;
-    if (!ref) {
-        ref = malloc(nc * sizeof *ref);
-        ref_matmul(mc->form, ref, c0, a, b, mc->bias ? bias : NULL, mc->beta, M, N, K);
-    }
-    char what[160];
-    snprintf(what, sizeof what, "%s %ux%ux%u bias %d beta %g pad %u on %s (%s)",
-             form_name(mc->form), M, N, K, mc->bias, mc->beta, mc->pad, vkt_device_label(dev),
+    char what[200], epi[64] = "";
+    static const char *kinds[] = {"", "act", "grad_x", "grad_y"};
+    if (mc->epi != VKT_MM_EPI_NONE)
+        snprintf(epi, sizeof epi, " %s %s(%g)%s", kinds[mc->epi], act_name(mc->act), mc->alpha,
+                 mc->keep_z ? " keep z" : "");
+    snprintf(what, sizeof what, "%s %ux%ux%u bias %d beta %g pad %u%s on %s (%s)",
+             form_name(mc->form), M, N, K, mc->bias, mc->beta, mc->pad, epi, vkt_device_label(dev),
              vkt_matmul_variant(ops, mc->form, M, N, K));
     size_t bad =
-        vt_compare(what, (const float *)((char *)got + off_c), ref, nc, 1e-6 * (K + 1), 1e-5);
+        vt_compare(what, (const float *)((char *)got + off_c), ref, nc, atol_of(mc), rtol_of(mc));
     VT_CHECK(t, bad == 0, "%s: %zu wrong elements", what, bad);
-    // Nothing outside c was written: the canaries before and after it, and a, b, bias unchanged.
+    // The kept z, within the product's tolerance.
+    bool keep_z = mc->epi == VKT_MM_EPI_ACT && mc->keep_z;
+    if (keep_z) {
+        char zwhat[220];
+        snprintf(zwhat, sizeof zwhat, "%s: z", what);
+        bad =
+            vt_compare(zwhat, (const float *)((char *)got + off_s), zref, nc, 1e-6 * (K + 1), 1e-5);
+        VT_CHECK(t, bad == 0, "%s: %zu wrong elements", zwhat, bad);
+    }
+    // Nothing outside c (and the kept z) was written: the canaries around them, and a, b, bias
+    // and s unchanged.
     size_t clobbered = 0;
-    for (uint64_t i = 0; i < off_c / 4; i++)
-        clobbered += got[i] != host[i];
-    for (uint64_t i = (off_c + 4 * nc) / 4; i < size / 4; i++)
-        clobbered += got[i] != host[i];
+    for (uint64_t i = 0; i < size / 4; i++) {
+        bool in_c = i >= off_c / 4 && i < (off_c + 4 * nc) / 4;
+        bool in_z = keep_z && i >= off_s / 4 && i < (off_s + 4 * nc) / 4;
+        if (!in_c && !in_z) clobbered += got[i] != host[i];
+    }
     VT_CHECK(t, clobbered == 0, "%s: %zu words outside c changed", what, clobbered);
-    if (ref != ref_given) free(ref);
     free(got);
     free(host);
     vkt_buffer_destroy(buf);
@@ -128,12 +195,33 @@ static void run_on_all(vt *t, vkt_ops **ops, vkt_cmd **cmd, const mm_case *mc, u
                        bool swiftshader_only) {
     float *a, *b, *bias, *c0;
     fill_inputs(mc->M, mc->N, mc->K, seed, &a, &b, &bias, &c0);
-    double *ref = malloc(sizeof(double) * mc->M * mc->N);
-    ref_matmul(mc->form, ref, c0, a, b, mc->bias ? bias : NULL, mc->beta, mc->M, mc->N, mc->K);
-    for (int d = 0; d < t->ndev; d++) {
-        if (ops[d] && cmd[d] && (!swiftshader_only || is_swiftshader(t->dev[d])))
-            run_case(t, t->dev[d], ops[d], cmd[d], mc, ref, a, b, bias, c0);
+    size_t nc = (size_t)mc->M * mc->N;
+    double *zref = malloc(sizeof(double) * nc), *ref = malloc(sizeof(double) * nc);
+    ref_matmul(mc->form, zref, c0, a, b, mc->bias ? bias : NULL, mc->beta, mc->M, mc->N, mc->K);
+    // The backward's s: an activation's input x uniform in [-3, 3] (GRAD_X), or its output f(x)
+    // rounded to fp32 (GRAD_Y), from the same x.
+    float *s = malloc(4 * nc);
+    vt_fill_uniform(s, nc, seed + 4, -3, 3);
+    if (mc->epi == VKT_MM_EPI_GRAD_Y) {
+        size_t off = 0;
+        for (size_t i = 0; i < nc; i++) {
+            double x = s[i];
+            s[i] = (float)ref_act(mc->act, mc->alpha, x);
+            // f' from the output is f' from the input (up to the rounding of y to fp32).
+            double g = ref_act_grad(mc->act, mc->alpha, x),
+                   gy = ref_act_grad_from_output(mc->act, mc->alpha, s[i]);
+            off += !(fabs(g - gy) < 1e-6);
+        }
+        VT_CHECK(t, off == 0, "%s: f' from the output differs from f' from the input at %zu of %zu",
+                 act_name(mc->act), off, nc);
     }
+    memcpy(ref, zref, sizeof(double) * nc);
+    ref_epilogue(mc, ref, s, nc);
+    for (int d = 0; d < t->ndev; d++)
+        if (ops[d] && cmd[d] && (!swiftshader_only || is_swiftshader(t->dev[d])))
+            run_case(t, t->dev[d], ops[d], cmd[d], mc, ref, zref, a, b, bias, c0, s);
+    free(s);
+    free(zref);
     free(ref);
     free(a);
     free(b);
@@ -169,7 +257,8 @@ int main(void) {
                               v[(i + 2 * rot) % 5],
                               (ncase % 2) == 0,
                               betas[ncase % 3],
-                              (uint32_t)(ncase % 4)};
+                              (uint32_t)(ncase % 4),
+                              NO_EPI};
                 run_on_all(t, ops, cmd, &mc, seed++, false);
                 ncase++;
             }
@@ -185,8 +274,9 @@ int main(void) {
         setenv("VKT_MATMUL_VARIANT", tiled[tv_i], 1);
         for (int f = 0; f < 3; f++) {
             for (size_t i = 0; i < sizeof tshape / sizeof tshape[0]; i++) {
-                mm_case mc = {forms[f],         tshape[i][0],     tshape[i][1],        tshape[i][2],
-                              (ncase % 2) == 0, betas[ncase % 3], (uint32_t)(ncase % 4)};
+                mm_case mc = {forms[f],         tshape[i][0],     tshape[i][1],
+                              tshape[i][2],     (ncase % 2) == 0, betas[ncase % 3],
+                              (uint32_t)(ncase % 4), NO_EPI};
                 run_on_all(t, ops, cmd, &mc, seed++, false);
                 ncase++;
             }
@@ -218,8 +308,8 @@ int main(void) {
         for (int f = 0; f < 3; f++) {
             for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; i++) {
                 mm_case mc = {
-                    forms[f],         aligned[i][0],    aligned[i][1],        aligned[i][2],
-                    (ncase % 2) == 1, betas[ncase % 3], (uint32_t)(ncase % 3)};
+                    forms[f],         aligned[i][0],    aligned[i][1],         aligned[i][2],
+                    (ncase % 2) == 1, betas[ncase % 3], (uint32_t)(ncase % 3), NO_EPI};
                 run_on_all(t, ops, cmd, &mc, seed++, false);
                 ncase++;
             }
@@ -242,7 +332,8 @@ int main(void) {
                                   v4[(i + 2 * rot) % 5],
                                   (ncase % 2) == 0,
                                   betas[ncase % 3],
-                                  (uint32_t)(ncase % 4)};
+                                  (uint32_t)(ncase % 4),
+                                  NO_EPI};
                     for (int d = 0; d < t->ndev; d++) {
                         if (!ops[d] || !is_swiftshader(t->dev[d])) continue;
                         const char *got = vkt_matmul_variant(ops[d], mc.form, mc.M, mc.N, mc.K);
@@ -270,9 +361,84 @@ int main(void) {
                vkt_device_label(t->dev[d]), wide, odd);
     }
 
+    // The activation epilogue: every activation (leaky_relu with a negative slope as a sixth) in
+    // every mode it has, the forms rotating so that each carries forward and backward modes.
+    // Modes: 0 f(z), 1 f(z) keeping z, 2 z f'(x) from the input, 3 from the output.
+    const struct {
+        vkt_act act;
+        float alpha;
+    } acts[6] = {{VKT_ACT_RELU, 0.0f}, {VKT_ACT_LEAKY_RELU, 0.1f}, {VKT_ACT_GELU, 0.0f},
+                 {VKT_ACT_TANH, 0.0f}, {VKT_ACT_SIGMOID, 0.0f},    {VKT_ACT_LEAKY_RELU, -0.2f}};
+    const vkt_mm_epi mode_kind[4] = {VKT_MM_EPI_ACT, VKT_MM_EPI_ACT, VKT_MM_EPI_GRAD_X,
+                                     VKT_MM_EPI_GRAD_Y};
+    const uint32_t odd[4] = {1, 7, 33, 127};
+    int nepi = 0;
+    for (int i = 0; i < 6; i++) {
+        for (int mode = 0; mode < 4; mode++) {
+            if (mode == 3 && !vkt_act_grad_from_output(acts[i].act, acts[i].alpha)) continue;
+            mm_case mc = {forms[(i + mode) % 3],
+                          odd[nepi % 4],
+                          odd[(nepi + 1 + nepi / 4) % 4],
+                          odd[(nepi + 2 + nepi / 8) % 4],
+                          (nepi % 2) == 0,
+                          betas[nepi % 3],
+                          (uint32_t)(nepi % 4),
+                          mode_kind[mode],
+                          acts[i].act,
+                          acts[i].alpha,
+                          mode == 1};
+            run_on_all(t, ops, cmd, &mc, seed++, false);
+            nepi++;
+        }
+    }
+    // An aligned shape (partial row tiles) through the wide kernel where the device has one: each
+    // activation forward and backward; then the vec4 wide variant meant for GPUs, and a K-split
+    // (the epilogue in the last of four chunks, bias and beta in the first).
+    const struct {
+        int act, mode;
+        vkt_mm_form form;
+        const char *variant;
+        uint32_t K;
+    } wide_cases[] = {
+        {0, 0, VKT_MM_NT, NULL, 40},
+        {1, 0, VKT_MM_NN, NULL, 40},
+        {2, 1, VKT_MM_TN, NULL, 40},
+        {3, 0, VKT_MM_TN, NULL, 40},
+        {4, 1, VKT_MM_NT, NULL, 40},
+        {5, 1, VKT_MM_NN, NULL, 40},
+        {0, 3, VKT_MM_NN, NULL, 40},
+        {1, 3, VKT_MM_TN, NULL, 40},
+        {2, 2, VKT_MM_NN, NULL, 40},
+        {3, 3, VKT_MM_NT, NULL, 40},
+        {4, 2, VKT_MM_NN, NULL, 40},
+        {5, 2, VKT_MM_NT, NULL, 40},
+        {4, 3, VKT_MM_TN, NULL, 40},
+        {0, 3, VKT_MM_NN, "wide-r16c8-g64", 40},
+        {2, 1, VKT_MM_NT, "wide-r16c8-g64", 40},
+        {4, 1, VKT_MM_NT, "wide64-r32c16-g8-k256", 784},
+    };
+    for (size_t i = 0; i < sizeof wide_cases / sizeof wide_cases[0]; i++) {
+        int a = wide_cases[i].act, mode = wide_cases[i].mode;
+        bool split = wide_cases[i].K > 256;
+        if (wide_cases[i].variant) setenv("VKT_MATMUL_VARIANT", wide_cases[i].variant, 1);
+        mm_case mc = {wide_cases[i].form,
+                      72,
+                      136,
+                      wide_cases[i].K,
+                      split || (i % 2) == 0,
+                      split ? 0.5f : betas[i % 3],
+                      (uint32_t)(i % 3),
+                      mode_kind[mode],
+                      acts[a].act,
+                      acts[a].alpha,
+                      mode == 1};
+        run_on_all(t, ops, cmd, &mc, seed++, false);
+        unsetenv("VKT_MATMUL_VARIANT");
+    }
+
     // One product of at least 1024 along every dimension per form.
     for (int f = 0; f < 3; f++) {
-        mm_case mc = {forms[f], 1024, 1056, 1040, f != 1, betas[f], 1};
+        mm_case mc = {forms[f], 1024, 1056, 1040, f != 1, betas[f], 1, NO_EPI};
         run_on_all(t, ops, cmd, &mc, seed++, false);
     }
 

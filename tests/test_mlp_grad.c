@@ -1,101 +1,270 @@
-// test_mlp_grad.c: the whole backward of a 3-layer MLP with softmax cross-entropy, on every
-// device. A double-precision C reference of the network is checked against central finite
-// differences of its own loss, entry by entry, for every parameter; the GPU gradients are then
-// checked against the reference, entry by entry. Also: backward accumulates (+=), and removing
-// one barrier from the recorded backward is caught by synchronization validation.
+// test_mlp_grad.c: the whole backward of small MLPs, on every device, with the activations fused
+// into the matmuls (VKT_NET_FUSE=1, engine/network.c) and without (VKT_NET_FUSE=0). A
+// double-precision C reference of the network is checked against central finite differences of
+// its own loss, entry by entry, for every parameter and input; the GPU gradients are then checked
+// against the reference, entry by entry. The models sweep every activation through every path
+// network.c records:
+//  - fused into the dense layer before it, f' from its output (relu, leaky_relu with a positive
+//    slope, tanh, sigmoid) or from its kept input (gelu, leaky_relu with a negative slope);
+//  - its backward fused into the next dense layer's input gradient, or run on its own: after
+//    another activation, as the last layer (MSE), as the first layer (with the input gradient),
+//    and across a split of the backward into two ranges at a dense layer (as replicated.c's
+//    buckets cut it), where the fused forward's activation is differentiated from its output by
+//    the act_*_bwdy kernels.
+// Also: backward accumulates (+=); removing one barrier from the recorded backward is caught by
+// synchronization validation, fused and unfused; and the fused step records fewer dispatches and
+// barriers than the unfused one, by the count that network.c's fusion promises.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "network.h"
+#include "ref_ops.h"
 #include "test_util.h"
 
-// 7 -> dense 6 -> tanh -> dense 5 -> relu -> dense 3, softmax cross-entropy, batch 6.
-static const char *MODEL =
-    "{\"name\": \"grad_mlp\", \"input\": [7], \"layers\": ["
-    "{\"type\": \"dense\", \"units\": 6}, {\"type\": \"tanh\"},"
-    "{\"type\": \"dense\", \"units\": 5}, {\"type\": \"relu\"},"
-    "{\"type\": \"dense\", \"units\": 3}], \"loss\": \"softmax_cross_entropy\"}";
-enum { B = 6, IN = 7, H1 = 6, H2 = 5, C = 3 };
+#define MAXL 8
+#define MAXW 64 // features per layer, at most
 
-typedef struct params {
-    double w1[H1][IN], b1[H1], w2[H2][H1], b2[H2], w3[C][H2], b3[C];
-} params;
+enum { B = 6 };
 
-// Mean softmax cross-entropy of the batch; with g != NULL also its gradient (analytic backprop).
-static double ref_loss(const params *p, const double x[B][IN], const uint32_t *y, params *g) {
-    double loss = 0;
-    if (g) memset(g, 0, sizeof *g);
-    for (int b = 0; b < B; b++) {
-        double z1[H1], a1[H1], z2[H2], a2[H2], z3[C];
-        for (int o = 0; o < H1; o++) {
-            z1[o] = p->b1[o];
-            for (int i = 0; i < IN; i++)
-                z1[o] += p->w1[o][i] * x[b][i];
-            a1[o] = tanh(z1[o]);
-        }
-        for (int o = 0; o < H2; o++) {
-            z2[o] = p->b2[o];
-            for (int i = 0; i < H1; i++)
-                z2[o] += p->w2[o][i] * a1[i];
-            a2[o] = z2[o] > 0 ? z2[o] : 0;
-        }
-        double mx = -INFINITY;
-        for (int o = 0; o < C; o++) {
-            z3[o] = p->b3[o];
-            for (int i = 0; i < H2; i++)
-                z3[o] += p->w3[o][i] * a2[i];
-            if (z3[o] > mx) mx = z3[o];
-        }
-        double se = 0;
-        for (int o = 0; o < C; o++)
-            se += exp(z3[o] - mx);
-        double lse = mx + log(se);
-        loss += lse - z3[y[b]];
-        if (!g) continue;
-        double d3[C], d2[H2], d1[H1];
-        for (int o = 0; o < C; o++)
-            d3[o] = (exp(z3[o] - lse) - (o == (int)y[b])) / B;
-        for (int o = 0; o < C; o++) {
-            g->b3[o] += d3[o];
-            for (int i = 0; i < H2; i++)
-                g->w3[o][i] += d3[o] * a2[i];
-        }
-        for (int i = 0; i < H2; i++) {
-            double s = 0;
-            for (int o = 0; o < C; o++)
-                s += d3[o] * p->w3[o][i];
-            d2[i] = z2[i] > 0 ? s : 0;
-        }
-        for (int o = 0; o < H2; o++) {
-            g->b2[o] += d2[o];
-            for (int i = 0; i < H1; i++)
-                g->w2[o][i] += d2[o] * a1[i];
-        }
-        for (int i = 0; i < H1; i++) {
-            double s = 0;
-            for (int o = 0; o < H2; o++)
-                s += d2[o] * p->w2[o][i];
-            d1[i] = s * (1 - a1[i] * a1[i]);
-        }
-        for (int o = 0; o < H1; o++) {
-            g->b1[o] += d1[o];
-            for (int i = 0; i < IN; i++)
-                g->w1[o][i] += d1[o] * x[b][i];
+typedef struct model_case {
+    const char *json;
+    int split;       // > 0: also record the backward as [split, L) then [0, split)
+    bool input_grad; // ask for (and check) the gradient of the model's input
+} model_case;
+
+// The sweep. Widths stay small: the reference's finite differences run over every entry.
+static const model_case CASES[] = {
+    // The original: tanh and relu, each fused (f' from the output) and fused backward.
+    {"{\"name\": \"m0\", \"input\": [7], \"layers\": ["
+     "{\"type\": \"dense\", \"units\": 6}, {\"type\": \"tanh\"},"
+     "{\"type\": \"dense\", \"units\": 5}, {\"type\": \"relu\"},"
+     "{\"type\": \"dense\", \"units\": 3}], \"loss\": \"softmax_cross_entropy\"}",
+     2, false},
+    // leaky_relu (positive slope, from the output) and gelu (z kept, f' from the input).
+    {"{\"name\": \"m1\", \"input\": [7], \"layers\": ["
+     "{\"type\": \"dense\", \"units\": 6}, {\"type\": \"leaky_relu\", \"negative_slope\": 0.1},"
+     "{\"type\": \"dense\", \"units\": 5}, {\"type\": \"gelu\", \"approximate\": \"tanh\"},"
+     "{\"type\": \"dense\", \"units\": 3}], \"loss\": \"softmax_cross_entropy\"}",
+     2, false},
+    // sigmoid, and leaky_relu with a negative slope (z kept: y > 0 for x < 0 too).
+    {"{\"name\": \"m2\", \"input\": [7], \"layers\": ["
+     "{\"type\": \"dense\", \"units\": 6}, {\"type\": \"sigmoid\"},"
+     "{\"type\": \"dense\", \"units\": 5}, {\"type\": \"leaky_relu\", \"negative_slope\": -0.2},"
+     "{\"type\": \"dense\", \"units\": 3}], \"loss\": \"softmax_cross_entropy\"}",
+     4, false},
+    // An activation first (its backward fused, into the input gradient), two in a row (relu
+    // fused forward, its backward on its own from the output; sigmoid unfused forward, its
+    // backward fused from its input), gelu fused both ways, a layer without bias.
+    {"{\"name\": \"m3\", \"input\": [5], \"layers\": ["
+     "{\"type\": \"tanh\"}, {\"type\": \"dense\", \"units\": 6}, {\"type\": \"relu\"},"
+     "{\"type\": \"sigmoid\"}, {\"type\": \"dense\", \"units\": 5, \"bias\": false},"
+     "{\"type\": \"gelu\"}, {\"type\": \"dense\", \"units\": 4}], \"loss\": \"mse\"}",
+     6, true},
+    // MSE on a sigmoid output: fused forward, backward on its own from the output; and tanh's
+    // from-output backward across the split.
+    {"{\"name\": \"m4\", \"input\": [6], \"layers\": ["
+     "{\"type\": \"dense\", \"units\": 5}, {\"type\": \"tanh\"},"
+     "{\"type\": \"dense\", \"units\": 4}, {\"type\": \"sigmoid\"}], \"loss\": \"mse\"}",
+     2, true},
+};
+#define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+// ---------------------------------------------------------------------------------------------
+// The reference network, in double precision
+
+typedef struct ref_net {
+    const vkt_model_desc *m;
+    double *w[MAXL], *b[MAXL]; // dense layers: w[out][in], b[out] (NULL without bias)
+} ref_net;
+
+// Loss of the batch (mean over rows, as the engine's grad_scale 1/B makes it); with gw/gb/gx
+// also its gradients w.r.t. the parameters and the input (analytic backprop).
+static double ref_loss(const ref_net *r, const double *x, const uint32_t *y_cls,
+                       const double *y_mse, double **gw, double **gb, double *gx) {
+    const vkt_model_desc *m = r->m;
+    int L = m->nlayers;
+    double act[MAXL + 1][B * MAXW]; // act[0] = x, act[l + 1] = output of layer l
+    uint32_t in0 = m->input_features;
+    memcpy(act[0], x, sizeof(double) * B * in0);
+    for (int l = 0; l < L; l++) {
+        const vkt_layer_desc *ly = &m->layers[l];
+        uint32_t in = ly->in_features, out = ly->out_features;
+        for (int s = 0; s < B; s++)
+            for (uint32_t o = 0; o < out; o++) {
+                double v;
+                if (ly->kind == VKT_LAYER_DENSE) {
+                    v = r->b[l] ? r->b[l][o] : 0;
+                    for (uint32_t i = 0; i < in; i++)
+                        v += r->w[l][o * in + i] * act[l][s * in + i];
+                } else {
+                    v = ref_act(ly->act, ly->alpha, act[l][s * in + o]);
+                }
+                act[l + 1][s * out + o] = v;
+            }
+    }
+    uint32_t C = m->output_features;
+    double loss = 0, d[B * MAXW];
+    const double *z = act[L];
+    for (int s = 0; s < B; s++) {
+        if (m->loss == VKT_LOSS_MSE) {
+            for (uint32_t o = 0; o < C; o++) {
+                double e = z[s * C + o] - y_mse[s * C + o];
+                loss += e * e;
+                d[s * C + o] = 2 * e / B;
+            }
+        } else {
+            double mx = -INFINITY, se = 0;
+            for (uint32_t o = 0; o < C; o++)
+                mx = fmax(mx, z[s * C + o]);
+            for (uint32_t o = 0; o < C; o++)
+                se += exp(z[s * C + o] - mx);
+            double lse = mx + log(se);
+            loss += lse - z[s * C + y_cls[s]];
+            for (uint32_t o = 0; o < C; o++)
+                d[s * C + o] = (exp(z[s * C + o] - lse) - (o == y_cls[s])) / B;
         }
     }
+    if (!gw) return loss / B;
+    for (int l = L - 1; l >= 0; l--) {
+        const vkt_layer_desc *ly = &m->layers[l];
+        uint32_t in = ly->in_features, out = ly->out_features;
+        double dx[B * MAXW];
+        for (int s = 0; s < B; s++)
+            for (uint32_t i = 0; i < in; i++) {
+                if (ly->kind == VKT_LAYER_DENSE) {
+                    double v = 0;
+                    for (uint32_t o = 0; o < out; o++)
+                        v += d[s * out + o] * r->w[l][o * in + i];
+                    dx[s * in + i] = v;
+                } else {
+                    dx[s * in + i] =
+                        d[s * in + i] * ref_act_grad(ly->act, ly->alpha, act[l][s * in + i]);
+                }
+            }
+        if (ly->kind == VKT_LAYER_DENSE) {
+            memset(gw[l], 0, sizeof(double) * in * out);
+            if (gb[l]) memset(gb[l], 0, sizeof(double) * out);
+            for (int s = 0; s < B; s++)
+                for (uint32_t o = 0; o < out; o++) {
+                    if (gb[l]) gb[l][o] += d[s * out + o];
+                    for (uint32_t i = 0; i < in; i++)
+                        gw[l][o * in + i] += d[s * out + o] * act[l][s * in + i];
+                }
+        }
+        memcpy(d, dx, sizeof(double) * B * in);
+    }
+    if (gx) memcpy(gx, d, sizeof(double) * B * in0);
     return loss / B;
 }
 
-// The parameter tensors of params in the order of the network's tensor list.
-static double *tensor_ptr(params *p, int i) {
-    double *t[6] = {&p->w1[0][0], p->b1, &p->w2[0][0], p->b2, &p->w3[0][0], p->b3};
-    return t[i];
+// ---------------------------------------------------------------------------------------------
+// One model on one device, fused or not
+
+typedef struct run_ctx {
+    vt *t;
+    vkt_device *dev;
+    vkt_ops *ops; // one per device for the whole test: its kernel cache spares rebuilding
+    const vkt_model_desc *m;
+    const model_case *mc;
+    bool fuse;
+    // The reference, filled by the first run of a model (the parameters are the GPU's init,
+    // which is the same on every device for a seed).
+    ref_net ref;
+    double *gw[MAXL], *gb[MAXL], gx[B * MAXW];
+    double x[B * MAXW], ymse[B * MAXW];
+    float xf[B * MAXW], ymsef[B * MAXW];
+    uint32_t ycls[B];
+    bool have_ref;
+} run_ctx;
+
+// The tensor pointers of the reference (weight, then bias) in the network's tensor order.
+static double *ref_tensor(ref_net *r, const vkt_net *net, int i) {
+    const vkt_net_tensor *nt = vkt_net_get_tensor(net, i);
+    return nt->ndim == 2 ? r->w[nt->layer] : r->b[nt->layer];
 }
 
-static void run_device(vt *t, vkt_device *dev, const vkt_model_desc *m) {
-    const char *label = vkt_device_label(dev);
-    vkt_ops *ops = NULL;
+// Reads the GPU's initial parameters into a fresh reference and checks the reference's gradient
+// against finite differences of its loss, every parameter and input entry.
+static void build_reference(run_ctx *c, vkt_net *net) {
+    vt *t = c->t;
+    const vkt_model_desc *m = c->m;
+    for (int l = 0; l < m->nlayers; l++) {
+        const vkt_layer_desc *ly = &m->layers[l];
+        if (ly->kind != VKT_LAYER_DENSE) continue;
+        size_t nw = (size_t)ly->in_features * ly->out_features;
+        c->ref.w[l] = calloc(nw, sizeof(double));
+        c->gw[l] = calloc(nw, sizeof(double));
+        if (ly->bias) {
+            c->ref.b[l] = calloc(ly->out_features, sizeof(double));
+            c->gb[l] = calloc(ly->out_features, sizeof(double));
+        }
+    }
+    c->ref.m = m;
+    float buf[MAXW * MAXW];
+    for (int i = 0; i < vkt_net_tensor_count(net); i++) {
+        const vkt_net_tensor *nt = vkt_net_get_tensor(net, i);
+        VT_OK(t, vkt_net_read_tensor(net, VKT_STORE_PARAM, i, buf));
+        double bound = 1.0 / sqrt((double)m->layers[nt->layer].in_features);
+        for (uint64_t k = 0; k < nt->count; k++) {
+            ref_tensor(&c->ref, net, i)[k] = buf[k];
+            // PyTorch's Linear default: uniform within 1/sqrt(fan_in).
+            VT_CHECK(t, fabs(buf[k]) <= bound, "init of %s[%llu] = %g outside +-%g", nt->name,
+                     (unsigned long long)k, buf[k], bound);
+        }
+    }
+    ref_loss(&c->ref, c->x, c->ycls, c->ymse, c->gw, c->gb, c->gx);
+
+    // The reference against central finite differences of its own loss, every entry.
+    int bad = 0, n = 0;
+    double h = 1e-6;
+    for (int i = 0; i <= vkt_net_tensor_count(net); i++) {
+        bool is_x = i == vkt_net_tensor_count(net);
+        const vkt_net_tensor *nt = is_x ? NULL : vkt_net_get_tensor(net, i);
+        double *v = is_x ? c->x : ref_tensor(&c->ref, net, i);
+        const double *g = is_x ? c->gx : nt->ndim == 2 ? c->gw[nt->layer] : c->gb[nt->layer];
+        uint64_t count = is_x ? (uint64_t)B * m->input_features : nt->count;
+        for (uint64_t k = 0; k < count; k++) {
+            double keep = v[k];
+            v[k] = keep + h;
+            double lp = ref_loss(&c->ref, c->x, c->ycls, c->ymse, NULL, NULL, NULL);
+            v[k] = keep - h;
+            double lm = ref_loss(&c->ref, c->x, c->ycls, c->ymse, NULL, NULL, NULL);
+            v[k] = keep;
+            double fd = (lp - lm) / (2 * h);
+            n++;
+            if (fabs(fd - g[k]) > 1e-8 + 1e-5 * fabs(g[k]) && bad++ < 5)
+                fprintf(stderr, "  FD %s %s[%llu]: analytic %.10g, finite difference %.10g\n",
+                        m->name, is_x ? "input" : nt->name, (unsigned long long)k, g[k], fd);
+        }
+    }
+    VT_CHECK(t, bad == 0,
+             "%s: %d of %d reference gradient entries disagree with finite differences", m->name,
+             bad, n);
+    c->have_ref = true;
+}
+
+// Records forward, loss and backward (in one range, or split at mc->split).
+static void record_step(run_ctx *c, vkt_net *net, vkt_cmd *cmd, bool split) {
+    vkt_net_record_forward(net, cmd, 0, B);
+    vkt_net_record_loss(net, cmd, 0, B, 1.0f / B);
+    int L = c->m->nlayers;
+    if (split) {
+        vkt_net_record_backward_layers(net, cmd, 0, B, c->mc->split, L, c->mc->input_grad);
+        vkt_net_record_backward_layers(net, cmd, 0, B, 0, c->mc->split, c->mc->input_grad);
+    } else {
+        vkt_net_record_backward(net, cmd, 0, B, c->mc->input_grad);
+    }
+}
+
+static void run_model(run_ctx *c) {
+    vt *t = c->t;
+    const vkt_model_desc *m = c->m;
+    char where[200];
+    snprintf(where, sizeof where, "%s %s on %s", m->name, c->fuse ? "fused" : "unfused",
+             vkt_device_label(c->dev));
+    setenv("VKT_NET_FUSE", c->fuse ? "1" : "0", 1);
+    vkt_ops *ops = c->ops;
     vkt_net *net = NULL;
     vkt_cmd *cmd = NULL;
     vkt_net_desc nd = {.model = m,
@@ -104,128 +273,184 @@ static void run_device(vt *t, vkt_device *dev, const vkt_model_desc *m) {
                        .max_batch = B,
                        .slots = 1,
                        .optim = vkt_optim_default(VKT_OPTIM_SGD)};
-    VT_OK(t, vkt_ops_create(dev, &ops));
-    VT_OK(t, vkt_net_create(dev, ops, &nd, &net));
-    VT_OK(t, vkt_cmd_create(dev, &cmd));
+    VT_OK(t, vkt_net_create(c->dev, ops, &nd, &net));
+    VT_OK(t, vkt_cmd_create(c->dev, &cmd));
+    unsetenv("VKT_NET_FUSE");
     if (!net || !cmd) goto out;
-    VT_CHECK(t, vkt_net_tensor_count(net) == 6, "6 tensors, got %d", vkt_net_tensor_count(net));
     VT_OK(t, vkt_net_init(net, 42));
+    if (!c->have_ref) build_reference(c, net);
 
-    // Inputs and labels; the parameters are the GPU's (PyTorch-style init), read back.
-    float xf[B * IN];
-    double x[B][IN];
-    uint32_t y[B] = {0, 1, 2, 2, 1, 0};
-    vt_fill_uniform(xf, B * IN, 7, -1.5f, 1.5f);
-    for (int i = 0; i < B * IN; i++)
-        x[i / IN][i % IN] = xf[i];
-    params p;
-    float buf[64];
-    for (int i = 0; i < 6; i++) {
-        const vkt_net_tensor *nt = vkt_net_get_tensor(net, i);
-        VT_OK(t, vkt_net_read_tensor(net, VKT_STORE_PARAM, i, buf));
-        for (uint64_t k = 0; k < nt->count; k++)
-            tensor_ptr(&p, i)[k] = buf[k];
-        // PyTorch's Linear default: uniform within 1/sqrt(fan_in).
-        double bound = 1.0 / sqrt((double)m->layers[nt->layer].in_features);
-        for (uint64_t k = 0; k < nt->count; k++)
-            VT_CHECK(t, fabs(buf[k]) <= bound, "init of %s[%llu] = %g outside +-%g", nt->name,
-                     (unsigned long long)k, buf[k], bound);
-    }
-
-    // 1. The reference against finite differences of its own loss, every entry.
-    params g, q = p;
-    ref_loss(&p, x, y, &g);
-    int fd_bad = 0, n_entries = 0;
-    for (int i = 0; i < 6; i++) {
-        const vkt_net_tensor *nt = vkt_net_get_tensor(net, i);
-        for (uint64_t k = 0; k < nt->count; k++) {
-            double *v = &tensor_ptr(&q, i)[k], keep = *v, h = 1e-6;
-            *v = keep + h;
-            double lp = ref_loss(&q, x, y, NULL);
-            *v = keep - h;
-            double lm = ref_loss(&q, x, y, NULL);
-            *v = keep;
-            double fd = (lp - lm) / (2 * h), an = tensor_ptr(&g, i)[k];
-            n_entries++;
-            if (fabs(fd - an) > 1e-8 + 1e-5 * fabs(an)) {
-                if (fd_bad++ < 5)
-                    fprintf(stderr, "  FD %s[%llu]: analytic %.10g, finite difference %.10g\n",
-                            nt->name, (unsigned long long)k, an, fd);
-            }
-        }
-    }
-    VT_CHECK(t, fd_bad == 0, "%d of %d reference gradient entries disagree with finite differences",
-             fd_bad, n_entries);
-
-    // 2. The GPU backward against the reference, every entry (atol 2e-6 + rtol 1e-3: fp32).
     vkt_view in = vkt_net_input(net, 0), tg = vkt_net_targets(net, 0);
-    VT_OK(t, vkt_buffer_write(in.buffer, in.offset, xf, sizeof xf));
-    VT_OK(t, vkt_buffer_write(tg.buffer, tg.offset, y, sizeof y));
-    for (int pass = 0; pass < 2; pass++) {
-        // pass 0: one backward after zeroing; pass 1: two backwards, which must accumulate to 2x.
+    VT_OK(t, vkt_buffer_write(in.buffer, in.offset, c->xf, 4ull * B * m->input_features));
+    if (m->loss == VKT_LOSS_MSE)
+        VT_OK(t, vkt_buffer_write(tg.buffer, tg.offset, c->ymsef, 4ull * B * m->output_features));
+    else
+        VT_OK(t, vkt_buffer_write(tg.buffer, tg.offset, c->ycls, sizeof c->ycls));
+    double want = ref_loss(&c->ref, c->x, c->ycls, c->ymse, NULL, NULL, NULL);
+    // pass 0: one backward after zeroing; 1: two, which must accumulate to 2x; 2: one, split.
+    for (int pass = 0; pass < 3; pass++) {
         VT_OK(t, vkt_cmd_begin(cmd, false));
         vkt_net_record_zero_grads(net, cmd);
-        for (int rep = 0; rep <= pass; rep++) {
-            vkt_net_record_forward(net, cmd, 0, B);
-            vkt_net_record_loss(net, cmd, 0, B, 1.0f / B);
-            vkt_net_record_backward(net, cmd, 0, B, false);
-        }
-        VT_OK(t, vkt_net_status(net));
-        VT_OK(t, vkt_cmd_end(cmd));
-        VT_OK(t, vkt_cmd_submit(cmd));
-        VT_OK(t, vkt_cmd_wait(cmd, VKT_WAIT_MS));
+        for (int rep = 0; rep <= (pass == 1); rep++)
+            record_step(c, net, cmd, pass == 2);
+        if (!vt_run(t, cmd, ops, "backward", where)) goto out;
         double loss_sum = 0;
         float rows[B];
         vkt_view lr = vkt_net_loss_rows(net, 0);
         VT_OK(t, vkt_buffer_read(lr.buffer, lr.offset, rows, sizeof rows));
         for (int b = 0; b < B; b++)
             loss_sum += rows[b];
-        double want = ref_loss(&p, x, y, NULL);
-        VT_CHECK(t, fabs(loss_sum / B - want) < 1e-5, "%s: loss %g, reference %g", label,
+        VT_CHECK(t, fabs(loss_sum / B - want) < 1e-5, "%s: loss %g, reference %g", where,
                  loss_sum / B, want);
-        for (int i = 0; i < 6; i++) {
+        // Every entry within atol 2e-6 + rtol 1e-3 (fp32 through three layers).
+        float buf[MAXW * MAXW];
+        double ref[MAXW * MAXW];
+        const char *how = pass == 0 ? "once" : pass == 1 ? "accumulated twice" : "split";
+        for (int i = 0; i < vkt_net_tensor_count(net); i++) {
             const vkt_net_tensor *nt = vkt_net_get_tensor(net, i);
-            double ref[64];
+            const double *g = nt->ndim == 2 ? c->gw[nt->layer] : c->gb[nt->layer];
             VT_OK(t, vkt_net_read_tensor(net, VKT_STORE_GRAD, i, buf));
             for (uint64_t k = 0; k < nt->count; k++)
-                ref[k] = (pass + 1) * tensor_ptr(&g, i)[k];
-            char what[96];
-            snprintf(what, sizeof what, "%s d%s (%s)", label, nt->name,
-                     pass ? "accumulated twice" : "once");
+                ref[k] = (pass == 1 ? 2 : 1) * g[k];
+            char what[300];
+            snprintf(what, sizeof what, "%s d%s (%s)", where, nt->name, how);
             VT_CHECK(t, vt_compare(what, buf, ref, nt->count, 2e-6, 1e-3) == 0, "%s", what);
+        }
+        if (c->mc->input_grad) {
+            vkt_view gi = vkt_net_input_grad(net, 0);
+            uint32_t nin = B * m->input_features;
+            VT_OK(t, vkt_buffer_read(gi.buffer, gi.offset, buf, 4ull * nin));
+            char what[300];
+            snprintf(what, sizeof what, "%s d input (%s)", where, how);
+            VT_CHECK(t, vt_compare(what, buf, c->gx, nin, 2e-6, 1e-3) == 0, "%s", what);
         }
     }
 
-    // 3. Leaving out one barrier of the backward must be reported by synchronization validation.
-    uint64_t before = vkt_context_validation_count(t->ctx);
-    vkt_net_test_skip_barrier(net, 1);
-    VT_OK(t, vkt_cmd_begin(cmd, false));
-    vkt_net_record_zero_grads(net, cmd);
-    vkt_net_record_forward(net, cmd, 0, B);
-    vkt_net_record_loss(net, cmd, 0, B, 1.0f / B);
-    vkt_net_record_backward(net, cmd, 0, B, false);
-    VT_OK(t, vkt_cmd_end(cmd));
-    VT_OK(t, vkt_cmd_submit(cmd));
-    VT_OK(t, vkt_cmd_wait(cmd, VKT_WAIT_MS));
-    vkt_net_test_skip_barrier(net, -1);
-    uint64_t caught = vkt_context_validation_count(t->ctx) - before;
-    VT_CHECK(t, caught > 0, "%s: a backward without one of its barriers was not reported", label);
-    printf("test_mlp_grad: %s: the missing barrier gave %llu validation message(s), as it must\n",
-           label, (unsigned long long)caught);
-    t->expected_validation += caught;
+    // Leaving out one barrier of the backward must be reported by synchronization validation.
+    if (c->mc == &CASES[0]) {
+        uint64_t before = vkt_context_validation_count(t->ctx);
+        vkt_net_test_skip_barrier(net, 1);
+        VT_OK(t, vkt_cmd_begin(cmd, false));
+        vkt_net_record_zero_grads(net, cmd);
+        record_step(c, net, cmd, false);
+        vt_run(t, cmd, ops, "backward without a barrier", where);
+        vkt_net_test_skip_barrier(net, -1);
+        uint64_t caught = vkt_context_validation_count(t->ctx) - before;
+        VT_CHECK(t, caught > 0, "%s: a backward without one of its barriers was not reported",
+                 where);
+        printf("test_mlp_grad: %s: the missing barrier gave %llu validation message(s), as it "
+               "must\n",
+               where, (unsigned long long)caught);
+        t->expected_validation += caught;
+    }
 out:
     vkt_cmd_destroy(cmd);
     vkt_net_destroy(net);
-    vkt_ops_destroy(ops);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatches and barriers of one training step, fused and not
+
+// Records one whole step (zero, forward, loss, backward, SGD) of m and counts what it recorded.
+static void count_step(vt *t, vkt_device *dev, vkt_ops *ops, const vkt_model_desc *m, bool fuse,
+                       int *nd, int *nb) {
+    setenv("VKT_NET_FUSE", fuse ? "1" : "0", 1);
+    vkt_net *net = NULL;
+    vkt_cmd *cmd = NULL;
+    vkt_net_desc d = {.model = m,
+                      .first_layer = 0,
+                      .last_layer = m->nlayers,
+                      .max_batch = B,
+                      .slots = 1,
+                      .optim = vkt_optim_default(VKT_OPTIM_SGD)};
+    d.optim.momentum = 0.9f;
+    VT_OK(t, vkt_net_create(dev, ops, &d, &net));
+    VT_OK(t, vkt_cmd_create(dev, &cmd));
+    unsetenv("VKT_NET_FUSE");
+    *nd = *nb = -1;
+    if (net && cmd && vkt_cmd_begin(cmd, false) == VKT_OK) {
+        vkt_net_record_zero_grads(net, cmd);
+        vkt_net_record_forward(net, cmd, 0, B);
+        vkt_net_record_loss(net, cmd, 0, B, 1.0f / B);
+        vkt_net_record_backward(net, cmd, 0, B, false);
+        vkt_net_record_step(net, cmd, 1);
+        *nd = vkt_cmd_dispatch_count(cmd);
+        *nb = vkt_cmd_barrier_count(cmd);
+        VT_OK(t, vkt_cmd_end(cmd));
+        VT_OK(t, vkt_net_status(net));
+    }
+    vkt_cmd_destroy(cmd);
+    vkt_net_destroy(net);
+}
+
+static void check_counts(vt *t, vkt_device *dev, vkt_ops *ops) {
+    // fashion_mlp's layers (assets/models/fashion_mlp.json) at a small width: the counts do not
+    // depend on the widths.
+    vkt_model_desc m;
+    VT_OK(t, vkt_model_parse("{\"input\": [12], \"layers\": [{\"type\": \"dense\", \"units\": 8},"
+                             "{\"type\": \"relu\"}, {\"type\": \"dense\", \"units\": 8},"
+                             "{\"type\": \"relu\"}, {\"type\": \"dense\", \"units\": 4}],"
+                             "\"loss\": \"softmax_cross_entropy\"}",
+                             "fashion_mlp_small", &m));
+    int d0, b0, d1, b1;
+    count_step(t, dev, ops, &m, false, &d0, &b0);
+    count_step(t, dev, ops, &m, true, &d1, &b1);
+    printf("test_mlp_grad: %s: one fashion_mlp-shaped SGD step records %d dispatches and %d "
+           "barriers unfused, %d and %d fused\n",
+           vkt_device_label(dev), d0, b0, d1, b1);
+    // Unfused: forward 3 matmuls + 2 acts, loss 1, backward 3 TN + 3 bias_grad + 2 NN + 2 acts,
+    // SGD 1 = 17; barriers: begin, zeroing, 5 forward, loss, 5 backward, SGD = 14. Fusing the
+    // two relus takes out their 4 dispatches and the 4 barriers after them.
+    VT_CHECK(t, d0 == 17 && b0 == 14, "unfused step: %d dispatches, %d barriers (want 17, 14)", d0,
+             b0);
+    VT_CHECK(t, d1 == 13 && b1 == 10, "fused step: %d dispatches, %d barriers (want 13, 10)", d1,
+             b1);
+    vkt_model_free(&m);
 }
 
 int main(void) {
     vt tv, *t = &tv;
     if (vt_init(t, "test_mlp_grad")) return 1;
-    vkt_model_desc m;
-    VT_OK(t, vkt_model_parse(MODEL, "grad_mlp", &m));
+    vkt_ops *ops[VT_MAX_DEVICES] = {0};
     for (int d = 0; d < t->ndev; d++)
-        run_device(t, t->dev[d], &m);
-    vkt_model_free(&m);
+        VT_OK(t, vkt_ops_create(t->dev[d], &ops[d]));
+    for (int i = 0; i < NCASES; i++) {
+        vkt_model_desc m;
+        VT_OK(t, vkt_model_parse(CASES[i].json, "grad_mlp", &m));
+        if (t->failures) break;
+        static run_ctx c;
+        memset(&c, 0, sizeof c);
+        c.t = t;
+        c.m = &m;
+        c.mc = &CASES[i];
+        uint32_t nin = B * m.input_features, nout = B * m.output_features;
+        vt_fill_uniform(c.xf, nin, 7 + (uint64_t)i, -1.5f, 1.5f);
+        vt_fill_uniform(c.ymsef, nout, 70 + (uint64_t)i, -1.0f, 1.0f);
+        for (uint32_t k = 0; k < nin; k++)
+            c.x[k] = c.xf[k];
+        for (uint32_t k = 0; k < nout; k++)
+            c.ymse[k] = c.ymsef[k];
+        for (int b = 0; b < B; b++)
+            c.ycls[b] = (uint32_t)(b * 7 + i) % m.output_features;
+        for (int d = 0; d < t->ndev && ops[d]; d++) {
+            for (int f = 0; f < 2; f++) {
+                c.dev = t->dev[d];
+                c.ops = ops[d];
+                c.fuse = f == 1;
+                run_model(&c);
+            }
+        }
+        for (int l = 0; l < MAXL; l++) {
+            free(c.ref.w[l]);
+            free(c.ref.b[l]);
+            free(c.gw[l]);
+            free(c.gb[l]);
+        }
+        vkt_model_free(&m);
+    }
+    for (int d = 0; d < t->ndev; d++) {
+        check_counts(t, t->dev[d], ops[d]);
+        vkt_ops_destroy(ops[d]);
+    }
     return vt_finish(t);
 }

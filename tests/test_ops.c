@@ -4,7 +4,9 @@
 // dimension (rows and columns of the row ops, n of the elementwise ops), one n of 5e6 for an
 // elementwise op and for sumsq, and n = 5e7 for sumsq and scale, which is sliced into several
 // dispatches on lavapipe (200 MB > its 128 MiB storage-buffer range) and folds its workgroups
-// into y on both drivers. The optimizers are in test_optim.c; matmul in its own test.
+// into y on both drivers. Activation backward from the input and, where f' follows from the
+// output (vkt_act_grad_from_output), from the forward's output, against the same reference. The
+// optimizers are in test_optim.c; matmul in its own test.
 //
 // Tolerances (|got - ref| <= atol + rtol*|ref|, the reference in double on the same fp32 inputs):
 //   bias_add, scale, axpy, relu, leaky_relu                     atol 1e-6  rtol 1e-6 (one rounding)
@@ -256,7 +258,8 @@ static void act_tol(vkt_act a, double *atol, double *rtol) {
     *rtol = smooth ? 1e-5 : 1e-6;
 }
 
-// Forward into a separate y, forward in place, and backward with dx aliasing dy.
+// Forward into a separate y, forward in place, backward with dx aliasing dy, and (where f'
+// follows from the output) backward from the forward's y, against the same reference.
 static void test_act(dctx *c, vkt_act a, uint32_t n, uint64_t seed) {
     const float alpha = 0.03f;
     float *x = rand_floats(n, seed, -6, 6), *dy = rand_floats(n, seed + 1, -1, 1);
@@ -267,6 +270,8 @@ static void test_act(dctx *c, vkt_act a, uint32_t n, uint64_t seed) {
     float *got = malloc((size_t)n * 4);
     vkt_buffer *bx = buf_new(c, n * 4ull, x, "x"), *by = buf_new(c, n * 4ull, NULL, "y");
     vkt_buffer *bin = buf_new(c, n * 4ull, x, "x in place"), *bd = buf_new(c, n * 4ull, dy, "dy");
+    bool from_y = vkt_act_grad_from_output(a, alpha);
+    vkt_buffer *bdy = from_y ? buf_new(c, n * 4ull, dy, "dy (from y)") : NULL;
     char what[96];
     snprintf(what, sizeof what, "%s n=%u", act_name(a), n);
     if (bx && by && bin && bd && begin(c)) {
@@ -274,6 +279,11 @@ static void test_act(dctx *c, vkt_act a, uint32_t n, uint64_t seed) {
         vkt_op_act_forward(c->cmd, c->ops, a, alpha, whole(bin), whole(bin), n, "act in place");
         vkt_op_act_backward(c->cmd, c->ops, a, alpha, whole(bd), whole(bd), whole(bx), n,
                             "act bwd");
+        if (bdy) {
+            vkt_cmd_barrier(c->cmd); // y is the forward's
+            vkt_op_act_backward_from_output(c->cmd, c->ops, a, alpha, whole(bdy), whole(bdy),
+                                            whole(by), n, "act bwd from y");
+        }
         if (run(c, what)) {
             double atol, rtol;
             act_tol(a, &atol, &rtol);
@@ -289,9 +299,15 @@ static void test_act(dctx *c, vkt_act a, uint32_t n, uint64_t seed) {
             read_back(c, bd, got, n * 4ull);
             snprintf(what, sizeof what, "%s backward n=%u", act_name(a), n);
             compare(c, what, got, ref, n, atol, rtol);
+            if (bdy) {
+                read_back(c, bdy, got, n * 4ull);
+                snprintf(what, sizeof what, "%s backward from the output n=%u", act_name(a), n);
+                compare(c, what, got, ref, n, atol, rtol);
+            }
             free(rx), free(rdy), free(ref);
         }
     }
+    vkt_buffer_destroy(bdy);
     vkt_buffer_destroy(bd), vkt_buffer_destroy(bin), vkt_buffer_destroy(by), vkt_buffer_destroy(bx);
     free(x), free(dy), free(got);
 }
