@@ -17,8 +17,8 @@
 // kernels): f(z) for a dense layer's forward, optionally keeping z, or z * f' for the
 // activation's backward fused into the input-gradient product. The activation and mode are two
 // more specialization constants (none by default), so a plain product compiles as before. A
-// product with an epilogue chooses among the candidates that have it (SwiftShader's and the
-// shared-memory tiled kernels do not). What the fusion saves per layer and step, measured on
+// product with an epilogue chooses among the candidates that have it (SwiftShader's kernels do
+// not). What the fusion saves per layer and step, measured on
 // fashion_mlp: see engine/network.c.
 //
 // What was measured (fp32 1024^3, this project's 2-core AVX-512 machine, lavapipe 22.3.6 and
@@ -118,10 +118,9 @@ static const mm_variant VARIANTS[] = {
 // matmul_ss.glsl's kernels broadcast across their wg lanes, which must be one subgroup, and are
 // built once per form, as <shader>_nn, _nt and _tn.
 static bool is_ss(const mm_variant *v) { return strncmp(v->shader, "matmul_ss", 9) == 0; }
-// The kernels that include shaders/mm_epilogue.glsl (bindings 4 and 5, spec ids 7 and 8).
-static bool has_epilogue(const mm_variant *v) {
-    return (v->kind == MM_WIDE && !is_ss(v)) || v->kind == MM_SCALAR;
-}
+// The kernels that include shaders/mm_epilogue.glsl (bindings 4 and 5, spec ids 7 and 8): all
+// but SwiftShader's (matmul_ss.glsl says why).
+static bool has_epilogue(const mm_variant *v) { return !is_ss(v); }
 
 static const mm_variant *variant_named(const char *name, size_t len) {
     for (int i = 0; i < NVARIANTS; i++)

@@ -1,7 +1,10 @@
 // matmul_tiled: the GPU-shaped matmul, c[M,N] = op(a) op(b) (+ bias[N]) (+ beta c), with
 // shared-memory tiles. Reads a (NN, NT: [M,K]; TN: [K,M]), b (NN, TN: [K,N]; NT: [N,K]), bias[N]
-// when p.has_bias, c when p.beta != 0 or p.k_begin > 0; writes c[M,N] over k in
-// [k_begin, k_end) (a K-split continues with beta 1 and no bias, as in matmul_scalar.glsl).
+// when p.has_bias, c when p.beta != 0 or p.k_begin > 0, s[M,N] in the backward epilogues; writes
+// c[M,N] over k in [k_begin, k_end) (a K-split continues with beta 1 and no bias, as in
+// matmul_scalar.glsl), through the activation epilogue of mm_epilogue.glsl (and z[M,N] when it
+// keeps the pre-activation). The epilogue is selected by specialization constants, which GPU
+// drivers fold; on SwiftShader this kernel would run every activation (it is not its candidate).
 //
 // A workgroup of TX x TY lanes computes a BM x BN block of c (BM = TY * RM rows, BN = TX * RN
 // columns): each step stages a BK-deep slice of a and b in shared memory, every lane loading
@@ -32,7 +35,11 @@ layout(std430, binding = 0) buffer Cs { float c1[]; };
 layout(std430, binding = 1) readonly buffer As { float a1[]; };
 layout(std430, binding = 2) readonly buffer Bs { float b1[]; };
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
+layout(std430, binding = 4) readonly buffer Ss { float s1[]; };
+layout(std430, binding = 5) writeonly buffer Zs { float z1[]; };
 layout(push_constant) uniform PC { vkt_matmul_push p; };
+
+#include "mm_epilogue.glsl"
 
 shared float sa[BK * BM]; // sa[kk * BM + mm] = op(a)[m0 + mm, k + kk]
 shared float sb[BK * BN]; // sb[kk * BN + nn] = op(b)[k + kk, n0 + nn]
@@ -89,19 +96,32 @@ void main() {
         barrier(); // the slices are rewritten next step
     }
 
-    // Epilogue: bias, beta, and the bounds guard on the store.
+    // Epilogue: bias, beta, the activation epilogue (four of the lane's columns at a time; RN is a
+    // multiple of 4) and the bounds guard on the store.
     bool add_c = p.beta != 0.0 || p.k_begin > 0;
     float beta = p.k_begin > 0 ? 1.0 : p.beta;
     bool add_bias = p.has_bias != 0 && p.k_begin == 0;
     [[unroll]] for (uint r = 0; r < RM; r++) {
         uint m = m0 + ty + r * TY;
-        [[unroll]] for (uint c = 0; c < RN; c++) {
-            uint n = n0 + tx + c * TX;
-            if (m < M && n < N) {
-                float v = acc[r][c];
-                if (add_bias) v += bias[n];
-                if (add_c) v += beta * c1[m * N + n];
-                c1[m * N + n] = v;
+        [[unroll]] for (uint c4 = 0; c4 < RN / 4; c4++) {
+            vec4 z = vec4(0.0), s = vec4(0.0);
+            [[unroll]] for (uint q = 0; q < 4; q++) {
+                uint n = n0 + tx + (4 * c4 + q) * TX;
+                float v = acc[r][4 * c4 + q];
+                if (m < M && n < N) {
+                    if (add_bias) v += bias[n];
+                    if (add_c) v += beta * c1[m * N + n];
+                    if (MM_EPI_READS_S) s[q] = s1[m * N + n];
+                }
+                z[q] = v;
+            }
+            vec4 y = mm_epi(z, s, p.alpha);
+            [[unroll]] for (uint q = 0; q < 4; q++) {
+                uint n = n0 + tx + (4 * c4 + q) * TX;
+                if (m < M && n < N) {
+                    if (MM_EPI_WRITES_Z) z1[m * N + n] = z[q];
+                    c1[m * N + n] = y[q];
+                }
             }
         }
     }

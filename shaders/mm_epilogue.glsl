@@ -1,5 +1,8 @@
 // mm_epilogue.glsl: the activation epilogue of the matmul kernels (matmul_scalar.glsl,
-// matmul_wide.glsl; any other matmul kernel adds it the same way). With z the kernel's result at
+// matmul_wide.glsl, matmul_tiled.comp; any other matmul kernel adds it the same way). Not
+// SwiftShader's matmul_ss.glsl: added there as in matmul_scalar.glsl (one rolled loop after the
+// store), it cost the plain product 3-7%, and SwiftShader does not fuse (below); engine/matmul.c
+// runs an epilogue on that device's scalar kernel instead. With z the kernel's result at
 // an output position (the product, plus bias, plus beta c), the epilogue makes c:
 //   VKT_MM_EPI_FORWARD     c = f(z)
 //   VKT_MM_EPI_FORWARD_Z   c = f(z), and the kernel also stores z (binding 5) for a backward

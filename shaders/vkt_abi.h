@@ -114,8 +114,8 @@ VKT_STRUCT(vkt_adamw_push) {
 // when has_bias is 0), 4 = s[M,N] (read by the backward epilogues), 5 = z[M,N] (written by the
 // forward epilogue that keeps the pre-activation); unused bindings get any valid view (the host
 // binds a to 4 and c to 5, which the dispatch reads and writes anyway). Specialization constants
-// from VKT_SPEC_USER: the form (VKT_MM_FORM_*), then the wide kernel's tile (matmul_wide.glsl; the
-// scalar kernel ignores ids VKT_SPEC_USER + 1..3), then the epilogue (shaders/mm_epilogue.glsl):
+// from VKT_SPEC_USER: the form (VKT_MM_FORM_*), then the tile (matmul_wide.glsl, matmul_tiled.comp;
+// the scalar kernel ignores ids VKT_SPEC_USER + 1..3), then the epilogue (mm_epilogue.glsl):
 // the activation code (VKT_ACT_CODE_*) and the mode (VKT_MM_EPI_*). A dispatch with k_begin > 0
 // continues a K-split: it adds onto c and adds no bias.
 #define VKT_MM_FORM_NN 0

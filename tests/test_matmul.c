@@ -17,10 +17,13 @@
 //    and a negative slope) in every mode: f(z), f(z) keeping z, z * f'(x) from the input and
 //    z * f'(x) from the output; every form carries forward and backward modes, on the awkward
 //    shapes (1, 7, 33, 127 on each dimension: the scalar kernel), on an aligned shape through the
-//    wide kernel where the device has one, through the vec4 wide variant meant for GPUs, and
-//    through a K-split (the epilogue must run in the last chunk only). Canaries around the kept
-//    z must survive, and s (the backward's input) must be left as it was.
-// Time: about 20 s; about 90 s when Mesa's shader cache is cold (lavapipe's LLVM then compiles
+//    wide kernel where the device has one, through the variants meant for GPUs (vec4 wide,
+//    shared-memory tiled), forced onto SwiftShader's own kernels (which have none: it must run on
+//    one that has), and through a K-split (the epilogue must run in the last chunk only).
+//    Canaries around the kept z must survive, and s (the backward's input) must be left as it
+//    was.
+// Time: about 20 s, plus about 10 s for SwiftShader to compile its kernels (ss-r32c16-g4: about
+// 2.9 s per form); about 90 s more when Mesa's shader cache is cold (lavapipe's LLVM then compiles
 // the large tile for each form, about 7 s each, and the wide tile for each epilogue, 2-3 s).
 // Tolerance: |got - ref| <= atol + rtol |ref| with atol = 1e-6 * (K + 1) and rtol = 1e-5. Inputs
 // are uniform in [-1, 1]; fp32 accumulation over K terms errs by about 1e-7 sqrt(K) |sum|, well
@@ -217,9 +220,10 @@ static void run_on_all(vt *t, vkt_ops **ops, vkt_cmd **cmd, const mm_case *mc, u
     }
     memcpy(ref, zref, sizeof(double) * nc);
     ref_epilogue(mc, ref, s, nc);
-    for (int d = 0; d < t->ndev; d++)
+    for (int d = 0; d < t->ndev; d++) {
         if (ops[d] && cmd[d] && (!swiftshader_only || is_swiftshader(t->dev[d])))
             run_case(t, t->dev[d], ops[d], cmd[d], mc, ref, zref, a, b, bias, c0, s);
+    }
     free(s);
     free(zref);
     free(ref);
@@ -268,15 +272,15 @@ int main(void) {
     // The shared-memory tiled kernels meant for GPUs, forced, on awkward shapes (partial blocks
     // and partial k slices on every edge) and on aligned ones.
     const char *tiled[2] = {"tiled-r4c4-k16", "tiled-r8c8-k8"};
-    const uint32_t tshape[][3] = {{1, 7, 33}, {33, 127, 7}, {127, 33, 513}, {128, 512, 784},
-                                  {130, 66, 17}};
+    const uint32_t tshape[][3] = {
+        {1, 7, 33}, {33, 127, 7}, {127, 33, 513}, {128, 512, 784}, {130, 66, 17}};
     for (int tv_i = 0; tv_i < 2; tv_i++) {
         setenv("VKT_MATMUL_VARIANT", tiled[tv_i], 1);
         for (int f = 0; f < 3; f++) {
             for (size_t i = 0; i < sizeof tshape / sizeof tshape[0]; i++) {
-                mm_case mc = {forms[f],         tshape[i][0],     tshape[i][1],
-                              tshape[i][2],     (ncase % 2) == 0, betas[ncase % 3],
-                              (uint32_t)(ncase % 4), NO_EPI};
+                mm_case mc = {
+                    forms[f],         tshape[i][0],     tshape[i][1],          tshape[i][2],
+                    (ncase % 2) == 0, betas[ncase % 3], (uint32_t)(ncase % 4), NO_EPI};
                 run_on_all(t, ops, cmd, &mc, seed++, false);
                 ncase++;
             }
@@ -392,8 +396,8 @@ int main(void) {
         }
     }
     // An aligned shape (partial row tiles) through the wide kernel where the device has one: each
-    // activation forward and backward; then the vec4 wide variant meant for GPUs, and a K-split
-    // (the epilogue in the last of four chunks, bias and beta in the first).
+    // activation forward and backward; then the variants meant for GPUs (vec4 wide, shared-memory
+    // tiled), and a K-split (the epilogue in the last of four chunks, bias and beta in the first).
     const struct {
         int act, mode;
         vkt_mm_form form;
@@ -415,6 +419,9 @@ int main(void) {
         {4, 3, VKT_MM_TN, NULL, 40},
         {0, 3, VKT_MM_NN, "wide-r16c8-g64", 40},
         {2, 1, VKT_MM_NT, "wide-r16c8-g64", 40},
+        {1, 3, VKT_MM_NN, "tiled-r4c4-k16", 40},
+        {2, 1, VKT_MM_TN, "tiled-r8c8-k8", 40},
+        {3, 2, VKT_MM_NT, "tiled-r4c4-k16", 40},
         {4, 1, VKT_MM_NT, "wide64-r32c16-g8-k256", 784},
     };
     for (size_t i = 0; i < sizeof wide_cases / sizeof wide_cases[0]; i++) {
@@ -433,6 +440,40 @@ int main(void) {
                       acts[a].alpha,
                       mode == 1};
         run_on_all(t, ops, cmd, &mc, seed++, false);
+        unsetenv("VKT_MATMUL_VARIANT");
+    }
+
+    // SwiftShader's own kernels have no epilogue: forced, a product with one runs on a kernel
+    // that has (on SwiftShader only, as above), forward keeping z and backward.
+    const struct {
+        int act, mode;
+        vkt_mm_form form;
+        const char *variant;
+    } ss_cases[] = {
+        {2, 1, VKT_MM_NN, "ss-r16c16-g4"},
+        {3, 3, VKT_MM_TN, "ss-r32c16-g4"},
+    };
+    for (size_t i = 0; i < sizeof ss_cases / sizeof ss_cases[0]; i++) {
+        int a = ss_cases[i].act, mode = ss_cases[i].mode;
+        setenv("VKT_MATMUL_VARIANT", ss_cases[i].variant, 1);
+        mm_case mc = {ss_cases[i].form,
+                      36,
+                      132,
+                      44,
+                      (i % 2) == 0,
+                      betas[i % 3],
+                      (uint32_t)(i % 3),
+                      mode_kind[mode],
+                      acts[a].act,
+                      acts[a].alpha,
+                      mode == 1};
+        for (int d = 0; d < t->ndev; d++) {
+            if (!ops[d] || !is_swiftshader(t->dev[d])) continue;
+            const char *got = vkt_matmul_variant(ops[d], mc.form, mc.M, mc.N, mc.K);
+            VT_CHECK(t, strcmp(got, ss_cases[i].variant) == 0,
+                     "forced %s: the plain product would run %s", ss_cases[i].variant, got);
+        }
+        run_on_all(t, ops, cmd, &mc, seed++, true);
         unsetenv("VKT_MATMUL_VARIANT");
     }
 
