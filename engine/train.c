@@ -409,6 +409,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     double epoch_loss = 0;
     uint64_t epoch_rows = 0;
     bool stopped = false;
+    bool overlap = r.s && vkt_strategy_host_overlaps(r.s);
     for (int epoch = pos.epoch; epoch < o->epochs && st == VKT_OK && !stopped; epoch++) {
         vkt_batcher_epoch(&b, (uint64_t)epoch);
         epoch_loss = 0;
@@ -426,9 +427,10 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             st = vkt_strategy_step_begin(r.s, r.x, batch_targets(&r, B), B, (uint32_t)(step + 1));
             if (st != VKT_OK) break;
             // The next batch of the epoch is gathered, converted and handed over while the
-            // devices run this step (begin has taken its own copy of this one).
+            // devices run this step (begin has taken its own copy of this one), where that
+            // work does not take the cores the devices run on.
             uint32_t next = 0;
-            if (i + 1 < nb && step + 1 < total_steps) {
+            if (overlap && i + 1 < nb && step + 1 < total_steps) {
                 next = vkt_batcher_get(&b, i + 1, r.x, r.labels);
                 st = vkt_strategy_prefetch(r.s, r.x, batch_targets(&r, next), next);
             }

@@ -424,6 +424,12 @@ vkt_status vkt_strategy_step_end(vkt_strategy *s, double *loss_sum) {
     return s->vt->finish(s, loss_sum);
 }
 
+bool vkt_strategy_host_overlaps(const vkt_strategy *s) {
+    for (int d = 0; d < s->ndev; d++)
+        if (vkt_device_get_info(s->dev[d])->type == VKT_DEVICE_CPU) return false;
+    return true;
+}
+
 vkt_status vkt_strategy_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                              uint32_t step, double *loss_sum) {
     VKT_TRY(vkt_strategy_step_begin(s, x, targets, B, step));
