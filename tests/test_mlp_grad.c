@@ -257,25 +257,33 @@ static void record_step(run_ctx *c, vkt_net *net, vkt_cmd *cmd, bool split) {
     }
 }
 
+// The whole model on dev with a command stream, fused (VKT_NET_FUSE=1) or not, SGD with the given
+// momentum.
+static void open_net(vt *t, vkt_device *dev, vkt_ops *ops, const vkt_model_desc *m, bool fuse,
+                     float momentum, vkt_net **net, vkt_cmd **cmd) {
+    setenv("VKT_NET_FUSE", fuse ? "1" : "0", 1);
+    vkt_net_desc d = {.model = m,
+                      .first_layer = 0,
+                      .last_layer = m->nlayers,
+                      .max_batch = B,
+                      .slots = 1,
+                      .optim = vkt_optim_default(VKT_OPTIM_SGD)};
+    d.optim.momentum = momentum;
+    VT_OK(t, vkt_net_create(dev, ops, &d, net));
+    VT_OK(t, vkt_cmd_create(dev, cmd));
+    unsetenv("VKT_NET_FUSE");
+}
+
 static void run_model(run_ctx *c) {
     vt *t = c->t;
     const vkt_model_desc *m = c->m;
     char where[200];
     snprintf(where, sizeof where, "%s %s on %s", m->name, c->fuse ? "fused" : "unfused",
              vkt_device_label(c->dev));
-    setenv("VKT_NET_FUSE", c->fuse ? "1" : "0", 1);
     vkt_ops *ops = c->ops;
     vkt_net *net = NULL;
     vkt_cmd *cmd = NULL;
-    vkt_net_desc nd = {.model = m,
-                       .first_layer = 0,
-                       .last_layer = m->nlayers,
-                       .max_batch = B,
-                       .slots = 1,
-                       .optim = vkt_optim_default(VKT_OPTIM_SGD)};
-    VT_OK(t, vkt_net_create(c->dev, ops, &nd, &net));
-    VT_OK(t, vkt_cmd_create(c->dev, &cmd));
-    unsetenv("VKT_NET_FUSE");
+    open_net(t, c->dev, ops, m, c->fuse, 0.0f, &net, &cmd);
     if (!net || !cmd) goto out;
     VT_OK(t, vkt_net_init(net, 42));
     if (!c->have_ref) build_reference(c, net);
@@ -354,19 +362,9 @@ out:
 // Records one whole step (zero, forward, loss, backward, SGD) of m and counts what it recorded.
 static void count_step(vt *t, vkt_device *dev, vkt_ops *ops, const vkt_model_desc *m, bool fuse,
                        int *nd, int *nb) {
-    setenv("VKT_NET_FUSE", fuse ? "1" : "0", 1);
     vkt_net *net = NULL;
     vkt_cmd *cmd = NULL;
-    vkt_net_desc d = {.model = m,
-                      .first_layer = 0,
-                      .last_layer = m->nlayers,
-                      .max_batch = B,
-                      .slots = 1,
-                      .optim = vkt_optim_default(VKT_OPTIM_SGD)};
-    d.optim.momentum = 0.9f;
-    VT_OK(t, vkt_net_create(dev, ops, &d, &net));
-    VT_OK(t, vkt_cmd_create(dev, &cmd));
-    unsetenv("VKT_NET_FUSE");
+    open_net(t, dev, ops, m, fuse, 0.9f, &net, &cmd);
     *nd = *nb = -1;
     if (net && cmd && vkt_cmd_begin(cmd, false) == VKT_OK) {
         vkt_net_record_zero_grads(net, cmd);
