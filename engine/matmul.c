@@ -346,13 +346,14 @@ static bool wide_view_ok(const vkt_device_info *d, const mm_variant *v, const vk
 }
 
 // epi: the product has an epilogue whose s and z views are sv and zv (NULL: none).
-static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *c,
-                                const vkt_view *a, const vkt_view *b, const vkt_view *sv,
-                                const vkt_view *zv, uint32_t M, uint32_t N, uint32_t K) {
-    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
-    const mm_variant *cand[MAX_CANDS], *fit[MAX_CANDS];
-    bool fixed;
-    int nc = candidates(d, (uint64_t)M * N * K, cand, &fixed), nf = 0;
+// The device's candidates that can run this product (views c, a, b; with an epilogue, its views
+// sv and zv too), in order of preference, into fit; returns their number (at least one). *fixed:
+// VKT_MATMUL_VARIANT chose them.
+static int fitting(const vkt_device_info *d, vkt_mm_form form, const vkt_view *c,
+                   const vkt_view *a, const vkt_view *b, const vkt_view *sv, const vkt_view *zv,
+                   uint32_t M, uint32_t N, uint32_t K, const mm_variant **fit, bool *fixed) {
+    const mm_variant *cand[MAX_CANDS];
+    int nc = candidates(d, (uint64_t)M * N * K, cand, fixed), nf = 0;
     for (int i = 0; i < nc; i++) {
         const mm_variant *v = cand[i];
         if (sv && !has_epilogue(v)) continue;
@@ -363,32 +364,51 @@ static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *
         fit[nf++] = v;
     }
     if (nf == 0) fit[nf++] = named("scalar-r8c8-g4"); // has the epilogue; runs any shape
+    return nf;
+}
+
+// The name a product's measurements are kept under (tune.c).
+static void op_key(char *buf, size_t size, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
+    snprintf(buf, size, "matmul %s %ux%ux%u", form_name(form), M, N, K);
+}
+
+static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *c,
+                                const vkt_view *a, const vkt_view *b, const vkt_view *sv,
+                                const vkt_view *zv, uint32_t M, uint32_t N, uint32_t K) {
+    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
+    const mm_variant *fit[MAX_CANDS];
+    bool fixed;
+    int nf = fitting(d, form, c, a, b, sv, zv, M, N, K, fit, &fixed);
     if (nf == 1 || fixed || vkt_tune_mode_get() == VKT_TUNE_OFF) return fit[0];
 
     char op[96];
-    snprintf(op, sizeof op, "matmul %s %ux%ux%u", form_name(form), M, N, K);
+    op_key(op, sizeof op, form, M, N, K);
     vkt_tune_lock();
-    double ms[MAX_CANDS];
+    // Stored times, and the candidates without one (measured now; INFINITY if that fails).
+    double ms[MAX_CANDS], got[MAX_CANDS];
     const mm_variant *todo[MAX_CANDS];
-    int ntodo = 0;
-    for (int i = 0; i < nf; i++)
-        if (!vkt_tune_get(d, op, fit[i]->name, &ms[i])) todo[ntodo++] = fit[i];
-    if (ntodo > 0) {
-        double got[MAX_CANDS];
-        if (measure(ops, form, M, N, K, todo, ntodo, got)) {
-            for (int i = 0; i < ntodo; i++)
-                vkt_tune_put(d, op, todo[i]->name, got[i]);
-            vkt_tune_save(d);
-        }
+    int todo_at[MAX_CANDS], ntodo = 0;
+    for (int i = 0; i < nf; i++) {
+        if (vkt_tune_get(d, op, fit[i]->name, &ms[i])) continue;
+        ms[i] = INFINITY;
+        todo_at[ntodo] = i;
+        todo[ntodo++] = fit[i];
     }
+    if (ntodo > 0 && measure(ops, form, M, N, K, todo, ntodo, got)) {
+        for (int i = 0; i < ntodo; i++) {
+            vkt_tune_put(d, op, todo[i]->name, got[i]);
+            ms[todo_at[i]] = got[i];
+        }
+        vkt_tune_save(d);
+    }
+    vkt_tune_unlock();
     const mm_variant *best = fit[0];
     double best_ms = INFINITY;
     for (int i = 0; i < nf; i++)
-        if (vkt_tune_get(d, op, fit[i]->name, &ms[i]) && ms[i] < best_ms) {
+        if (ms[i] < best_ms) {
             best_ms = ms[i];
             best = fit[i];
         }
-    vkt_tune_unlock();
     return best;
 }
 
@@ -411,18 +431,15 @@ bool vkt_matmul_epilogue_pays(vkt_ops *ops) {
 int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
                           const char **names, double *ms, int max) {
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
-    const mm_variant *cand[MAX_CANDS];
+    const mm_variant *fit[MAX_CANDS];
     bool fixed;
-    int nc = candidates(d, (uint64_t)M * N * K, cand, &fixed), n = 0;
     vkt_view z = {0};
+    int nf = fitting(d, form, &z, &z, &z, NULL, NULL, M, N, K, fit, &fixed), n = 0;
     char op[96];
-    snprintf(op, sizeof op, "matmul %s %ux%ux%u", form_name(form), M, N, K);
-    for (int i = 0; i < nc && n < max; i++) {
-        if (cand[i]->kind == MM_WIDE && !wide_fits(d, cand[i], form, &z, &z, &z, M, N, K))
-            continue;
-        names[n] = cand[i]->name;
-        if (!vkt_tune_get(d, op, cand[i]->name, &ms[n])) ms[n] = 0;
-        n++;
+    op_key(op, sizeof op, form, M, N, K);
+    for (; n < nf && n < max; n++) {
+        names[n] = fit[n]->name;
+        if (!vkt_tune_get(d, op, fit[n]->name, &ms[n])) ms[n] = 0;
     }
     return n;
 }
