@@ -42,19 +42,13 @@ uint32_t ui_alpha(uint32_t color, float a) {
 // ---------------------------------------------------------------------------------------------
 // Font
 
+// A font file's bytes (engine/fileio.c), or NULL when missing, unreadable, empty or over 64 MiB.
 static uint8_t *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    uint8_t *data = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-    if (n > 0 && fseek(f, 0, SEEK_SET) == 0) data = malloc((size_t)n);
-    if (data && fread(data, 1, (size_t)n, f) != (size_t)n) {
+    uint8_t *data = vkt_read_file(path, 64u << 20, size);
+    if (data && *size == 0) {
         free(data);
         data = NULL;
     }
-    fclose(f);
-    if (data) *size = (size_t)n;
     return data;
 }
 
