@@ -62,6 +62,19 @@ static void remove_stale_optim(const char *path, const char *keep_base) {
     closedir(d);
 }
 
+// Reads tensor i of store into a new host buffer (*buf, which the caller frees, NULL on failure)
+// and describes it as checkpoint tensor *t under name.
+static vkt_status read_for_checkpoint(vkt_strategy *s, vkt_net_store store, int i,
+                                      const char *name, vkt_ckpt_tensor *t, float **buf) {
+    const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
+    *buf = malloc(nt->count * 4);
+    if (!*buf) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    *t = (vkt_ckpt_tensor){.name = name, .ndim = nt->ndim, .data = *buf};
+    for (int d = 0; d < nt->ndim; d++)
+        t->shape[d] = nt->shape[d];
+    return vkt_strategy_read(s, store, i, *buf);
+}
+
 vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_position *pos,
                                const vkt_train_opts *o) {
     int n = vkt_strategy_tensor_count(s);
@@ -122,20 +135,10 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
         vkt_net_store stores[2] = {VKT_STORE_OPT1, VKT_STORE_OPT2};
         for (int si = 0; si < 2 && st == VKT_OK; si++) {
             if (!vkt_strategy_has_store(s, stores[si])) continue;
-            for (int i = 0; i < n && st == VKT_OK; i++) {
+            for (int i = 0; i < n && st == VKT_OK; i++, k++) {
                 const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
-                float *b = malloc(nt->count * 4);
-                if (!b) {
-                    st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-                    break;
-                }
-                bufs[nb++] = b;
-                st = vkt_strategy_read(s, stores[si], i, b);
                 snprintf(names[k], 64, "%s.%s", nt->name, optim_state_name(od->kind, stores[si]));
-                t[k] = (vkt_ckpt_tensor){.name = names[k], .ndim = nt->ndim, .data = b};
-                for (int d = 0; d < nt->ndim; d++)
-                    t[k].shape[d] = nt->shape[d];
-                k++;
+                st = read_for_checkpoint(s, stores[si], i, names[k], &t[k], &bufs[nb++]);
             }
         }
         if (st == VKT_OK) st = vkt_checkpoint_write(optim_path, t, k, meta, nmeta);
@@ -144,19 +147,9 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
         nb = 0;
     }
     if (st == VKT_OK) {
-        for (int i = 0; i < n && st == VKT_OK; i++) {
-            const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
-            float *b = malloc(nt->count * 4);
-            if (!b) {
-                st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-                break;
-            }
-            bufs[nb++] = b;
-            st = vkt_strategy_read(s, VKT_STORE_PARAM, i, b);
-            t[i] = (vkt_ckpt_tensor){.name = nt->name, .ndim = nt->ndim, .data = b};
-            for (int d = 0; d < nt->ndim; d++)
-                t[i].shape[d] = nt->shape[d];
-        }
+        for (int i = 0; i < n && st == VKT_OK; i++)
+            st = read_for_checkpoint(s, VKT_STORE_PARAM, i, vkt_strategy_tensor(s, i)->name,
+                                     &t[i], &bufs[nb++]);
         if (st == VKT_OK) st = vkt_checkpoint_write(path, t, n, meta, nmeta);
     }
     for (int i = 0; i < nb; i++)
