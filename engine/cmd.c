@@ -33,6 +33,10 @@ struct vkt_cmd {
     int ntimings;
     bool timestamps, recording, recorded;
     int ndispatch, nbarrier;
+    // Texel-buffer views made for this recording's dispatches; destroyed when the stream is
+    // recorded again (after its last submit finished) or destroyed.
+    VkBufferView *views;
+    int nviews, cap_views;
     vkt_status err;     // first recording error, returned by vkt_cmd_end
     uint64_t submitted; // timeline value of the last submit (0 = never)
 };
@@ -57,6 +61,12 @@ vkt_status vkt_cmd_create(vkt_device *dev, vkt_cmd **out) {
     return VKT_OK;
 }
 
+static void destroy_views(vkt_cmd *c) {
+    for (int i = 0; i < c->nviews; i++)
+        c->dev->vk.vkDestroyBufferView(c->dev->handle, c->views[i], NULL);
+    c->nviews = 0;
+}
+
 void vkt_cmd_destroy(vkt_cmd *c) {
     if (!c) return;
     vkt_device *dev = c->dev;
@@ -66,6 +76,8 @@ void vkt_cmd_destroy(vkt_cmd *c) {
     for (int i = 0; i < c->nqpools; i++)
         dev->vk.vkDestroyQueryPool(dev->handle, c->qpools[i], NULL);
     if (c->cb) dev->vk.vkFreeCommandBuffers(dev->handle, dev->pool, 1, &c->cb);
+    destroy_views(c);
+    free(c->views);
     free(c->ops);
     free(c->timings);
     free(c);
@@ -79,15 +91,15 @@ static vkt_status add_descriptor_pool(vkt_cmd *c) {
     if (c->ndpools == MAX_POOLS)
         return vkt_fail(VKT_ERR_ARG, "a command stream recorded more than %d dispatches",
                         MAX_POOLS * SETS_PER_POOL);
-    VkDescriptorPoolSize size = {
-        .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-        .descriptorCount = SETS_PER_POOL * 8,
+    VkDescriptorPoolSize size[2] = {
+        {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = SETS_PER_POOL * 8},
+        {.type = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, .descriptorCount = SETS_PER_POOL * 2},
     };
     VkDescriptorPoolCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
         .maxSets = SETS_PER_POOL,
-        .poolSizeCount = 1,
-        .pPoolSizes = &size,
+        .poolSizeCount = 2,
+        .pPoolSizes = size,
     };
     VKT_VK(c->dev->vk.vkCreateDescriptorPool(c->dev->handle, &ci, NULL, &c->dpools[c->ndpools]),
            "creating a descriptor pool");
@@ -168,6 +180,7 @@ vkt_status vkt_cmd_begin(vkt_cmd *c, bool timestamps) {
         VKT_VK(dev->vk.vkResetDescriptorPool(dev->handle, c->dpools[i], 0),
                "resetting a descriptor pool");
     c->dpool_cur = 0;
+    destroy_views(c);
     VKT_VK(dev->vk.vkResetCommandBuffer(c->cb, 0), "resetting a command buffer");
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     VKT_VK(dev->vk.vkBeginCommandBuffer(c->cb, &bi), "beginning a command buffer");
@@ -193,6 +206,37 @@ static bool view_ok(vkt_cmd *c, const vkt_view *v, const char *what) {
     }
     return true;
     (void)info;
+}
+
+// A view of v as R32G32B32A32_SFLOAT texels (the engine's one texel format), kept until the
+// stream is recorded again. The range must be whole texels and within maxTexelBufferElements.
+static vkt_status texel_view(vkt_cmd *c, const vkt_view *v, const char *shader, int binding,
+                             VkBufferView *out) {
+    vkt_device *dev = c->dev;
+    uint64_t max = 16ull * dev->info->max_texel_buffer_elements;
+    if (v->size % 16 || v->size > max)
+        return vkt_fail(VKT_ERR_ARG,
+                        "kernel %s binding %d: a texel buffer of %llu bytes (must be a multiple "
+                        "of 16, at most %llu on %s)",
+                        shader, binding, (unsigned long long)v->size, (unsigned long long)max,
+                        dev->label);
+    if (c->nviews == c->cap_views) {
+        int cap = c->cap_views ? 2 * c->cap_views : 64;
+        VkBufferView *nv = realloc(c->views, (size_t)cap * sizeof *nv);
+        if (!nv) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        c->views = nv;
+        c->cap_views = cap;
+    }
+    VkBufferViewCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+        .buffer = v->buffer->handle,
+        .format = VK_FORMAT_R32G32B32A32_SFLOAT,
+        .offset = v->offset,
+        .range = v->size,
+    };
+    VKT_VK(dev->vk.vkCreateBufferView(dev->handle, &ci, NULL, out), "creating a texel buffer view");
+    c->views[c->nviews++] = *out;
+    return VKT_OK;
 }
 
 void vkt_cmd_dispatch(vkt_cmd *c, vkt_kernel *k, const vkt_view *bind, int nbind, const void *push,
@@ -230,26 +274,39 @@ void vkt_cmd_dispatch(vkt_cmd *c, vkt_kernel *k, const vkt_view *bind, int nbind
         set_err(c, s);
         return;
     }
-    uint64_t align = dev->info->min_storage_buffer_offset_alignment;
+    VkBufferView tviews[32];
     for (int i = 0; i < nbind; i++) {
         if (!view_ok(c, &bind[i], k->shader)) return;
+        bool texel = k->types[i] == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+        uint64_t align = texel ? dev->info->min_texel_buffer_offset_alignment
+                               : dev->info->min_storage_buffer_offset_alignment;
         if (align && bind[i].offset % align) {
             set_err(c, vkt_fail(VKT_ERR_ARG,
                                 "kernel %s binding %d: offset %llu is not a multiple "
-                                "of %s's storage alignment %llu",
+                                "of %s's %s alignment %llu",
                                 k->shader, i, (unsigned long long)bind[i].offset, dev->label,
-                                (unsigned long long)align));
+                                texel ? "texel-buffer" : "storage", (unsigned long long)align));
             return;
         }
-        infos[i] = (VkDescriptorBufferInfo){bind[i].buffer->handle, bind[i].offset, bind[i].size};
         writes[i] = (VkWriteDescriptorSet){
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
             .dstSet = set,
             .dstBinding = (uint32_t)i,
             .descriptorCount = 1,
-            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-            .pBufferInfo = &infos[i],
+            .descriptorType = k->types[i],
         };
+        if (texel) {
+            s = texel_view(c, &bind[i], k->shader, i, &tviews[i]);
+            if (s != VKT_OK) {
+                set_err(c, s);
+                return;
+            }
+            writes[i].pTexelBufferView = &tviews[i];
+        } else {
+            infos[i] = (VkDescriptorBufferInfo){bind[i].buffer->handle, bind[i].offset,
+                                                bind[i].size};
+            writes[i].pBufferInfo = &infos[i];
+        }
     }
     dev->vk.vkUpdateDescriptorSets(dev->handle, (uint32_t)nbind, writes, 0, NULL);
     if (label && c->timestamps) {

@@ -205,6 +205,8 @@ static vkt_status describe_device(vkt_physical *p, int index) {
     info->max_storage_buffer_range = lim->maxStorageBufferRange;
     info->max_allocation_bytes = m3.maxMemoryAllocationSize;
     info->min_storage_buffer_offset_alignment = (uint32_t)lim->minStorageBufferOffsetAlignment;
+    info->min_texel_buffer_offset_alignment = (uint32_t)lim->minTexelBufferOffsetAlignment;
+    info->max_texel_buffer_elements = lim->maxTexelBufferElements;
     info->timestamp_period_ns = lim->timestampPeriod;
     memcpy(info->uuid, props.properties.pipelineCacheUUID, 16);
 

@@ -1,6 +1,6 @@
-// kernel.c: compute pipelines from the SPIR-V embedded at build time. The storage-buffer bindings
-// of set 0 are read from the SPIR-V itself, so a kernel's C side cannot disagree with its shader
-// about how many buffers it takes. Push constants share one range of VKT_MAX_PUSH_BYTES.
+// kernel.c: compute pipelines from the SPIR-V embedded at build time. The bindings of set 0 and
+// their descriptor types (storage buffer, or uniform texel buffer) are read from the SPIR-V
+// itself, so a kernel's C side cannot disagree with its shader about what it binds. Push constants share one range of VKT_MAX_PUSH_BYTES.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,35 +16,101 @@ const vkt_shader_blob *vkt_shader_find(const char *name) {
 
 bool vkt_shader_exists(const char *name) { return vkt_shader_find(name) != NULL; }
 
-// Number of bindings in descriptor set 0: one past the largest Binding decoration of a variable
-// whose DescriptorSet is 0. Returns -1 for malformed SPIR-V.
-static int count_bindings(const uint32_t *code, size_t words) {
-    enum { OP_DECORATE = 71, DEC_BINDING = 33, DEC_SET = 34 };
-    if (words < 5 || code[0] != 0x07230203u) return -1;
+// The bindings of descriptor set 0 as descriptor types, from the SPIR-V: types[b] for binding b
+// (bindings 0 .. n-1, n returned, -1 for malformed SPIR-V). A binding is a storage buffer (a
+// Block in StorageBuffer or a BufferBlock in Uniform storage) or a uniform texel buffer (a
+// sampled image of Dim Buffer: GLSL's samplerBuffer); anything else, or a gap, is reported in
+// *bad (the binding) so that the caller can name it.
+static int reflect_bindings(const uint32_t *code, size_t words, VkDescriptorType *types, int max,
+                            int *bad) {
+    enum {
+        OP_TYPE_IMAGE = 25,
+        OP_TYPE_SAMPLED_IMAGE = 27,
+        OP_TYPE_POINTER = 32,
+        OP_VARIABLE = 59,
+        OP_DECORATE = 71,
+        DEC_BLOCK = 2,
+        DEC_BUFFER_BLOCK = 3,
+        DEC_BINDING = 33,
+        DEC_SET = 34,
+        SC_UNIFORM_CONSTANT = 0,
+        SC_UNIFORM = 2,
+        SC_STORAGE_BUFFER = 12,
+        DIM_BUFFER = 5,
+    };
+    *bad = -1;
+    if (words < 5 || code[0] != 0x07230203u || code[3] > (1u << 22)) return -1;
     uint32_t bound = code[3];
-    int *binding = malloc(bound * sizeof *binding);
-    int *set = malloc(bound * sizeof *set);
-    if (!binding || !set) {
-        free(binding);
-        free(set);
-        return -1;
-    }
+    // Per id: binding, set, decorations, and what a type or variable is made of.
+    typedef struct {
+        int binding, set;
+        bool block, buffer_block;
+        uint32_t op, a, b; // OpTypePointer: storage class, pointee; OpVariable: type, storage
+                           // class; OpTypeSampledImage: image; OpTypeImage: dim, sampled
+    } id_info;
+    id_info *ids = calloc(bound, sizeof *ids);
+    if (!ids) return -1;
     for (uint32_t i = 0; i < bound; i++)
-        binding[i] = -1, set[i] = -1;
+        ids[i].binding = ids[i].set = -1;
     for (size_t i = 5; i < words;) {
         uint32_t len = code[i] >> 16, op = code[i] & 0xffffu;
         if (len == 0 || i + len > words) break;
-        if (op == OP_DECORATE && len >= 4 && code[i + 1] < bound) {
-            if (code[i + 2] == DEC_BINDING) binding[code[i + 1]] = (int)code[i + 3];
-            if (code[i + 2] == DEC_SET) set[code[i + 1]] = (int)code[i + 3];
+        const uint32_t *w = code + i;
+        if (op == OP_DECORATE && len >= 3 && w[1] < bound) {
+            id_info *x = &ids[w[1]];
+            if (w[2] == DEC_BINDING && len >= 4) x->binding = (int)w[3];
+            if (w[2] == DEC_SET && len >= 4) x->set = (int)w[3];
+            if (w[2] == DEC_BLOCK) x->block = true;
+            if (w[2] == DEC_BUFFER_BLOCK) x->buffer_block = true;
+        } else if (op == OP_TYPE_POINTER && len >= 4 && w[1] < bound) {
+            ids[w[1]] = (id_info){ids[w[1]].binding, ids[w[1]].set, ids[w[1]].block,
+                                  ids[w[1]].buffer_block, op, w[2], w[3]};
+        } else if (op == OP_VARIABLE && len >= 4 && w[2] < bound) {
+            id_info *x = &ids[w[2]];
+            x->op = op, x->a = w[1], x->b = w[3];
+        } else if (op == OP_TYPE_SAMPLED_IMAGE && len >= 3 && w[1] < bound) {
+            ids[w[1]].op = op, ids[w[1]].a = w[2];
+        } else if (op == OP_TYPE_IMAGE && len >= 9 && w[1] < bound) {
+            ids[w[1]].op = op, ids[w[1]].a = w[3], ids[w[1]].b = w[7];
         }
         i += len;
     }
     int n = 0;
-    for (uint32_t i = 0; i < bound; i++)
-        if (set[i] == 0 && binding[i] >= n) n = binding[i] + 1;
-    free(binding);
-    free(set);
+    bool seen[32] = {false};
+    for (uint32_t i = 0; i < bound; i++) {
+        const id_info *v = &ids[i];
+        if (v->op != OP_VARIABLE || v->set != 0 || v->binding < 0) continue;
+        if (v->binding >= max) {
+            *bad = v->binding;
+            break;
+        }
+        // The variable's pointer type, and what it points to.
+        const id_info *ptr = v->a < bound && ids[v->a].op == OP_TYPE_POINTER ? &ids[v->a] : NULL;
+        const id_info *pt = ptr && ptr->b < bound ? &ids[ptr->b] : NULL;
+        uint32_t sc = v->b;
+        VkDescriptorType t = VK_DESCRIPTOR_TYPE_MAX_ENUM;
+        if (pt && (sc == SC_STORAGE_BUFFER || (sc == SC_UNIFORM && pt->buffer_block)))
+            t = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        else if (pt && sc == SC_UNIFORM_CONSTANT && pt->op == OP_TYPE_SAMPLED_IMAGE &&
+                 pt->a < bound && ids[pt->a].op == OP_TYPE_IMAGE && ids[pt->a].a == DIM_BUFFER &&
+                 ids[pt->a].b == 1)
+            t = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+        if (t == VK_DESCRIPTOR_TYPE_MAX_ENUM) {
+            *bad = v->binding;
+            break;
+        }
+        // Aliases (one binding declared as vec4[] and as dvec4[]) must agree.
+        if (seen[v->binding] && types[v->binding] != t) {
+            *bad = v->binding;
+            break;
+        }
+        seen[v->binding] = true;
+        types[v->binding] = t;
+        if (v->binding >= n) n = v->binding + 1;
+    }
+    for (int b = 0; b < n && *bad < 0; b++)
+        if (!seen[b]) *bad = b;
+    free(ids);
     return n;
 }
 
@@ -75,8 +141,15 @@ vkt_status vkt_kernel_create(vkt_device *dev, const char *shader, const uint32_t
                             shader, (unsigned long long)inv, dev->label,
                             dev->info->max_workgroup_invocations);
     }
-    int nb = count_bindings(blob->code, blob->size / 4);
+    VkDescriptorType types[32];
+    int bad;
+    int nb = reflect_bindings(blob->code, blob->size / 4, types, 32, &bad);
     if (nb < 0) return vkt_fail(VKT_ERR_FORMAT, "shader %s: malformed SPIR-V", shader);
+    if (bad >= 0)
+        return vkt_fail(VKT_ERR_ARG,
+                        "shader %s: binding %d of set 0 is missing, beyond 32, or neither a "
+                        "storage buffer nor a uniform texel buffer (all the engine binds)",
+                        shader, bad);
 
     vkt_kernel *k = calloc(1, sizeof *k);
     if (!k) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
@@ -86,18 +159,15 @@ vkt_status vkt_kernel_create(vkt_device *dev, const char *shader, const uint32_t
     *out = k; // vkt_kernel_destroy cleans up partial state on failure below
 
     VkDescriptorSetLayoutBinding b[32];
-    if (nb > 32) {
-        vkt_kernel_destroy(k);
-        *out = NULL;
-        return vkt_fail(VKT_ERR_ARG, "shader %s: more than 32 bindings", shader);
-    }
-    for (int i = 0; i < nb; i++)
+    for (int i = 0; i < nb; i++) {
+        k->types[i] = types[i];
         b[i] = (VkDescriptorSetLayoutBinding){
             .binding = (uint32_t)i,
-            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .descriptorType = types[i],
             .descriptorCount = 1,
             .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
         };
+    }
     VkDescriptorSetLayoutCreateInfo dl = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
         .bindingCount = (uint32_t)nb,

@@ -80,38 +80,43 @@ typedef struct mm_variant {
     uint32_t tm, tc; // rows per workgroup, columns per lane
     uint32_t w;      // wide: floats per load (4 = vec4, 8 = dvec4); scalar: 1
     uint32_t kc;     // k per dispatch (a multiple of w); 0 = the whole K in one dispatch
+    bool texel;      // a and b bound as uniform texel buffers (matmul_wide64t)
 } mm_variant;
 
 static const mm_variant VARIANTS[] = {
+    // lavapipe: the wide64 tiles with a and b read as texel buffers (matmul_wide64t.comp): a
+    // texel fetch is a branch-free gather there, a storage-buffer load a branchy loop over lanes.
+    {"wide64t-r32c32-g8", "matmul_wide64t", MM_WIDE, 8, 32, 32, 8, 0, true},
+    {"wide64t-r32c16-g8", "matmul_wide64t", MM_WIDE, 8, 32, 16, 8, 0, true},
     // lavapipe: dvec4 pieces, one subgroup of 8 lanes per workgroup; 32 rows x 16 columns per
     // lane (LLVM compiles it in about 2.5 s on first use), 32 x 32 for large products (about
     // 7 s; 20% faster at 1024^3 and 2048^3).
-    {"wide64-r32c16-g8", "matmul_wide64", MM_WIDE, 8, 32, 16, 8, 0},
-    {"wide64-r32c32-g8", "matmul_wide64", MM_WIDE, 8, 32, 32, 8, 0},
+    {"wide64-r32c16-g8", "matmul_wide64", MM_WIDE, 8, 32, 16, 8, 0, false},
+    {"wide64-r32c32-g8", "matmul_wide64", MM_WIDE, 8, 32, 32, 8, 0, false},
     // Measured alternatives, kept for VKT_MATMUL_VARIANT: a smaller tile (1.5 s to compile, 43
     // GFLOP/s) and a K-split of 256 (slower here: every split reloads c).
-    {"wide64-r24c16-g8", "matmul_wide64", MM_WIDE, 8, 24, 16, 8, 0},
-    {"wide64-r32c16-g8-k256", "matmul_wide64", MM_WIDE, 8, 32, 16, 8, 256},
+    {"wide64-r24c16-g8", "matmul_wide64", MM_WIDE, 8, 24, 16, 8, 0, false},
+    {"wide64-r32c16-g8-k256", "matmul_wide64", MM_WIDE, 8, 32, 16, 8, 256, false},
     // vec4 pieces: the lavapipe tile for CPU drivers without shaderFloat64, and a GPU-shaped one
     // (64 lanes, a small tile per lane) for everything else. Not measured here (no such device).
-    {"wide-r32c16-g8", "matmul_wide", MM_WIDE, 8, 32, 16, 4, 0},
-    {"wide-r16c8-g64", "matmul_wide", MM_WIDE, 64, 16, 8, 4, 0},
+    {"wide-r32c16-g8", "matmul_wide", MM_WIDE, 8, 32, 16, 4, 0, false},
+    {"wide-r16c8-g64", "matmul_wide", MM_WIDE, 64, 16, 8, 4, 0, false},
     // Any shape.
-    {"scalar-r8c8-g8", "matmul_s8x8", MM_SCALAR, 8, 8, 8, 1, 0},
-    {"scalar-r8c8-g4", "matmul_s8x8", MM_SCALAR, 4, 8, 8, 1, 0},
-    {"scalar-r16c16-g4", "matmul_s16x16", MM_SCALAR, 4, 16, 16, 1, 0},
-    {"scalar-r4c4-g64", "matmul_s4x4", MM_SCALAR, 64, 4, 4, 1, 0},
+    {"scalar-r8c8-g8", "matmul_s8x8", MM_SCALAR, 8, 8, 8, 1, 0, false},
+    {"scalar-r8c8-g4", "matmul_s8x8", MM_SCALAR, 4, 8, 8, 1, 0, false},
+    {"scalar-r16c16-g4", "matmul_s16x16", MM_SCALAR, 4, 16, 16, 1, 0, false},
+    {"scalar-r4c4-g64", "matmul_s4x4", MM_SCALAR, 64, 4, 4, 1, 0, false},
     // GPUs: shared-memory tiles, 16 x 16 lanes; 64 x 64 blocks of 4 x 4 per lane in slices of 16
     // k, or 128 x 128 blocks of 8 x 8 in slices of 8. Not measured on a GPU yet (none here); the
     // first use of a shape on a GPU measures them against the others.
-    {"tiled-r4c4-k16", "matmul_tiled", MM_TILED, 16, 4, 4, 16, 0},
-    {"tiled-r8c8-k8", "matmul_tiled", MM_TILED, 16, 8, 8, 8, 0},
+    {"tiled-r4c4-k16", "matmul_tiled", MM_TILED, 16, 4, 4, 16, 0, false},
+    {"tiled-r8c8-k8", "matmul_tiled", MM_TILED, 16, 8, 8, 8, 0, false},
     // SwiftShader (shaders/matmul_ss.glsl): one subgroup of 4 lanes, 16 columns per lane, the
     // rows broadcast across the subgroup, vec4 loads, one shader per form. 32 rows for large
     // products (13.7-14 GFLOP/s at 1024^3 against 7 for scalar-r16c16-g4, but about 1.3 s to
     // compile per form), 16 rows otherwise (0.25 s).
-    {"ss-r32c16-g4", "matmul_ss_r32", MM_WIDE, 4, 32, 16, 4, 0},
-    {"ss-r16c16-g4", "matmul_ss_r16", MM_WIDE, 4, 16, 16, 4, 0},
+    {"ss-r32c16-g4", "matmul_ss_r32", MM_WIDE, 4, 32, 16, 4, 0, false},
+    {"ss-r16c16-g4", "matmul_ss_r16", MM_WIDE, 4, 16, 16, 4, 0, false},
 };
 #define NVARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
 
@@ -164,14 +169,20 @@ typedef struct mm_rule {
 
 static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe,
-     {{"wide64-r32c32-g8", BIG_MACS}, {"wide64-r32c16-g8", 0}, {"scalar-r8c8-g8", 0}}},
+     {{"wide64t-r32c32-g8", BIG_MACS},
+      {"wide64t-r32c16-g8", 0},
+      {"wide64-r32c16-g8", 0},
+      {"scalar-r8c8-g8", 0}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
     // (about 2.9 s to compile per form against 0.45 s).
     {is_swiftshader,
      {{"ss-r32c16-g4", BIG_MACS}, {"ss-r16c16-g4", 0}, {"scalar-r16c16-g4", 0}}},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
-     {{"wide64-r32c32-g8", BIG_MACS}, {"wide64-r32c16-g8", 0}, {"scalar-r8c8-g8", 0}}},
+     {{"wide64t-r32c32-g8", BIG_MACS},
+      {"wide64t-r32c16-g8", 0},
+      {"wide64-r32c16-g8", 0},
+      {"scalar-r8c8-g8", 0}}},
     {is_cpu, {{"wide-r32c16-g8", 0}, {"scalar-r8c8-g8", 0}}},
     // GPUs and anything else: shared-memory tiles first; measurement settles it per shape.
     {any_device,
@@ -245,7 +256,14 @@ static bool wide_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form
     // enough (and is lavapipe's storage alignment, which the engine's packing follows).
     uint64_t align = 4ull * w;
     if (align > 16 && d->type == VKT_DEVICE_CPU) align = 16;
-    return c->offset % align == 0 && a->offset % align == 0 && b->offset % align == 0;
+    if (c->offset % align || a->offset % align || b->offset % align) return false;
+    if (!v->texel) return true;
+    // Texel views: the device's offset alignment, and a and b within maxTexelBufferElements
+    // (SwiftShader allows only 65536 texels, 1 MiB).
+    uint64_t ta = d->min_texel_buffer_offset_alignment ? d->min_texel_buffer_offset_alignment : 1;
+    uint64_t max = 16ull * d->max_texel_buffer_elements;
+    return a->offset % ta == 0 && b->offset % ta == 0 && 4ull * M * K <= max &&
+           4ull * K * N <= max;
 }
 
 static const char *form_name(vkt_mm_form f) {

@@ -113,6 +113,9 @@ struct vkt_kernel {
     vkt_device *dev;
     const char *shader;
     int nbindings;
+    // Per binding: STORAGE_BUFFER, or UNIFORM_TEXEL_BUFFER (bound through a VkBufferView of
+    // R32G32B32A32_SFLOAT texels that cmd.c makes per dispatch: GLSL samplerBuffer, vec4 texels).
+    VkDescriptorType types[32];
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout layout;
     VkPipeline pipeline;

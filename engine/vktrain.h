@@ -72,6 +72,8 @@ typedef struct vkt_device_info {
     uint64_t max_storage_buffer_range;
     uint64_t max_allocation_bytes; // maxMemoryAllocationSize (Vulkan 1.1)
     uint32_t min_storage_buffer_offset_alignment;
+    uint32_t min_texel_buffer_offset_alignment;
+    uint32_t max_texel_buffer_elements; // R32G32B32A32 texels: 16 bytes each
     float timestamp_period_ns;
     uint32_t timestamp_valid_bits;  // of the compute queue family; 0 = no timestamps
     bool host_visible_device_local; // a DEVICE_LOCAL|HOST_VISIBLE type exists (CPU drivers, ReBAR)

@@ -32,12 +32,20 @@ layout(constant_id = VKT_SPEC_USER + 2) const uint TC = 16; // columns per lane
 layout(constant_id = VKT_SPEC_USER + 3) const uint W = 4;   // floats per piece: 4, or 8 with MM_F64
 
 layout(std430, binding = 0) buffer Cv { vec4 c4[]; };
+#ifdef MM_TEXEL
+// a and b as uniform texel buffers of vec4 texels (engine/cmd.c makes R32G32B32A32_SFLOAT views).
+layout(binding = 1) uniform samplerBuffer at;
+layout(binding = 2) uniform samplerBuffer bt;
+#else
 layout(std430, binding = 1) readonly buffer Av { vec4 a4[]; };
 layout(std430, binding = 2) readonly buffer Bv { vec4 b4[]; };
+#endif
 #ifdef MM_F64
 layout(std430, binding = 0) buffer Cd { dvec4 c8[]; };
+#ifndef MM_TEXEL
 layout(std430, binding = 1) readonly buffer Ad { dvec4 a8[]; };
 layout(std430, binding = 2) readonly buffer Bd { dvec4 b8[]; };
+#endif
 #endif
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
 // The epilogue's s (read) and z (written), in the same W-wide pieces as c.
@@ -67,24 +75,38 @@ dvec4 pack8(vec4 lo, vec4 hi) {
 
 // The W floats from element e (a multiple of W) as W/4 vec4s (v[1] unused when W == 4).
 void read_a(uint e, out vec4 v[2]) {
-#ifdef MM_F64
+#ifdef MM_TEXEL
+    v[0] = texelFetch(at, int(e / 4));
+    v[1] = W == 8 ? texelFetch(at, int(e / 4 + 1)) : v[0];
+    return;
+#endif
+#if defined(MM_F64) && !defined(MM_TEXEL)
     if (W == 8) {
         unpack8(a8[e / 8], v[0], v[1]);
         return;
     }
 #endif
+#ifndef MM_TEXEL
     v[0] = a4[e / 4];
     v[1] = v[0];
+#endif
 }
 void read_b(uint e, out vec4 v[2]) {
-#ifdef MM_F64
+#ifdef MM_TEXEL
+    v[0] = texelFetch(bt, int(e / 4));
+    v[1] = W == 8 ? texelFetch(bt, int(e / 4 + 1)) : v[0];
+    return;
+#endif
+#if defined(MM_F64) && !defined(MM_TEXEL)
     if (W == 8) {
         unpack8(b8[e / 8], v[0], v[1]);
         return;
     }
 #endif
+#ifndef MM_TEXEL
     v[0] = b4[e / 4];
     v[1] = v[0];
+#endif
 }
 void read_c(uint e, out vec4 v[2]) {
 #ifdef MM_F64
