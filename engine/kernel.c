@@ -19,8 +19,8 @@ bool vkt_shader_exists(const char *name) { return vkt_shader_find(name) != NULL;
 // The bindings of descriptor set 0 as descriptor types, from the SPIR-V: types[b] for binding b
 // (bindings 0 .. n-1, n returned, -1 for malformed SPIR-V). A binding is a storage buffer (a
 // Block in StorageBuffer or a BufferBlock in Uniform storage) or a uniform texel buffer (a
-// sampled image of Dim Buffer: GLSL's samplerBuffer); anything else, or a gap, is reported in
-// *bad (the binding) so that the caller can name it.
+// sampled image of Dim Buffer: GLSL's samplerBuffer); anything else is reported in *bad (the
+// binding) so that the caller can name it.
 static int reflect_bindings(const uint32_t *code, size_t words, VkDescriptorType *types, int max,
                             int *bad) {
     enum {
@@ -108,8 +108,10 @@ static int reflect_bindings(const uint32_t *code, size_t words, VkDescriptorType
         types[v->binding] = t;
         if (v->binding >= n) n = v->binding + 1;
     }
-    for (int b = 0; b < n && *bad < 0; b++)
-        if (!seen[b]) *bad = b;
+    // A binding that no variable uses (a gap some shaders leave, or one the compiler removed) is
+    // still bound by the caller: a storage buffer, as every unused binding is.
+    for (int b = 0; b < n; b++)
+        if (!seen[b]) types[b] = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     free(ids);
     return n;
 }
@@ -147,8 +149,8 @@ vkt_status vkt_kernel_create(vkt_device *dev, const char *shader, const uint32_t
     if (nb < 0) return vkt_fail(VKT_ERR_FORMAT, "shader %s: malformed SPIR-V", shader);
     if (bad >= 0)
         return vkt_fail(VKT_ERR_ARG,
-                        "shader %s: binding %d of set 0 is missing, beyond 32, or neither a "
-                        "storage buffer nor a uniform texel buffer (all the engine binds)",
+                        "shader %s: binding %d of set 0 is beyond 32, or neither a storage "
+                        "buffer nor a uniform texel buffer (all the engine binds)",
                         shader, bad);
 
     vkt_kernel *k = calloc(1, sizeof *k);
