@@ -282,7 +282,7 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
                            const char *label);
 
 // Measures each variant v[i] on this shape (scratch operands, nothing of the caller's touched):
-// one timed run each, then two more rounds for those within 2x of the fastest, interleaved, the
+// an untimed warm-up (below), one timed run each, then two more rounds for those within 2x of the fastest, interleaved, the
 // fastest run kept. GPU timestamps where the queue has them, else the host clock around a submit
 // per run. False (and nothing measured) when the scratch memory or a submit fails.
 static bool measure(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
@@ -304,17 +304,30 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint
         active[i] = true;
     }
     vkt_view a = vkt_buffer_whole(ba), b = vkt_buffer_whole(bb), c = vkt_buffer_whole(bc);
+    // Warm-up, untimed: each candidate once on one workgroup's share of the product (its own
+    // rows and columns, the whole K). lavapipe compiles a pipeline's machine code at its first
+    // dispatch, not when it is created: with Mesa's shader cache cold, a first timed run measured
+    // 6-8 s of compiling for the 32 x 32 tile and every candidate lost to the scalar kernel.
+    if (ok) ok = vkt_cmd_begin(cmd, false) == VKT_OK;
+    if (ok) {
+        vkt_cmd_fill(cmd, a, 0x3c23d70a); // 0.01f: any finite values do (CPU drivers are not
+        vkt_cmd_fill(cmd, b, 0x3c23d70a); // data-bound)
+        vkt_cmd_barrier(cmd);
+        for (int j = 0; j < n; j++) {
+            uint32_t rows = v[j]->kind == MM_TILED ? v[j]->wg * v[j]->tm : v[j]->tm;
+            uint32_t cols = v[j]->wg * v[j]->tc;
+            record_variant(cmd, ops, v[j], form, c, a, b, a, false, 0.0f, rows < M ? rows : M,
+                           cols < N ? cols : N, K, NULL, NULL);
+            vkt_cmd_barrier(cmd); // every variant writes c
+        }
+        ok = vkt_ops_status(ops) == VKT_OK && vkt_cmd_end(cmd) == VKT_OK &&
+             vkt_cmd_submit(cmd) == VKT_OK && vkt_cmd_wait(cmd, 600000) == VKT_OK;
+    }
     for (int round = 0; ok && round < 3; round++) {
         // With timestamps one submit per round times every variant; without, one submit per run.
         for (int i = 0; ok && i < n; i++) {
             if (!active[i] || (stamps && i > 0)) continue;
             ok = vkt_cmd_begin(cmd, stamps) == VKT_OK;
-            if (ok && round == 0 && (i == 0 || !stamps)) {
-                // 0.01f: any finite values do (CPU drivers are not data-bound).
-                vkt_cmd_fill(cmd, a, 0x3c23d70a);
-                vkt_cmd_fill(cmd, b, 0x3c23d70a);
-                vkt_cmd_barrier(cmd);
-            }
             for (int j = i; ok && j < n && (stamps || j == i); j++) {
                 if (!active[j]) continue;
                 record_variant(cmd, ops, v[j], form, c, a, b, a, false, 0.0f, M, N, K, NULL,
