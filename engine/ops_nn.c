@@ -84,7 +84,7 @@ typedef struct nn_grid {
     bool accumulates;       // slices add into the same output: barrier between them
 } nn_grid;
 
-#define MAX_ARGS 8
+#define MAX_ARGS 12
 
 // Records the op. The first uint32 of push is the units of the dispatch; it is rewritten for
 // each slice (see vkt_abi.h).
@@ -345,13 +345,34 @@ void vkt_op_axpy(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x, float a, ui
 // ---------------------------------------------------------------------------------------------
 // Optimizers
 
+// Whether the optimizers read whole vec4s through uniform texel buffers (sgd_texel, adamw_texel)
+// for these views of n floats. Measured on lavapipe 22.3, where a storage-buffer load is a loop
+// over the 8 lanes with a branch per lane and component and a texel fetch a branch-free gather
+// (see engine/matmul.c): fashion_mlp's SGD step (535k parameters) took 1.57 ms through storage
+// buffers (docs/PERFORMANCE.md has the figure through texel buffers). Other drivers keep the
+// storage-buffer kernels: SwiftShader allows only 65536 texels per view, and on GPUs a storage
+// load is cheap. The texel views must be whole texels, aligned, and within
+// maxTexelBufferElements; every slice nn_dispatch makes then is too (n % 4 == 0).
+static bool texel_reads(vkt_ops *ops, const vkt_view *v, int nv, uint32_t n) {
+    const vkt_device_info *d = info_of(ops);
+    if (d->driver_id != VK_DRIVER_ID_MESA_LLVMPIPE || n % 4) return false;
+    if (n / 4 > d->max_texel_buffer_elements) return false;
+    uint64_t ta = d->min_texel_buffer_offset_alignment ? d->min_texel_buffer_offset_alignment : 1;
+    for (int i = 0; i < nv; i++)
+        if (v[i].offset % ta) return false;
+    return true;
+}
+
 void vkt_op_sgd(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view buf, uint32_t n,
                 float lr, float momentum, float weight_decay, bool nesterov, const char *label) {
     uint32_t wg = wg_1d(ops);
-    vkt_kernel *k = kernel_1d(ops, "sgd", wg, 0, 0, 0);
     // Without momentum the buffer is never touched: bind p in its place, so that buf may be
     // any view (even none) and no other buffer looks written.
-    nn_arg args[6] = {EW_ARG(g), EW_ARG(p), EW_ARG(momentum != 0.0f ? buf : p)};
+    vkt_view b = momentum != 0.0f ? buf : p;
+    vkt_view reads[3] = {g, p, b};
+    bool tex = texel_reads(ops, reads, 3, n);
+    vkt_kernel *k = kernel_1d(ops, tex ? "sgd_texel" : "sgd", wg, 0, 0, 0);
+    nn_arg args[9] = {EW_ARG(g), EW_ARG(p), EW_ARG(b), {g, 1, 0}, {p, 1, 0}, {b, 1, 0}};
     vkt_sgd_push push = {.n = n,
                          .lr = lr,
                          .momentum = momentum,
@@ -359,7 +380,7 @@ void vkt_op_sgd(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view buf
                          .mode = momentum == 0.0f ? 0u
                                  : nesterov       ? 2u
                                                   : 1u};
-    nn_dispatch(cmd, ops, k, args, 6, &push, sizeof push, grid_elems(n, wg), label);
+    nn_dispatch(cmd, ops, k, args, tex ? 9 : 6, &push, sizeof push, grid_elems(n, wg), label);
 }
 
 void vkt_op_adamw(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view m, vkt_view v,
@@ -367,8 +388,11 @@ void vkt_op_adamw(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view m
                   uint32_t step, const char *label) {
     VKT_ASSERT(step >= 1);
     uint32_t wg = wg_1d(ops);
-    vkt_kernel *k = kernel_1d(ops, "adamw", wg, 0, 0, 0);
-    nn_arg args[8] = {EW_ARG(g), EW_ARG(p), EW_ARG(m), EW_ARG(v)};
+    vkt_view reads[4] = {g, p, m, v};
+    bool tex = texel_reads(ops, reads, 4, n);
+    vkt_kernel *k = kernel_1d(ops, tex ? "adamw_texel" : "adamw", wg, 0, 0, 0);
+    nn_arg args[12] = {EW_ARG(g), EW_ARG(p), EW_ARG(m), EW_ARG(v),
+                       {g, 1, 0}, {p, 1, 0}, {m, 1, 0}, {v, 1, 0}};
     // The bias corrections as PyTorch computes them (in double, on the host), then rounded.
     double bc1 = 1.0 - pow((double)beta1, (double)step);
     double bc2 = 1.0 - pow((double)beta2, (double)step);
@@ -381,5 +405,5 @@ void vkt_op_adamw(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view m
         .step_size = (float)((double)lr / bc1),
         .bc2_sqrt = (float)sqrt(bc2),
     };
-    nn_dispatch(cmd, ops, k, args, 8, &push, sizeof push, grid_elems(n, wg), label);
+    nn_dispatch(cmd, ops, k, args, tex ? 12 : 8, &push, sizeof push, grid_elems(n, wg), label);
 }

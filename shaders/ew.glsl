@@ -23,6 +23,17 @@ const uint EW_K = 4; // vec4s per invocation (ops_nn.c's EW_FLOATS = 4 * EW_K)
         if ((m) > 1u) v.y = a[4u * (q) + 1u];                                                  \
         if ((m) > 2u) v.z = a[4u * (q) + 2u];                                                  \
     }
+// The same with the whole vec4s read through a uniform texel buffer t of the array (vec4
+// texels): on lavapipe a texel fetch is a branch-free gather where a storage-buffer load is a
+// loop over the lanes (engine/ops_nn.c: texel_reads). The partial vec4 still reads floats.
+#define EW_LOAD_TEXEL(v, a, t, q, m)                                                            \
+    if ((m) == 4u) {                                                                           \
+        v = texelFetch(t, int(q));                                                             \
+    } else {                                                                                   \
+        v = vec4(a[4u * (q)], 0.0, 0.0, 0.0);                                                  \
+        if ((m) > 1u) v.y = a[4u * (q) + 1u];                                                  \
+        if ((m) > 2u) v.z = a[4u * (q) + 2u];                                                  \
+    }
 #define EW_STORE(a, a4, q, m, v)                                                                \
     if ((m) == 4u) {                                                                           \
         a4[q] = (v);                                                                           \

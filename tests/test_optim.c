@@ -1,6 +1,6 @@
 // test_optim.c: the SGD and AdamW kernels of engine/ops_nn.c on every device. First four steps on
 // five parameters against literal values of PyTorch's update rules (below: how they were made);
-// then three steps on 2,000,003 parameters against the double-precision references of ref_ops.c.
+// then three steps on 2,000,003 and 2,000,000 parameters against the double-precision references of ref_ops.c.
 //
 // Tolerances (|got - want| <= atol + rtol*|want|): parameters 2e-6 + 2e-6*|want| for the literal
 // sequences (fp32 state carried over four steps), 1e-6 + 1e-5*|want| for the large runs' p, buf,
@@ -195,11 +195,11 @@ done:
 
 // ---------------------------------------------------------------------------------------------
 // Large n against ref_ops.c: three steps of SGD (nesterov, wd) and of AdamW, fresh gradients
-// each step, both optimizers in one command stream per step.
+// each step, both optimizers in one command stream per step. Run with n = 2,000,003 (a partial
+// last vec4) and 2,000,000: on lavapipe a multiple of 4 takes the kernels that read through
+// texel buffers (sgd_texel, adamw_texel), the other the storage-buffer ones.
 
-#define NL 2000003u
-
-static void test_large(dctx *c) {
+static void test_large(dctx *c, uint32_t NL) {
     size_t bytes = NL * 4ull;
     float *p0 = malloc(bytes), *g = malloc(bytes), *got = malloc(bytes);
     vt_fill_uniform(p0, NL, 7, -1, 1);
@@ -258,7 +258,8 @@ int main(void) {
             for (size_t k = 0; k < sizeof SGD_CASES / sizeof *SGD_CASES; k++)
                 test_sgd_literal(&c, &SGD_CASES[k]);
             test_adamw_literal(&c);
-            test_large(&c);
+            test_large(&c, 2000003u);
+            test_large(&c, 2000000u);
         }
         vkt_cmd_destroy(c.cmd);
         vkt_ops_destroy(c.ops);
