@@ -2,7 +2,8 @@
 // for a dense layer's forward x W^T and its input gradient, TN for its weight gradient), and the
 // table of kernel variants it chooses from.
 //
-// Two kernels (shaders/matmul_wide.glsl and shaders/matmul_scalar.glsl) each come in variants:
+// Two kernels (shaders/matmul_wide.glsl, with a and b read through storage buffers or, in
+// matmul_wide64t, through uniform texel buffers, and shaders/matmul_scalar.glsl) come in variants:
 // a tile (rows per workgroup, columns per lane, lanes per workgroup) and, for the wide kernel, a
 // load width W. Which variants are candidates on a device is a rule on what the device reports
 // (driver id, shaderFloat64, device type), kept as data in DEVICE_RULES. Per product, the
@@ -24,14 +25,23 @@
 // What was measured (fp32 1024^3, this project's 2-core AVX-512 machine, lavapipe 22.3.6 and
 // SwiftShader/Subzero; PLATFORM.md has the setting):
 //  - lavapipe: inside a loop every storage-buffer load, workgroup-uniform or not, becomes a loop
-//    over the 8 lanes with a bounds check per component (about 37 instructions per lane and
-//    load), and FMAs are split into a multiply and an add. What pays is few, wide loads, each
-//    reused by many FMAs: dvec4 loads (8 floats; matmul_wide64) and a 32-row x 32-column tile per
-//    lane: 55-57 GFLOP/s (NT 50) against 27-30 for the vec4 8 x 16 tile that PLATFORM.md lists,
-//    with peak_fma at 95-119. 32 x 16 gives 46 and compiles in 2.5 s instead of 7 on first use
-//    (Mesa's shader cache keeps them); 48 or 64 rows took 18-46 s to compile for no clear gain.
+//    over the 8 lanes with a branch and a bounds check per lane and component (Mesa 22.3's
+//    emit_load_mem; about 37 instructions per lane and load), and FMAs are split into a multiply
+//    and an add. What pays is few, wide loads, each reused by many FMAs: dvec4 loads (8 floats;
+//    matmul_wide64) and a 32-row x 32-column tile per lane: 50-57 GFLOP/s at 1024^3 against
+//    27-30 for the vec4 8 x 16 tile that PLATFORM.md lists, with peak_fma at 94-119. Reading a
+//    and b through uniform texel buffers instead (matmul_wide64t: a texel fetch is a branch-free
+//    gather there) gave 65.6 at 1024^3 and 66.5 at 2048^3 NN (NT 65.6 / 66.1, TN 39.9 / 44.4)
+//    against 53.6 / 46.1 (NT 50.2 / 46.8, TN 32.5 / 44.3) for the same tile through storage
+//    buffers, in one quiet minute; at the training shapes 1.5 ms against 2.3 (NT 128x512x784)
+//    and 2.0 against 5.7 (TN 512x784x128). A uniform buffer for a (lavapipe loads a uniform
+//    address once) measured the same as the texel buffer in a prototype, and is limited to
+//    64 KiB per binding. 32 x 16 compiles in about 2.5 s instead of 5-7 on first use (Mesa's
+//    shader cache keeps them); 48 or 64 rows took 18-46 s to compile for no clear gain.
 //    Subgroup broadcasts of a (a loop over lanes in lavapipe 22.3), more k per iteration and
 //    K-splits (each dispatch's slice of b fits in L2) were measured and were slower.
+//    lavapipe compiles a pipeline's machine code at its first dispatch: measure() runs every
+//    candidate once untimed first.
 //  - SwiftShader: loads with a computed index are per-lane gathers whatever their width, a tile
 //    given by specialization constants is not unrolled (0.5 GFLOP/s), Subzero keeps every
 //    value in memory, and each loop-carried value costs a masked merge per iteration. Its
@@ -88,9 +98,10 @@ static const mm_variant VARIANTS[] = {
     // texel fetch is a branch-free gather there, a storage-buffer load a branchy loop over lanes.
     {"wide64t-r32c32-g8", "matmul_wide64t", MM_WIDE, 8, 32, 32, 8, 0, true},
     {"wide64t-r32c16-g8", "matmul_wide64t", MM_WIDE, 8, 32, 16, 8, 0, true},
-    // lavapipe: dvec4 pieces, one subgroup of 8 lanes per workgroup; 32 rows x 16 columns per
-    // lane (LLVM compiles it in about 2.5 s on first use), 32 x 32 for large products (about
-    // 7 s; 20% faster at 1024^3 and 2048^3).
+    // The same tiles through storage buffers: dvec4 pieces, one subgroup of 8 lanes per
+    // workgroup; 32 rows x 16 columns per lane (LLVM compiles it in about 2.5 s on first use),
+    // 32 x 32 (about 7 s). lavapipe keeps 32 x 16 as a candidate (views the texel limits refuse);
+    // 32 x 32 is no one's candidate any more, kept for VKT_MATMUL_VARIANT comparisons.
     {"wide64-r32c16-g8", "matmul_wide64", MM_WIDE, 8, 32, 16, 8, 0, false},
     {"wide64-r32c32-g8", "matmul_wide64", MM_WIDE, 8, 32, 32, 8, 0, false},
     // Measured alternatives, kept for VKT_MATMUL_VARIANT: a smaller tile (1.5 s to compile, 43
