@@ -145,6 +145,8 @@ static nn_grid grid_elems(uint32_t n, uint32_t wg) {
     return (nn_grid){.units = n, .grid_per_unit = 1, .per_group = wg * EW_FLOATS};
 }
 
+static bool texel_reads(vkt_ops *ops, const vkt_view *v, int nv, uint64_t n);
+
 // The two bindings (float[] and vec4[]) of one array of an ew.glsl shader.
 #define EW_ARG(view)                                                                               \
     {(view), 1, 0}, { (view), 1, 0 }
@@ -166,6 +168,20 @@ void vkt_op_bias_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view bias, uint
 void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint32_t R, uint32_t N,
                       const char *label) {
     if (N == 0) return;
+    vkt_view tv[2] = {dy, db};
+    if (N % 4 == 0 && db.offset % 16 == 0 && texel_reads(ops, tv, 2, (uint64_t)R * N)) {
+        // A lane per 4 columns, 32 lanes per workgroup (fashion_mlp's 512 and 256 columns give
+        // 4 and 2 workgroups for lavapipe's 2 threads).
+        uint32_t wg = 32;
+        vkt_kernel *k = kernel_1d(ops, "bias_grad_texel", wg, 0, 0, 0);
+        nn_arg args[2] = {{dy, N, 0}, {db, 0, N}};
+        vkt_bias_push p = {.R = R, .N = N};
+        nn_dispatch(cmd, ops, k, args, 2, &p, sizeof p,
+                    (nn_grid){.units = R, .fixed_groups = (N / 4 + wg - 1) / wg,
+                              .accumulates = true},
+                    label);
+        return;
+    }
     // TX columns (at least a subgroup's worth, for neighbouring reads) by TY row slices.
     uint32_t wg = wg_1d(ops), tx = 8;
     while (tx < N && tx < 64 && tx < wg)
@@ -345,15 +361,17 @@ void vkt_op_axpy(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x, float a, ui
 // ---------------------------------------------------------------------------------------------
 // Optimizers
 
-// Whether the optimizers read whole vec4s through uniform texel buffers (sgd_texel, adamw_texel)
-// for these views of n floats. Measured on lavapipe 22.3, where a storage-buffer load is a loop
+// Whether an op reads its inputs (views v[0..nv), n floats each at most) through uniform texel
+// buffers of vec4 texels: the optimizers (sgd_texel, adamw_texel: the whole vec4s) and the bias
+// gradient (bias_grad_texel). Measured on lavapipe 22.3, where a storage-buffer load is a loop
 // over the 8 lanes with a branch per lane and component and a texel fetch a branch-free gather
-// (see engine/matmul.c): fashion_mlp's SGD step (535k parameters) took 1.57 ms through storage
-// buffers (docs/PERFORMANCE.md has the figure through texel buffers). Other drivers keep the
-// storage-buffer kernels: SwiftShader allows only 65536 texels per view, and on GPUs a storage
-// load is cheap. The texel views must be whole texels, aligned, and within
-// maxTexelBufferElements; every slice nn_dispatch makes then is too (n % 4 == 0).
-static bool texel_reads(vkt_ops *ops, const vkt_view *v, int nv, uint32_t n) {
+// (see engine/matmul.c): fashion_mlp's SGD step (535k parameters) took a median 1399 us through
+// storage buffers and 1046 us through texel buffers; its three bias gradients (128 rows of 512,
+// 256 and 10 columns) docs/PERFORMANCE.md. Other drivers keep the storage-buffer kernels:
+// SwiftShader allows only 65536 texels per view, and on GPUs a storage load is cheap. The texel
+// views must be whole texels (n % 4 == 0, so every slice nn_dispatch makes is too), aligned, and
+// within maxTexelBufferElements.
+static bool texel_reads(vkt_ops *ops, const vkt_view *v, int nv, uint64_t n) {
     const vkt_device_info *d = info_of(ops);
     if (d->driver_id != VK_DRIVER_ID_MESA_LLVMPIPE || n % 4) return false;
     if (n / 4 > d->max_texel_buffer_elements) return false;

@@ -1,7 +1,9 @@
 // test_ops.c: the elementwise, reduction and loss ops of engine/ops_nn.c on every device, against
 // the double-precision references of ref_ops.c; and those references' backward passes against
 // central finite differences of their forward passes. Shapes 1, 7, 33, 127 and 513 along every
-// dimension (rows and columns of the row ops, n of the elementwise ops), one n of 5e6 for an
+// dimension (rows and columns of the row ops, n of the elementwise ops; the bias ops also at
+// column counts that are multiples of 4, which lavapipe's texel-read bias gradient takes), one n
+// of 5e6 for an
 // elementwise op and for sumsq, and n = 5e7 for sumsq and scale, which is sliced into several
 // dispatches on lavapipe (200 MB > its 128 MiB storage-buffer range) and folds its workgroups
 // into y on both drivers. Activation backward from the input and, where f' follows from the
@@ -575,6 +577,12 @@ int main(void) {
                 test_mse(&c, R, N, seed++);
                 test_accuracy(&c, R, N, (i + j) % 2 == 0, seed++);
             }
+        // Columns a multiple of 4: on lavapipe the bias gradient reads dy through a texel
+        // buffer (bias_grad_texel), 32 lanes of 4 columns per workgroup (132 columns: a second,
+        // partial workgroup).
+        const uint32_t bias4[][2] = {{1, 4}, {33, 8}, {127, 512}, {513, 132}};
+        for (size_t i = 0; i < sizeof bias4 / sizeof bias4[0]; i++)
+            test_bias(&c, bias4[i][0], bias4[i][1], seed++);
         test_xent(&c, 7, 33, -80, 80, seed++);
         test_xent(&c, 7, 513, -80, 80, seed++);
         test_xent(&c, 127, 10, -80, 80, seed++);
