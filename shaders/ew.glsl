@@ -15,20 +15,15 @@ const uint EW_K = 4; // vec4s per invocation (ops_nn.c's EW_FLOATS = 4 * EW_K)
 // v = the vec4 at slot q of array a (vec4 view a4) when m = min(4, n - 4q) of its elements are
 // valid; missing lanes read 0. Statements, not expressions: a ?: over buffer loads compiles to a
 // select that performs the scalar loads too (2x slower on both drivers).
-#define EW_LOAD(v, a, a4, q, m)                                                                 \
-    if ((m) == 4u) {                                                                           \
-        v = a4[q];                                                                             \
-    } else {                                                                                   \
-        v = vec4(a[4u * (q)], 0.0, 0.0, 0.0);                                                  \
-        if ((m) > 1u) v.y = a[4u * (q) + 1u];                                                  \
-        if ((m) > 2u) v.z = a[4u * (q) + 2u];                                                  \
-    }
+#define EW_LOAD(v, a, a4, q, m) EW_LOAD_FROM(v, a, a4[q], q, m)
 // The same with the whole vec4s read through a uniform texel buffer t of the array (vec4
 // texels): on lavapipe a texel fetch is a branch-free gather where a storage-buffer load is a
 // loop over the lanes (engine/ops_nn.c: texel_reads). The partial vec4 still reads floats.
-#define EW_LOAD_TEXEL(v, a, t, q, m)                                                            \
+#define EW_LOAD_TEXEL(v, a, t, q, m) EW_LOAD_FROM(v, a, texelFetch(t, int(q)), q, m)
+// whole: the expression that reads the whole vec4 at slot q.
+#define EW_LOAD_FROM(v, a, whole, q, m)                                                         \
     if ((m) == 4u) {                                                                           \
-        v = texelFetch(t, int(q));                                                             \
+        v = whole;                                                                             \
     } else {                                                                                   \
         v = vec4(a[4u * (q)], 0.0, 0.0, 0.0);                                                  \
         if ((m) > 1u) v.y = a[4u * (q) + 1u];                                                  \
