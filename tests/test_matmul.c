@@ -23,9 +23,9 @@
 //    one that has), and through a K-split (the epilogue must run in the last chunk only).
 //    Canaries around the kept z must survive, and s (the backward's input) must be left as it
 //    was.
-// Time: about 20 s, plus about 10 s for SwiftShader to compile its kernels (ss-r32c16-g4: about
-// 2.9 s per form); about 90 s more when Mesa's shader cache is cold (lavapipe's LLVM then compiles
-// the large tile for each form, about 7 s each, and the wide tile for each epilogue, 2-3 s).
+// Time: about 40 s in CI with Mesa's shader cache warm (67 s under ASan+UBSan); up to about 190 s
+// with it cold (lavapipe's LLVM compiles each 32 x 32 tile for 5-7 s per form and each epilogue's
+// 32 x 16 tile for 2-3 s on first use; SwiftShader its 32-row kernel in about 1.3 s per form).
 // Tolerance: |got - ref| <= atol + rtol |ref| with atol = 1e-6 * (K + 1) and rtol = 1e-5. Inputs
 // are uniform in [-1, 1]; fp32 accumulation over K terms errs by about 1e-7 sqrt(K) |sum|, well
 // inside it, while a dropped term, bias or beta misses by 1e-2 or more. After an epilogue:
