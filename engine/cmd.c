@@ -303,8 +303,8 @@ void vkt_cmd_dispatch(vkt_cmd *c, vkt_kernel *k, const vkt_view *bind, int nbind
             }
             writes[i].pTexelBufferView = &tviews[i];
         } else {
-            infos[i] = (VkDescriptorBufferInfo){bind[i].buffer->handle, bind[i].offset,
-                                                bind[i].size};
+            infos[i] =
+                (VkDescriptorBufferInfo){bind[i].buffer->handle, bind[i].offset, bind[i].size};
             writes[i].pBufferInfo = &infos[i];
         }
     }

@@ -1,6 +1,7 @@
 // kernel.c: compute pipelines from the SPIR-V embedded at build time. The bindings of set 0 and
 // their descriptor types (storage buffer, or uniform texel buffer) are read from the SPIR-V
-// itself, so a kernel's C side cannot disagree with its shader about what it binds. Push constants share one range of VKT_MAX_PUSH_BYTES.
+// itself, so a kernel's C side cannot disagree with its shader about what it binds. Push
+// constants share one range of VKT_MAX_PUSH_BYTES.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,6 @@ static int reflect_bindings(const uint32_t *code, size_t words, VkDescriptorType
         OP_TYPE_POINTER = 32,
         OP_VARIABLE = 59,
         OP_DECORATE = 71,
-        DEC_BLOCK = 2,
         DEC_BUFFER_BLOCK = 3,
         DEC_BINDING = 33,
         DEC_SET = 34,
@@ -44,7 +44,7 @@ static int reflect_bindings(const uint32_t *code, size_t words, VkDescriptorType
     // Per id: binding, set, decorations, and what a type or variable is made of.
     typedef struct {
         int binding, set;
-        bool block, buffer_block;
+        bool buffer_block;
         uint32_t op, a, b; // OpTypePointer: storage class, pointee; OpVariable: type, storage
                            // class; OpTypeSampledImage: image; OpTypeImage: dim, sampled
     } id_info;
@@ -60,11 +60,9 @@ static int reflect_bindings(const uint32_t *code, size_t words, VkDescriptorType
             id_info *x = &ids[w[1]];
             if (w[2] == DEC_BINDING && len >= 4) x->binding = (int)w[3];
             if (w[2] == DEC_SET && len >= 4) x->set = (int)w[3];
-            if (w[2] == DEC_BLOCK) x->block = true;
             if (w[2] == DEC_BUFFER_BLOCK) x->buffer_block = true;
         } else if (op == OP_TYPE_POINTER && len >= 4 && w[1] < bound) {
-            ids[w[1]] = (id_info){ids[w[1]].binding, ids[w[1]].set, ids[w[1]].block,
-                                  ids[w[1]].buffer_block, op, w[2], w[3]};
+            ids[w[1]].op = op, ids[w[1]].a = w[2], ids[w[1]].b = w[3];
         } else if (op == OP_VARIABLE && len >= 4 && w[2] < bound) {
             id_info *x = &ids[w[2]];
             x->op = op, x->a = w[1], x->b = w[3];

@@ -186,8 +186,7 @@ static const mm_rule DEVICE_RULES[] = {
       {"scalar-r8c8-g8", 0}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
     // (about 2.9 s to compile per form against 0.45 s).
-    {is_swiftshader,
-     {{"ss-r32c16-g4", BIG_MACS}, {"ss-r16c16-g4", 0}, {"scalar-r16c16-g4", 0}}},
+    {is_swiftshader, {{"ss-r32c16-g4", BIG_MACS}, {"ss-r16c16-g4", 0}, {"scalar-r16c16-g4", 0}}},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
      {{"wide64t-r32c32-g8", BIG_MACS},
@@ -273,8 +272,7 @@ static bool wide_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form
     // (SwiftShader allows only 65536 texels, 1 MiB).
     uint64_t ta = d->min_texel_buffer_offset_alignment ? d->min_texel_buffer_offset_alignment : 1;
     uint64_t max = 16ull * d->max_texel_buffer_elements;
-    return a->offset % ta == 0 && b->offset % ta == 0 && 4ull * M * K <= max &&
-           4ull * K * N <= max;
+    return a->offset % ta == 0 && b->offset % ta == 0 && 4ull * M * K <= max && 4ull * K * N <= max;
 }
 
 static const char *form_name(vkt_mm_form f) {
@@ -293,7 +291,8 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
                            const char *label);
 
 // Measures each variant v[i] on this shape (scratch operands, nothing of the caller's touched):
-// an untimed warm-up (below), one timed run each, then two more rounds for those within 2x of the fastest, interleaved, the
+// an untimed warm-up (below), one timed run each, then two more rounds for those within 2x of
+// the fastest, interleaved, the
 // fastest run kept. GPU timestamps where the queue has them, else the host clock around a submit
 // per run. False (and nothing measured) when the scratch memory or a submit fails.
 static bool measure(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
@@ -391,17 +390,16 @@ static bool wide_view_ok(const vkt_device_info *d, const mm_variant *v, const vk
 // The device's candidates that can run this product (views c, a, b; with an epilogue, its views
 // sv and zv too), in order of preference, into fit; returns their number (at least one). *fixed:
 // VKT_MATMUL_VARIANT chose them.
-static int fitting(const vkt_device_info *d, vkt_mm_form form, const vkt_view *c,
-                   const vkt_view *a, const vkt_view *b, const vkt_view *sv, const vkt_view *zv,
-                   uint32_t M, uint32_t N, uint32_t K, const mm_variant **fit, bool *fixed) {
+static int fitting(const vkt_device_info *d, vkt_mm_form form, const vkt_view *c, const vkt_view *a,
+                   const vkt_view *b, const vkt_view *sv, const vkt_view *zv, uint32_t M,
+                   uint32_t N, uint32_t K, const mm_variant **fit, bool *fixed) {
     const mm_variant *cand[MAX_CANDS];
     int nc = candidates(d, (uint64_t)M * N * K, cand, fixed), nf = 0;
     for (int i = 0; i < nc; i++) {
         const mm_variant *v = cand[i];
         if (sv && !has_epilogue(v)) continue;
-        if (v->kind == MM_WIDE &&
-            (!wide_fits(d, v, form, c, a, b, M, N, K) ||
-             (sv && (!wide_view_ok(d, v, sv) || !wide_view_ok(d, v, zv)))))
+        if (v->kind == MM_WIDE && (!wide_fits(d, v, form, c, a, b, M, N, K) ||
+                                   (sv && (!wide_view_ok(d, v, sv) || !wide_view_ok(d, v, zv)))))
             continue;
         fit[nf++] = v;
     }
@@ -542,8 +540,8 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
         }
     }
     bool with_epi = kind != VKT_MM_EPI_NONE;
-    const mm_variant *v = choose(ops, form, &c, &a, &b, with_epi ? &e.s : NULL,
-                                 with_epi ? &e.z : NULL, M, N, K);
+    const mm_variant *v =
+        choose(ops, form, &c, &a, &b, with_epi ? &e.s : NULL, with_epi ? &e.z : NULL, M, N, K);
     record_variant(cmd, ops, v, form, c, a, b, bv, bias != NULL, beta, M, N, K,
                    with_epi ? &e : NULL, label);
 }
@@ -565,8 +563,9 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     // Specialization constants: workgroup, form, tile (wide and tiled kernels), and for the
     // kernels with the epilogue its activation and mode. The scalar kernel's tile is compiled in
     // (the shader's name): its tile constants stay 0, one cache entry per kernel.
-    uint32_t spec[9] = {v->wg, v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc,
-                        v->w, e->act_code, e->mode};
+    uint32_t spec[9] = {
+        v->wg,  v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc, v->w, e->act_code,
+        e->mode};
     if (v->kind == MM_SCALAR) spec[4] = spec[5] = spec[6] = 0;
     uint32_t plain[9];
     memcpy(plain, spec, sizeof plain);

@@ -145,7 +145,25 @@ static nn_grid grid_elems(uint32_t n, uint32_t wg) {
     return (nn_grid){.units = n, .grid_per_unit = 1, .per_group = wg * EW_FLOATS};
 }
 
-static bool texel_reads(vkt_ops *ops, const vkt_view *v, int nv, uint64_t n);
+// Whether an op reads its inputs (views v[0..nv), n floats each at most) through uniform texel
+// buffers of vec4 texels: the optimizers (sgd_texel, adamw_texel: the whole vec4s) and the bias
+// gradient (bias_grad_texel). Measured on lavapipe 22.3, where a storage-buffer load is a loop
+// over the 8 lanes with a branch per lane and component and a texel fetch a branch-free gather
+// (see engine/matmul.c): fashion_mlp's SGD step (535k parameters) took a median 1399 us through
+// storage buffers and 1046 us through texel buffers, its bias gradients of 512 and 256 columns
+// (128 rows) 148 and 115 us, then 41-71 and 32-63 us. Other drivers keep the storage-buffer
+// kernels: SwiftShader allows only 65536 texels per view, and on GPUs a storage load is cheap. The
+// texel views must be whole texels (n % 4 == 0, so every slice nn_dispatch makes is too), aligned,
+// and within maxTexelBufferElements.
+static bool texel_reads(vkt_ops *ops, const vkt_view *v, int nv, uint64_t n) {
+    const vkt_device_info *d = info_of(ops);
+    if (d->driver_id != VK_DRIVER_ID_MESA_LLVMPIPE || n % 4) return false;
+    if (n / 4 > d->max_texel_buffer_elements) return false;
+    uint64_t ta = d->min_texel_buffer_offset_alignment ? d->min_texel_buffer_offset_alignment : 1;
+    for (int i = 0; i < nv; i++)
+        if (v[i].offset % ta) return false;
+    return true;
+}
 
 // The two bindings (float[] and vec4[]) of one array of an ew.glsl shader.
 #define EW_ARG(view)                                                                               \
@@ -176,10 +194,10 @@ void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint
         vkt_kernel *k = kernel_1d(ops, "bias_grad_texel", wg, 0, 0, 0);
         nn_arg args[2] = {{dy, N, 0}, {db, 0, N}};
         vkt_bias_push p = {.R = R, .N = N};
-        nn_dispatch(cmd, ops, k, args, 2, &p, sizeof p,
-                    (nn_grid){.units = R, .fixed_groups = (N / 4 + wg - 1) / wg,
-                              .accumulates = true},
-                    label);
+        nn_dispatch(
+            cmd, ops, k, args, 2, &p, sizeof p,
+            (nn_grid){.units = R, .fixed_groups = (N / 4 + wg - 1) / wg, .accumulates = true},
+            label);
         return;
     }
     // TX columns (at least a subgroup's worth, for neighbouring reads) by TY row slices.
@@ -360,26 +378,6 @@ void vkt_op_axpy(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x, float a, ui
 
 // ---------------------------------------------------------------------------------------------
 // Optimizers
-
-// Whether an op reads its inputs (views v[0..nv), n floats each at most) through uniform texel
-// buffers of vec4 texels: the optimizers (sgd_texel, adamw_texel: the whole vec4s) and the bias
-// gradient (bias_grad_texel). Measured on lavapipe 22.3, where a storage-buffer load is a loop
-// over the 8 lanes with a branch per lane and component and a texel fetch a branch-free gather
-// (see engine/matmul.c): fashion_mlp's SGD step (535k parameters) took a median 1399 us through
-// storage buffers and 1046 us through texel buffers; its three bias gradients (128 rows of 512,
-// 256 and 10 columns) docs/PERFORMANCE.md. Other drivers keep the storage-buffer kernels:
-// SwiftShader allows only 65536 texels per view, and on GPUs a storage load is cheap. The texel
-// views must be whole texels (n % 4 == 0, so every slice nn_dispatch makes is too), aligned, and
-// within maxTexelBufferElements.
-static bool texel_reads(vkt_ops *ops, const vkt_view *v, int nv, uint64_t n) {
-    const vkt_device_info *d = info_of(ops);
-    if (d->driver_id != VK_DRIVER_ID_MESA_LLVMPIPE || n % 4) return false;
-    if (n / 4 > d->max_texel_buffer_elements) return false;
-    uint64_t ta = d->min_texel_buffer_offset_alignment ? d->min_texel_buffer_offset_alignment : 1;
-    for (int i = 0; i < nv; i++)
-        if (v[i].offset % ta) return false;
-    return true;
-}
 
 void vkt_op_sgd(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view buf, uint32_t n,
                 float lr, float momentum, float weight_decay, bool nesterov, const char *label) {

@@ -1,6 +1,7 @@
 // test_optim.c: the SGD and AdamW kernels of engine/ops_nn.c on every device. First four steps on
 // five parameters against literal values of PyTorch's update rules (below: how they were made);
-// then three steps on 2,000,003 and 2,000,000 parameters against the double-precision references of ref_ops.c.
+// then three steps on 2,000,003 and 2,000,000 parameters against the double-precision references of
+// ref_ops.c.
 //
 // Tolerances (|got - want| <= atol + rtol*|want|): parameters 2e-6 + 2e-6*|want| for the literal
 // sequences (fp32 state carried over four steps), 1e-6 + 1e-5*|want| for the large runs' p, buf,

@@ -5,8 +5,8 @@
 // and its result matches the double reference; a new process (simulated by vkt_tune_forget)
 // reads the file and measures nothing; a damaged file is ignored, measured again and rewritten;
 // VKT_TUNE=off measures nothing and writes nothing; with Mesa's shader cache empty, no measured
-// time includes compiling (lavapipe compiles at a pipeline's first dispatch); a pipeline cache file names its device, and a
-// damaged one does not stop the device from opening.
+// time includes compiling (lavapipe compiles at a pipeline's first dispatch); a pipeline cache file
+// names its device, and a damaged one does not stop the device from opening.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -66,8 +66,7 @@ static const char *run_product(vt *t, vkt_device *dev, const char *where) {
 
 // The entries of the tuning file for OP: their number, the variant with the least time, and
 // (worst, when not NULL) the greatest time.
-static int file_entries_worst(const vkt_device_info *d, char *fastest, size_t size,
-                              double *worst) {
+static int file_entries_worst(const vkt_device_info *d, char *fastest, size_t size, double *worst) {
     char path[4400];
     if (!vkt_cache_path(d, ".tune.json", path, sizeof path)) return -1;
     FILE *f = fopen(path, "rb");
@@ -110,8 +109,9 @@ static void check_pipeline_file(vt *t, const vkt_device_info *d) {
     uint32_t h[8] = {0};
     size_t n = f ? fread(h, 1, sizeof h, f) : 0;
     if (f) fclose(f);
-    VT_CHECK(t, n == sizeof h && h[1] == 1 && h[2] == d->vendor_id && h[3] == d->device_id &&
-                    memcmp(&h[4], d->uuid, 16) == 0,
+    VT_CHECK(t,
+             n == sizeof h && h[1] == 1 && h[2] == d->vendor_id && h[3] == d->device_id &&
+                 memcmp(&h[4], d->uuid, 16) == 0,
              "%s: %s does not hold this device's pipeline cache header", d->name, path);
 }
 

@@ -236,7 +236,8 @@ int cli_bench_train(int argc, char **argv) {
     double *alone_med = calloc((size_t)nshapes + 1, sizeof *alone_med);
     // The standalone comparison is meaningful for one device holding the whole model.
     bool compare = sd.kind == VKT_STRATEGY_SINGLE;
-    if (st == VKT_OK && compare) st = time_shapes(ctx, sd.devices[0], shapes, nshapes, 15, alone, alone_med);
+    if (st == VKT_OK && compare)
+        st = time_shapes(ctx, sd.devices[0], shapes, nshapes, 15, alone, alone_med);
     if (st != VKT_OK) {
         rc = cli_fail(vkt_error());
     } else {
