@@ -137,6 +137,9 @@ static bool is_ss(const mm_variant *v) { return strncmp(v->shader, "matmul_ss", 
 // The kernels that include shaders/mm_epilogue.glsl (bindings 4 and 5, spec ids 7 and 8): all
 // but SwiftShader's (matmul_ss.glsl says why).
 static bool has_epilogue(const mm_variant *v) { return !is_ss(v); }
+// The kernels with the optimizer epilogue (VKT_MM_EPI_SGD): the wide kernel, in one dispatch (a
+// K-split's chunks would add onto the parameters).
+static bool has_sgd(const mm_variant *v) { return v->kind == MM_WIDE && !is_ss(v) && v->kc == 0; }
 
 static const mm_variant *variant_named(const char *name, size_t len) {
     for (int i = 0; i < NVARIANTS; i++)
@@ -282,7 +285,9 @@ static const char *form_name(vkt_mm_form f) {
 typedef struct mm_epi_args {
     uint32_t act_code, mode; // spec constants of shaders/mm_epilogue.glsl
     float alpha;
-    vkt_view s, z; // bindings 4 (read) and 5 (written)
+    vkt_view s, z;                // bindings 4 (read) and 5 (written)
+    float momentum, weight_decay; // VKT_MM_EPI_SGD
+    uint32_t sgd_mode;            // VKT_MM_EPI_SGD: 0 plain, 1 momentum, 2 nesterov
 } mm_epi_args;
 
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
@@ -388,22 +393,24 @@ static bool wide_view_ok(const vkt_device_info *d, const mm_variant *v, const vk
 
 // epi: the product has an epilogue whose s and z views are sv and zv (NULL: none).
 // The device's candidates that can run this product (views c, a, b; with an epilogue, its views
-// sv and zv too), in order of preference, into fit; returns their number (at least one). *fixed:
-// VKT_MATMUL_VARIANT chose them.
+// sv and zv too), in order of preference, into fit; returns their number (at least one, except
+// with sgd: the epilogue is VKT_MM_EPI_SGD, which only has_sgd variants run, and no fallback is
+// added). *fixed: VKT_MATMUL_VARIANT chose them.
 static int fitting(const vkt_device_info *d, vkt_mm_form form, const vkt_view *c, const vkt_view *a,
-                   const vkt_view *b, const vkt_view *sv, const vkt_view *zv, uint32_t M,
+                   const vkt_view *b, const vkt_view *sv, const vkt_view *zv, bool sgd, uint32_t M,
                    uint32_t N, uint32_t K, const mm_variant **fit, bool *fixed) {
     const mm_variant *cand[MAX_CANDS];
     int nc = candidates(d, (uint64_t)M * N * K, cand, fixed), nf = 0;
     for (int i = 0; i < nc; i++) {
         const mm_variant *v = cand[i];
         if (sv && !has_epilogue(v)) continue;
+        if (sgd && !has_sgd(v)) continue;
         if (v->kind == MM_WIDE && (!wide_fits(d, v, form, c, a, b, M, N, K) ||
                                    (sv && (!wide_view_ok(d, v, sv) || !wide_view_ok(d, v, zv)))))
             continue;
         fit[nf++] = v;
     }
-    if (nf == 0) fit[nf++] = named("scalar-r8c8-g4"); // has the epilogue; runs any shape
+    if (nf == 0 && !sgd) fit[nf++] = named("scalar-r8c8-g4"); // has the epilogue; any shape
     return nf;
 }
 
@@ -414,11 +421,12 @@ static void op_key(char *buf, size_t size, vkt_mm_form form, uint32_t M, uint32_
 
 static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *c,
                                 const vkt_view *a, const vkt_view *b, const vkt_view *sv,
-                                const vkt_view *zv, uint32_t M, uint32_t N, uint32_t K) {
+                                const vkt_view *zv, bool sgd, uint32_t M, uint32_t N, uint32_t K) {
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
     const mm_variant *fit[MAX_CANDS];
     bool fixed;
-    int nf = fitting(d, form, c, a, b, sv, zv, M, N, K, fit, &fixed);
+    int nf = fitting(d, form, c, a, b, sv, zv, sgd, M, N, K, fit, &fixed);
+    if (nf == 0) return NULL; // sgd only: the caller asked vkt_matmul_sgd_fits first
     if (nf == 1 || fixed || vkt_tune_mode_get() == VKT_TUNE_OFF) return fit[0];
 
     char op[96];
@@ -455,7 +463,7 @@ static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
     // Views at offset 0 (the engine's usual packing): the same choice vkt_op_matmul makes.
     vkt_view z = {0};
-    return choose(ops, form, &z, &z, &z, NULL, NULL, M, N, K)->name;
+    return choose(ops, form, &z, &z, &z, NULL, NULL, false, M, N, K)->name;
 }
 
 bool vkt_matmul_epilogue_pays(vkt_ops *ops) {
@@ -468,13 +476,23 @@ bool vkt_matmul_epilogue_pays(vkt_ops *ops) {
     return !is_swiftshader(vkt_device_get_info(vkt_ops_device(ops)));
 }
 
+bool vkt_matmul_sgd_fits(vkt_ops *ops, vkt_mm_form form, const vkt_view *c, const vkt_view *a,
+                         const vkt_view *b, const vkt_view *buf, uint32_t M, uint32_t N,
+                         uint32_t K) {
+    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
+    const mm_variant *fit[MAX_CANDS];
+    bool fixed;
+    const vkt_view *bv = buf ? buf : a, *zv = buf ? buf : c;
+    return fitting(d, form, c, a, b, bv, zv, true, M, N, K, fit, &fixed) > 0;
+}
+
 int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
                           const char **names, double *ms, int max) {
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
     const mm_variant *fit[MAX_CANDS];
     bool fixed;
     vkt_view z = {0};
-    int nf = fitting(d, form, &z, &z, &z, NULL, NULL, M, N, K, fit, &fixed), n = 0;
+    int nf = fitting(d, form, &z, &z, &z, NULL, NULL, false, M, N, K, fit, &fixed), n = 0;
     char op[96];
     op_key(op, sizeof op, form, M, N, K);
     for (; n < nf && n < max; n++) {
@@ -513,8 +531,24 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
     // written). Unused ones get a, which the dispatch reads anyway, and c, which it writes anyway,
     // so that the synchronization validation sees no access the kernel does not make.
     vkt_mm_epi kind = epi ? epi->kind : VKT_MM_EPI_NONE;
-    mm_epi_args e = {VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD, 0.0f, a, c};
-    if (kind != VKT_MM_EPI_NONE) {
+    mm_epi_args e = {VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD, 0.0f, a, c, 0.0f, 0.0f, 0};
+    if (kind == VKT_MM_EPI_SGD) {
+        // c is the parameter tensor; the momentum buffer (if any) is read as s and written as z.
+        VKT_ASSERT(!bias && beta == 0.0f);
+        e.mode = VKT_MM_EPI_SGD;
+        e.alpha = epi->alpha;
+        e.momentum = epi->momentum;
+        e.weight_decay = epi->weight_decay;
+        e.sgd_mode = epi->momentum == 0.0f ? 0u : epi->nesterov ? 2u : 1u;
+        if (e.sgd_mode) {
+            const vkt_view *x = epi->saved;
+            VKT_ASSERT(x && x->size >= need_c);
+            VKT_ASSERT(x->buffer != c.buffer || x->offset >= c.offset + need_c ||
+                       c.offset >= x->offset + need_c);
+            e.s = e.z = *x;
+            e.s.size = e.z.size = need_c;
+        }
+    } else if (kind != VKT_MM_EPI_NONE) {
         VKT_ASSERT((unsigned)epi->act <= VKT_ACT_SIGMOID);
         e.act_code = (uint32_t)epi->act;
         e.alpha = epi->alpha;
@@ -540,8 +574,9 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
         }
     }
     bool with_epi = kind != VKT_MM_EPI_NONE;
-    const mm_variant *v =
-        choose(ops, form, &c, &a, &b, with_epi ? &e.s : NULL, with_epi ? &e.z : NULL, M, N, K);
+    const mm_variant *v = choose(ops, form, &c, &a, &b, with_epi ? &e.s : NULL,
+                                 with_epi ? &e.z : NULL, kind == VKT_MM_EPI_SGD, M, N, K);
+    VKT_ASSERT(v); // an SGD epilogue only where vkt_matmul_sgd_fits
     record_variant(cmd, ops, v, form, c, a, b, bv, bias != NULL, beta, M, N, K,
                    with_epi ? &e : NULL, label);
 }
@@ -558,7 +593,8 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
                            float beta, uint32_t M, uint32_t N, uint32_t K, const mm_epi_args *e,
                            const char *label) {
     VKT_ASSERT(!e || has_epilogue(v));
-    mm_epi_args none = {VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD, 0.0f, a, c};
+    VKT_ASSERT(!e || e->mode != VKT_MM_EPI_SGD || has_sgd(v));
+    mm_epi_args none = {VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD, 0.0f, a, c, 0.0f, 0.0f, 0};
     if (!e) e = &none;
     // Specialization constants: workgroup, form, tile (wide and tiled kernels), and for the
     // kernels with the epilogue its activation and mode. The scalar kernel's tile is compiled in
@@ -602,6 +638,9 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
             .has_bias = has_bias,
             .beta = beta,
             .alpha = e->alpha,
+            .momentum = e->momentum,
+            .weight_decay = e->weight_decay,
+            .sgd_mode = e->sgd_mode,
         };
         if (k0 > 0) vkt_cmd_barrier(cmd);
         vkt_cmd_dispatch(cmd, kk, last ? bind : bind_plain, nbind, &push, sizeof push, gx, gy, 1,

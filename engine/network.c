@@ -427,8 +427,10 @@ void vkt_net_record_forward(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
             vkt_view z = out;
             if (act_fused_forward(net, l + 1)) {
                 const vkt_layer_desc *al = &m->layers[l + 1];
-                epi = (vkt_mm_epilogue){VKT_MM_EPI_ACT, al->act, al->alpha,
-                                        act_input_kept(net, l + 1) ? &z : NULL};
+                epi = (vkt_mm_epilogue){.kind = VKT_MM_EPI_ACT,
+                                        .act = al->act,
+                                        .alpha = al->alpha,
+                                        .saved = act_input_kept(net, l + 1) ? &z : NULL};
                 out = layer_out(net, slot, l + 1);
             }
             vkt_op_matmul_ex(cmd, net->ops, VKT_MM_NT, out, in, tensor_view(net->params, wt),
@@ -526,8 +528,10 @@ void vkt_net_record_backward_layers(vkt_net *net, vkt_cmd *cmd, int slot, uint32
                 const vkt_layer_desc *al = &m->layers[a];
                 bool kept = act_input_kept(net, a);
                 saved = kept ? layer_in(net, slot, a) : layer_out(net, slot, a);
-                epi = (vkt_mm_epilogue){kept ? VKT_MM_EPI_GRAD_X : VKT_MM_EPI_GRAD_Y, al->act,
-                                        al->alpha, &saved};
+                epi = (vkt_mm_epilogue){.kind = kept ? VKT_MM_EPI_GRAD_X : VKT_MM_EPI_GRAD_Y,
+                                        .act = al->act,
+                                        .alpha = al->alpha,
+                                        .saved = &saved};
                 dx = a == net->L.first ? vkt_net_input_grad(net, slot)
                                        : layer_grad(net, slot, a - 1);
             }

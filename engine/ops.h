@@ -60,13 +60,20 @@ typedef enum vkt_mm_epi {
                        // into the matmul that produces its output gradient (dX = dZ W, NN)
     VKT_MM_EPI_GRAD_Y, // the same from y = *saved = f(x), the activation's output; only where
                        // vkt_act_grad_from_output(act, alpha)
+    VKT_MM_EPI_SGD,    // c holds parameters P and z is their gradient: P takes one SGD step
+                       // (torch.optim.SGD, dampening 0: the same arithmetic as vkt_op_sgd) with
+                       // lr = alpha, momentum, weight_decay, nesterov; *saved is the momentum
+                       // buffer (read and written; NULL when momentum is 0). No bias, beta 0,
+                       // act unused. Only where vkt_matmul_sgd_fits says so.
 } vkt_mm_epi;
 
 typedef struct vkt_mm_epilogue {
     vkt_mm_epi kind;
     vkt_act act;
-    float alpha;           // leaky_relu's negative slope
+    float alpha;           // leaky_relu's negative slope; VKT_MM_EPI_SGD: the learning rate
     const vkt_view *saved; // [M,N] as c, see kind; required by the GRAD kinds. May not overlap c.
+    float momentum, weight_decay; // VKT_MM_EPI_SGD
+    bool nesterov;                // VKT_MM_EPI_SGD
 } vkt_mm_epilogue;
 
 // vkt_op_matmul with an activation epilogue (epi == NULL or kind NONE: exactly vkt_op_matmul).
@@ -79,6 +86,11 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
 // separate act kernel, so that a network should fuse (engine/network.c). False on SwiftShader,
 // which computes every activation in every fused kernel (shaders/mm_epilogue.glsl says why).
 bool vkt_matmul_epilogue_pays(vkt_ops *ops);
+// Whether a product with the VKT_MM_EPI_SGD epilogue can run on these views and shape (one of the
+// device's candidates implements it and fits them; buf: the momentum buffer, or NULL).
+bool vkt_matmul_sgd_fits(vkt_ops *ops, vkt_mm_form form, const vkt_view *c, const vkt_view *a,
+                         const vkt_view *b, const vkt_view *buf, uint32_t M, uint32_t N,
+                         uint32_t K);
 // The variant vkt_op_matmul uses on this device for that shape (for benchmarks and logs).
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K);
 // The candidates for that shape on this device (views at offset 0) with their measured time in

@@ -244,6 +244,17 @@ void main() {
             if (MM_EPI_READS_S) read_s(min(m, M - 1) * N + bn[t], s);
             [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_epi(v[q], s[q], p.alpha);
             if (W == 4) y[1] = y[0];
+            if (MM_EPI_SGD) {
+                // c is the parameter tensor, s the momentum buffer (read with clamped indices,
+                // as c is above); z writes the momentum buffer back.
+                vec4 w[2], b[2];
+                read_c(min(m, M - 1) * N + bn[t], w);
+                b[0] = b[1] = vec4(0.0);
+                if (p.sgd_mode != 0u) read_s(min(m, M - 1) * N + bn[t], b);
+                [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_sgd(v[q], w[q], b[q]);
+                if (W == 4) y[1] = y[0], b[1] = b[0];
+                if (m < M && n < N && p.sgd_mode != 0u) write_z(m * N + n, b);
+            }
             if (m < M && n < N) {
                 if (MM_EPI_WRITES_Z) write_z(m * N + n, v);
                 write_c(m * N + n, y);

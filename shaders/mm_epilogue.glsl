@@ -46,8 +46,23 @@ layout(constant_id = VKT_SPEC_MM_EPI) const uint MM_EPI = VKT_MM_EPI_FORWARD;
 
 const bool MM_EPI_ON = MM_ACT != ACT_NONE;
 const bool MM_EPI_WRITES_Z = MM_EPI_ON && MM_EPI == VKT_MM_EPI_FORWARD_Z;
-// (GRAD_X and GRAD_Y are the modes from 2 up: a || here broke glslc's optimizer when unused.)
-const bool MM_EPI_READS_S = MM_EPI_ON && MM_EPI >= VKT_MM_EPI_GRAD_X;
+// (GRAD_X and GRAD_Y are the modes 2 and 3: a || here broke glslc's optimizer when unused.)
+const bool MM_EPI_READS_S = MM_EPI_ON && MM_EPI >= VKT_MM_EPI_GRAD_X && MM_EPI <= VKT_MM_EPI_GRAD_Y;
+// The optimizer step on the product (VKT_MM_EPI_SGD, activation ACT_NONE): only the wide kernel
+// implements it (matmul_wide.glsl); engine/matmul.c gives it to no other kernel.
+const bool MM_EPI_SGD = MM_EPI == VKT_MM_EPI_SGD;
+
+// One SGD step (torch.optim.SGD, dampening 0) of parameters w with gradient g and momentum
+// buffer b (updated in place), in the order of sgd.glsl.
+vec4 mm_sgd(vec4 g, vec4 w, inout vec4 b) {
+    vec4 d = g;
+    if (p.weight_decay != 0.0) d += p.weight_decay * w;
+    if (p.sgd_mode != 0u) {
+        b = p.momentum * b + d;
+        d = p.sgd_mode == 2u ? d + p.momentum * b : b;
+    }
+    return w - p.alpha * d;
+}
 
 // c at four outputs (any four: the functions are elementwise) from z there and, in the GRAD
 // modes, s there; alpha is leaky_relu's slope.

@@ -127,6 +127,11 @@ VKT_STRUCT(vkt_adamw_push) {
 #define VKT_MM_EPI_FORWARD_Z 1 // c = f(z), and z -> binding 5
 #define VKT_MM_EPI_GRAD_X 2    // c = z * f'(x), x = s (binding 4) the activation's input
 #define VKT_MM_EPI_GRAD_Y 3    // c = z * f'(x) from y = s = f(x), the activation's output
+// c holds a parameter tensor P and z = its gradient: one SGD step on P (torch.optim.SGD,
+// dampening 0) with lr = alpha, momentum, weight_decay and sgd_mode (0: no momentum, 1: momentum,
+// 2: nesterov); the momentum buffer is read through binding 4 and written through binding 5 (the
+// same view). Only the wide kernel (matmul_wide.glsl) has it; the activation stays ACT_NONE.
+#define VKT_MM_EPI_SGD 4
 VKT_STRUCT(vkt_matmul_push) {
     VKT_U32 m;
     VKT_U32 n;
@@ -135,7 +140,10 @@ VKT_STRUCT(vkt_matmul_push) {
     VKT_U32 k_end;
     VKT_U32 has_bias;
     VKT_F32 beta;
-    VKT_F32 alpha; // the epilogue's leaky_relu slope
+    VKT_F32 alpha; // the epilogue's leaky_relu slope; VKT_MM_EPI_SGD: the learning rate
+    VKT_F32 momentum;     // VKT_MM_EPI_SGD only
+    VKT_F32 weight_decay; // VKT_MM_EPI_SGD only
+    VKT_U32 sgd_mode;     // VKT_MM_EPI_SGD only: 0 plain, 1 momentum, 2 nesterov
 };
 
 #endif

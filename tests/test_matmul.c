@@ -80,6 +80,7 @@ static void ref_epilogue(const mm_case *mc, double *ref, const float *s, size_t 
         case VKT_MM_EPI_GRAD_Y:
             ref[i] = z * ref_act_grad_from_output(mc->act, mc->alpha, s[i]);
             break;
+        case VKT_MM_EPI_SGD: break; // not run through here: test_sgd_epilogue checks it
         }
     }
 }
@@ -136,7 +137,10 @@ static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const m
         vkt_op_matmul(cmd, ops, mc->form, vc, va, vb, mc->bias ? &vbias : NULL, mc->beta, M, N, K,
                       "matmul");
     } else {
-        vkt_mm_epilogue e = {mc->epi, mc->act, mc->alpha, grad || mc->keep_z ? &vs : NULL};
+        vkt_mm_epilogue e = {.kind = mc->epi,
+                             .act = mc->act,
+                             .alpha = mc->alpha,
+                             .saved = grad || mc->keep_z ? &vs : NULL};
         vkt_op_matmul_ex(cmd, ops, mc->form, vc, va, vb, mc->bias ? &vbias : NULL, mc->beta, M, N,
                          K, &e, "matmul");
     }
@@ -232,6 +236,126 @@ static void run_on_all(vt *t, vkt_ops **ops, vkt_cmd **cmd, const mm_case *mc, u
     free(b);
     free(bias);
     free(c0);
+}
+
+// The optimizer epilogue (VKT_MM_EPI_SGD): c holds parameters p0, the product is their gradient
+// g, buf0 the momentum buffer: p and buf after the step against ref_sgd on the double product,
+// and nothing else written. Tolerance: the product's (1e-6 (K + 1) + 1e-5 relative), times at
+// most 1 + momentum in buf and lr (1 + 2 momentum) in p, both under that bound here.
+static void sgd_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, vkt_mm_form form,
+                     uint32_t M, uint32_t N, uint32_t K, float lr, float momentum, float wd,
+                     bool nesterov, uint64_t seed, const char *want_variant) {
+    float *a, *b, *bias, *p0;
+    fill_inputs(M, N, K, seed, &a, &b, &bias, &p0);
+    size_t nc = (size_t)M * N;
+    float *buf0 = malloc(4 * nc);
+    vt_fill_uniform(buf0, nc, seed + 5, -1, 1);
+    double *g = malloc(sizeof(double) * nc), *rp = malloc(sizeof(double) * nc);
+    double *rb = malloc(sizeof(double) * nc);
+    ref_matmul(form, g, p0, a, b, NULL, 0.0f, M, N, K);
+    for (size_t i = 0; i < nc; i++)
+        rp[i] = p0[i], rb[i] = buf0[i];
+    ref_sgd(rp, g, rb, nc, lr, momentum, wd, nesterov);
+    // Layout: [p][canary][a][b][canary][buf][canary], each start aligned.
+    uint64_t canary = vkt_device_align(dev, 256);
+    uint64_t off_a = vkt_device_align(dev, 4 * nc + canary);
+    uint64_t off_b = vkt_device_align(dev, off_a + 4ull * M * K);
+    uint64_t off_buf = vkt_device_align(dev, off_b + 4ull * K * N + canary);
+    uint64_t size = off_buf + 4 * nc + canary;
+    vkt_buffer *vb = NULL;
+    VT_OK(t, vkt_buffer_create(dev, size, "matmul-sgd-test", &vb));
+    uint32_t *host = malloc(size), *got = malloc(size);
+    for (uint64_t i = 0; i < size / 4; i++)
+        host[i] = CANARY;
+    memcpy(host, p0, 4 * nc);
+    memcpy((char *)host + off_a, a, 4ull * M * K);
+    memcpy((char *)host + off_b, b, 4ull * K * N);
+    memcpy((char *)host + off_buf, buf0, 4 * nc);
+    vkt_view vp = vkt_buffer_view(vb, 0, 4 * nc), va = vkt_buffer_view(vb, off_a, 4ull * M * K);
+    vkt_view vbb = vkt_buffer_view(vb, off_b, 4ull * K * N),
+             vm = vkt_buffer_view(vb, off_buf, 4 * nc);
+    const vkt_view *mbuf = momentum != 0.0f ? &vm : NULL;
+    char what[200];
+    snprintf(what, sizeof what, "SGD epilogue %s %ux%ux%u lr %g momentum %g wd %g%s on %s (%s)",
+             form_name(form), M, N, K, lr, momentum, wd, nesterov ? " nesterov" : "",
+             vkt_device_label(dev), want_variant ? want_variant : "the device's first choice");
+    bool fits = vb && vkt_matmul_sgd_fits(ops, form, &vp, &va, &vbb, mbuf, M, N, K);
+    VT_CHECK(t, fits, "%s: no kernel takes it", what);
+    if (fits) {
+        VT_OK(t, vkt_buffer_write(vb, 0, host, size));
+        vkt_mm_epilogue e = {.kind = VKT_MM_EPI_SGD,
+                             .alpha = lr,
+                             .saved = mbuf,
+                             .momentum = momentum,
+                             .weight_decay = wd,
+                             .nesterov = nesterov};
+        VT_OK(t, vkt_cmd_begin(cmd, true));
+        vkt_op_matmul_ex(cmd, ops, form, vp, va, vbb, NULL, 0.0f, M, N, K, &e, "matmul-sgd");
+        VT_OK(t, vkt_cmd_end(cmd));
+        VT_OK(t, vkt_ops_status(ops));
+        VT_OK(t, vkt_cmd_submit(cmd));
+        VT_OK(t, vkt_cmd_wait(cmd, VKT_WAIT_MS));
+        VT_OK(t, vkt_buffer_read(vb, 0, got, size));
+        double atol = 1e-6 * (K + 1), rtol = 1e-5;
+        size_t bad = vt_compare(what, (const float *)got, rp, nc, atol, rtol);
+        VT_CHECK(t, bad == 0, "%s: p: %zu wrong elements", what, bad);
+        if (momentum != 0.0f) {
+            bad = vt_compare(what, (const float *)((char *)got + off_buf), rb, nc, atol, rtol);
+            VT_CHECK(t, bad == 0, "%s: momentum buffer: %zu wrong elements", what, bad);
+        }
+        size_t clobbered = 0;
+        for (uint64_t i = nc; i < size / 4; i++) {
+            bool in_buf = momentum != 0.0f && i >= off_buf / 4 && i < off_buf / 4 + nc;
+            if (!in_buf) clobbered += got[i] != host[i];
+        }
+        VT_CHECK(t, clobbered == 0, "%s: %zu words outside p and the buffer changed", what,
+                 clobbered);
+    }
+    vkt_buffer_destroy(vb);
+    free(host), free(got), free(g), free(rp), free(rb), free(buf0);
+    free(a), free(b), free(bias), free(p0);
+}
+
+// The SGD epilogue on every device whose kernels have it: the wide kernels (on lavapipe its
+// first choice, the texel-read tiles; the storage-buffer dvec4 tile; and the vec4 64-lane tile,
+// which SwiftShader runs too), each optimizer mode, the weight-gradient form (TN) and the others,
+// partial tiles (72 x 136). SwiftShader's own kernels have no epilogue: there sgd_fits must say
+// no for its first choice, and the network does not fuse.
+static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *seed) {
+    const struct {
+        vkt_mm_form form;
+        float lr, momentum, wd;
+        bool nesterov;
+        const char *variant; // NULL: the device's first choice
+    } cases[] = {
+        {VKT_MM_TN, 0.05f, 0.9f, 0.0f, false, NULL},
+        {VKT_MM_TN, 0.1f, 0.0f, 0.0f, false, NULL},
+        {VKT_MM_NT, 0.05f, 0.9f, 1e-2f, true, NULL},
+        {VKT_MM_NN, 0.02f, 0.5f, 1e-3f, false, NULL},
+        {VKT_MM_TN, 0.05f, 0.9f, 1e-2f, true, "wide64-r32c16-g8"},
+        {VKT_MM_TN, 0.05f, 0.9f, 0.0f, false, "wide-r16c8-g64"},
+        {VKT_MM_NN, 0.1f, 0.0f, 1e-2f, false, "wide-r16c8-g64"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].variant) setenv("VKT_MATMUL_VARIANT", cases[i].variant, 1);
+        for (int d = 0; d < t->ndev; d++) {
+            if (!ops[d] || !cmd[d]) continue;
+            bool ss = is_swiftshader(t->dev[d]);
+            if (ss && !cases[i].variant) {
+                // SwiftShader's first choice (matmul_ss.glsl) has no epilogue.
+                vkt_view z = {0};
+                VT_CHECK(t,
+                         !vkt_matmul_sgd_fits(ops[d], cases[i].form, &z, &z, &z, NULL, 72, 136, 40),
+                         "SwiftShader: its own kernels claim the SGD epilogue");
+                continue;
+            }
+            if (ss && strcmp(cases[i].variant, "wide-r16c8-g64") != 0) continue; // needs fp64
+            sgd_case(t, t->dev[d], ops[d], cmd[d], cases[i].form, 72, 136, 40, cases[i].lr,
+                     cases[i].momentum, cases[i].wd, cases[i].nesterov, (*seed)++,
+                     cases[i].variant);
+        }
+        unsetenv("VKT_MATMUL_VARIANT");
+    }
 }
 
 int main(void) {
@@ -481,6 +605,8 @@ int main(void) {
         run_on_all(t, ops, cmd, &mc, seed++, true);
         unsetenv("VKT_MATMUL_VARIANT");
     }
+
+    test_sgd_epilogue(t, ops, cmd, &seed);
 
     // One product of at least 1024 along every dimension per form.
     for (int f = 0; f < 3; f++) {
