@@ -120,6 +120,15 @@ int vkt_net_first_layer(const vkt_net *net);
 int vkt_net_last_layer(const vkt_net *net);
 // Gradient clipping (when the descriptor asks) and one optimizer update; step counts from 1.
 void vkt_net_record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step);
+// vkt_net_record_backward (no input gradient) then vkt_net_record_step, for a step of one batch
+// on a whole model whose gradients nobody reads: with SGD, no clipping, and fusion on
+// (VKT_NET_FUSE), each weight gradient whose matmul can take the optimizer epilogue
+// (vkt_matmul_sgd_fits) applies the SGD step to its weights there instead of storing the
+// gradient, and SGD runs separately only over the other tensors. The parameters come out as
+// vkt_net_record_backward + vkt_net_record_step make them, up to rounding; the gradient buffer
+// then lacks those weights' gradients. Returns the number of weight tensors fused (0: exactly
+// the two calls).
+int vkt_net_record_backward_step(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, uint32_t step);
 // Counts rows whose argmax matches the label into the correct counter (last stage).
 void vkt_net_record_accuracy(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B);
 // For the test that proves synchronization validation guards the backward: the which-th barrier

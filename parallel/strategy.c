@@ -166,8 +166,9 @@ static vkt_status single_record(vkt_strategy *s, uint32_t B, uint32_t step, int6
     vkt_net_record_zero_grads(net, cmd);
     vkt_net_record_forward(net, cmd, 0, B);
     vkt_net_record_loss(net, cmd, 0, B, 1.0f / (float)B);
-    vkt_net_record_backward(net, cmd, 0, B, false);
-    vkt_net_record_step(net, cmd, step);
+    // One batch, one device, nobody reads the gradients: the weight updates may run in the
+    // weight-gradient matmuls (vkt_net_record_backward_step).
+    vkt_net_record_backward_step(net, cmd, 0, B, step);
     VKT_TRY(vkt_net_status(net));
     VKT_TRY(vkt_cmd_end(cmd));
     VKT_TRY(vkt_cmd_submit(cmd));
@@ -391,8 +392,8 @@ vkt_status vkt_strategy_init(vkt_strategy *s, uint64_t seed) {
     return VKT_OK;
 }
 
-vkt_status vkt_strategy_step_begin(vkt_strategy *s, const float *x, const void *targets,
-                                   uint32_t B, uint32_t step) {
+vkt_status vkt_strategy_step_begin(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                                   uint32_t step) {
     if (s->in_step)
         return vkt_fail(VKT_ERR_ARG, "a step began before the previous one ended "
                                      "(vkt_strategy_step_end)");
@@ -405,8 +406,7 @@ vkt_status vkt_strategy_step_begin(vkt_strategy *s, const float *x, const void *
     return st;
 }
 
-vkt_status vkt_strategy_prefetch(vkt_strategy *s, const float *x, const void *targets,
-                                 uint32_t B) {
+vkt_status vkt_strategy_prefetch(vkt_strategy *s, const float *x, const void *targets, uint32_t B) {
     if (B < 1 || B > s->desc.batch)
         return vkt_fail(VKT_ERR_ARG, "a batch of %u rows on a strategy built for %u", B,
                         s->desc.batch);

@@ -12,8 +12,10 @@
 //    buckets cut it), where the fused forward's activation is differentiated from its output by
 //    the act_*_bwdy kernels.
 // Also: backward accumulates (+=); removing one barrier from the recorded backward is caught by
-// synchronization validation, fused and unfused; and the fused step records fewer dispatches and
-// barriers than the unfused one, by the count that network.c's fusion promises.
+// synchronization validation, fused and unfused; the fused step records fewer dispatches and
+// barriers than the unfused one, by the count that network.c's fusion promises; and SGD steps
+// taken in the weight-gradient matmuls (vkt_net_record_backward_step) give the parameters the
+// separate optimizer gives.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,6 +408,96 @@ static void check_counts(vt *t, vkt_device *dev, vkt_ops *ops) {
     vkt_model_free(&m);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The optimizer step fused into the weight-gradient matmuls (vkt_net_record_backward_step)
+
+// Three SGD steps (momentum, nesterov, weight decay) of a fashion_mlp-shaped model at widths the
+// wide kernel takes (its weight gradients are TN products with M, N and K multiples of 8; the
+// last layer's 4 outputs are not, so that layer takes the separate SGD), once with
+// vkt_net_record_backward + vkt_net_record_step and once with vkt_net_record_backward_step, from
+// the same initial parameters and data: every parameter agrees within 2e-6 + 2e-6 |p| (the
+// fused arithmetic is the same in fp32, the rounding may differ), and where the device fuses
+// (lavapipe) two weight tensors did.
+static void check_fused_sgd(vt *t, vkt_device *dev, vkt_ops *ops) {
+    enum { FB = 16, STEPS = 3 };
+    vkt_model_desc m;
+    VT_OK(t, vkt_model_parse("{\"input\": [24], \"layers\": [{\"type\": \"dense\", \"units\": 16},"
+                             "{\"type\": \"relu\"}, {\"type\": \"dense\", \"units\": 16},"
+                             "{\"type\": \"relu\"}, {\"type\": \"dense\", \"units\": 4}],"
+                             "\"loss\": \"softmax_cross_entropy\"}",
+                             "fused_sgd", &m));
+    float x[FB * 24];
+    uint32_t y[FB];
+    vt_fill_uniform(x, FB * 24, 5, -1, 1);
+    for (int b = 0; b < FB; b++)
+        y[b] = (uint32_t)(b * 3) % 4;
+    vkt_net *net[2] = {NULL, NULL};
+    vkt_cmd *cmd[2] = {NULL, NULL};
+    int nfused = -1;
+    for (int k = 0; k < 2; k++) {
+        setenv("VKT_NET_FUSE", "1", 1);
+        vkt_net_desc d = {.model = &m,
+                          .first_layer = 0,
+                          .last_layer = m.nlayers,
+                          .max_batch = FB,
+                          .slots = 1,
+                          .optim = vkt_optim_default(VKT_OPTIM_SGD)};
+        d.optim.lr = 0.1f;
+        d.optim.momentum = 0.9f;
+        d.optim.nesterov = true;
+        d.optim.weight_decay = 1e-2f;
+        VT_OK(t, vkt_net_create(dev, ops, &d, &net[k]));
+        unsetenv("VKT_NET_FUSE");
+        VT_OK(t, vkt_cmd_create(dev, &cmd[k]));
+        if (!net[k] || !cmd[k]) goto out;
+        VT_OK(t, vkt_net_init(net[k], 11));
+        vkt_view in = vkt_net_input(net[k], 0), tg = vkt_net_targets(net[k], 0);
+        VT_OK(t, vkt_buffer_write(in.buffer, in.offset, x, sizeof x));
+        VT_OK(t, vkt_buffer_write(tg.buffer, tg.offset, y, sizeof y));
+        for (uint32_t s = 1; s <= STEPS; s++) {
+            VT_OK(t, vkt_cmd_begin(cmd[k], false));
+            vkt_net_record_zero_grads(net[k], cmd[k]);
+            vkt_net_record_forward(net[k], cmd[k], 0, FB);
+            vkt_net_record_loss(net[k], cmd[k], 0, FB, 1.0f / FB);
+            if (k == 0) {
+                vkt_net_record_backward(net[k], cmd[k], 0, FB, false);
+                vkt_net_record_step(net[k], cmd[k], s);
+            } else {
+                int n = vkt_net_record_backward_step(net[k], cmd[k], 0, FB, s);
+                if (s == 1) nfused = n;
+            }
+            VT_OK(t, vkt_cmd_end(cmd[k]));
+            VT_OK(t, vkt_net_status(net[k]));
+            VT_OK(t, vkt_cmd_submit(cmd[k]));
+            VT_OK(t, vkt_cmd_wait(cmd[k], VKT_WAIT_MS));
+        }
+    }
+    bool fuses = vkt_device_get_info(dev)->driver_id != 10; // not SwiftShader (no epilogue there)
+    VT_CHECK(t, nfused == (fuses ? 2 : 0),
+             "%s: %d weight tensors took their step in the matmul "
+             "(want %d)",
+             vkt_device_label(dev), nfused, fuses ? 2 : 0);
+    size_t bad = 0, total = 0;
+    for (int i = 0; i < vkt_net_tensor_count(net[0]); i++) {
+        const vkt_net_tensor *te = vkt_net_get_tensor(net[0], i);
+        float *p0 = malloc(te->count * 4), *p1 = malloc(te->count * 4);
+        VT_OK(t, vkt_net_read_tensor(net[0], VKT_STORE_PARAM, i, p0));
+        VT_OK(t, vkt_net_read_tensor(net[1], VKT_STORE_PARAM, i, p1));
+        for (uint64_t j = 0; j < te->count; j++, total++)
+            bad += !(fabsf(p0[j] - p1[j]) <= 2e-6f + 2e-6f * fabsf(p0[j]));
+        free(p0);
+        free(p1);
+    }
+    VT_CHECK(t, bad == 0, "%s: %zu of %zu parameters differ after %d fused and unfused SGD steps",
+             vkt_device_label(dev), bad, total, STEPS);
+out:
+    for (int k = 0; k < 2; k++) {
+        vkt_cmd_destroy(cmd[k]);
+        vkt_net_destroy(net[k]);
+    }
+    vkt_model_free(&m);
+}
+
 int main(void) {
     vt tv, *t = &tv;
     if (vt_init(t, "test_mlp_grad")) return 1;
@@ -448,6 +540,7 @@ int main(void) {
     }
     for (int d = 0; d < t->ndev; d++) {
         check_counts(t, t->dev[d], ops[d]);
+        check_fused_sgd(t, t->dev[d], ops[d]);
         vkt_ops_destroy(ops[d]);
     }
     return vt_finish(t);
