@@ -405,6 +405,11 @@ static int fitting(const vkt_device_info *d, vkt_mm_form form, const vkt_view *c
         const mm_variant *v = cand[i];
         if (sv && !has_epilogue(v)) continue;
         if (sgd && !has_sgd(v)) continue;
+        if (sgd && v->texel) { // c and the momentum buffer are read as texels too
+            uint64_t ta =
+                d->min_texel_buffer_offset_alignment ? d->min_texel_buffer_offset_alignment : 1;
+            if (c->offset % ta || (sv && sv->offset % ta)) continue;
+        }
         if (v->kind == MM_WIDE && (!wide_fits(d, v, form, c, a, b, M, N, K) ||
                                    (sv && (!wide_view_ok(d, v, sv) || !wide_view_ok(d, v, zv)))))
             continue;
@@ -608,10 +613,14 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     plain[7] = VKT_ACT_CODE_NONE;
     plain[8] = VKT_MM_EPI_FORWARD;
     int nspec = has_epilogue(v) ? 9 : 7, nbind = has_epilogue(v) ? 6 : 4;
-    // The SwiftShader kernels are one shader per form (it does not fold the form's branches).
+    // The SwiftShader kernels are one shader per form (it does not fold the form's branches);
+    // the texel-read kernel with the optimizer epilogue reads c and s as texels too (bindings 6
+    // and 7).
     const char *suffix = form == VKT_MM_NN ? "_nn" : form == VKT_MM_NT ? "_nt" : "_tn";
+    bool sgd_texel = v->texel && e->mode == VKT_MM_EPI_SGD;
     char shader[64];
-    snprintf(shader, sizeof shader, "%s%s", v->shader, is_ss(v) ? suffix : "");
+    snprintf(shader, sizeof shader, "%s%s", v->shader, is_ss(v) ? suffix : sgd_texel ? "_sgd" : "");
+    if (sgd_texel) nbind = 8;
     vkt_kernel *k = vkt_ops_kernel(ops, shader, spec, nspec);
     if (!k) return; // reported by vkt_ops_status
 
@@ -619,8 +628,8 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     uint32_t gx = (M + rows - 1) / rows;
     uint32_t gy =
         (uint32_t)(((uint64_t)N + (uint64_t)v->wg * v->tc - 1) / ((uint64_t)v->wg * v->tc));
-    vkt_view bind[6] = {c, a, b, bv, e->s, e->z};
-    vkt_view bind_plain[6] = {c, a, b, bv, a, c};
+    vkt_view bind[8] = {c, a, b, bv, e->s, e->z, c, e->sgd_mode ? e->s : c};
+    vkt_view bind_plain[8] = {c, a, b, bv, a, c, c, c};
     // A K-split runs its chunks in order, each adding onto c: a barrier between them. The epilogue
     // belongs to the last chunk; the others run the plain kernel.
     uint32_t kc = v->kc && v->kc < K ? v->kc : K;

@@ -36,6 +36,14 @@ layout(std430, binding = 0) buffer Cv { vec4 c4[]; };
 // a and b as uniform texel buffers of vec4 texels (engine/cmd.c makes R32G32B32A32_SFLOAT views).
 layout(binding = 1) uniform samplerBuffer at;
 layout(binding = 2) uniform samplerBuffer bt;
+#endif
+#ifdef MM_SGD_TEXEL
+// The optimizer epilogue's reads of the parameters (c) and of the momentum buffer (s) through
+// texel buffers too (matmul_wide64t_sgd.comp).
+layout(binding = 6) uniform samplerBuffer ct;
+layout(binding = 7) uniform samplerBuffer st;
+#endif
+#ifdef MM_TEXEL
 #else
 layout(std430, binding = 1) readonly buffer Av { vec4 a4[]; };
 layout(std430, binding = 2) readonly buffer Bv { vec4 b4[]; };
@@ -127,6 +135,12 @@ void write_c(uint e, vec4 v[2]) {
 #endif
     c4[e / 4] = v[0];
 }
+#ifdef MM_SGD_TEXEL
+void read_texels(samplerBuffer t, uint e, out vec4 v[2]) {
+    v[0] = texelFetch(t, int(e / 4));
+    v[1] = W == 8 ? texelFetch(t, int(e / 4 + 1)) : v[0];
+}
+#endif
 void read_s(uint e, out vec4 v[2]) {
 #ifdef MM_F64
     if (W == 8) {
@@ -248,9 +262,14 @@ void main() {
                 // c is the parameter tensor, s the momentum buffer (read with clamped indices,
                 // as c is above); z writes the momentum buffer back.
                 vec4 w[2], b[2];
-                read_c(min(m, M - 1) * N + bn[t], w);
                 b[0] = b[1] = vec4(0.0);
+#ifdef MM_SGD_TEXEL
+                read_texels(ct, min(m, M - 1) * N + bn[t], w);
+                if (p.sgd_mode != 0u) read_texels(st, min(m, M - 1) * N + bn[t], b);
+#else
+                read_c(min(m, M - 1) * N + bn[t], w);
                 if (p.sgd_mode != 0u) read_s(min(m, M - 1) * N + bn[t], b);
+#endif
                 [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_sgd(v[q], w[q], b[q]);
                 if (W == 4) y[1] = y[0], b[1] = b[0];
                 if (m < M && n < N && p.sgd_mode != 0u) write_z(m * N + n, b);
