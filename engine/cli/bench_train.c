@@ -47,70 +47,96 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-// GPU time (ns) of each shape run on its own, reps times after a warm-up, on device index phys:
-// the mean in ns[i], the median in med[i]. The step's figure is a mean over its steps (wall
-// clock), so the comparison takes the mean too: on this 2-core machine single dispatches of
-// these shapes come in two modes about 2x apart (one worker thread late), and a median of a few
-// runs picked either mode from one run to the next (the ratio read 74% to 125% for the same
-// build); the mean of 15 runs takes the same mixture the step does.
-static vkt_status time_shapes(vkt_context *ctx, int phys, const mm_shape *sh, int n, int reps,
-                              double *ns, double *med) {
+// The step against its matmul shapes run alone, in pairs: one training step (wall clock), then
+// every shape once on its own (GPU time, one command buffer, on a second logical device of the
+// same physical device), pairs times over, after a pass that warms the shapes up. Each pair
+// gives alone / step; *med, *lo and *hi are the median and the quartiles of those ratios, and
+// *alone_ns the mean over the passes of the shapes' summed GPU time. Why pairs: this machine's
+// speed changes by up to 1.5x for seconds at a time, and a block of steps compared with a block
+// of matmuls timed after it read anything from 61% to 125% for the same build; a step and the
+// pass after it, 20 ms apart, see the same machine.
+static vkt_status step_vs_alone(vkt_context *ctx, int phys, vkt_strategy *st, const float *x,
+                                const void *y, uint32_t B, uint32_t step0, const mm_shape *sh,
+                                int n, int pairs, double *med, double *lo, double *hi,
+                                double *alone_ns) {
     vkt_device *dev = NULL;
     vkt_ops *ops = NULL;
     vkt_cmd *cmd = NULL;
     vkt_buffer *a = NULL, *b = NULL, *c = NULL;
     uint64_t most = 0;
     for (int i = 0; i < n; i++) {
-        uint64_t x = (uint64_t)sh[i].M * sh[i].K, y = (uint64_t)sh[i].K * sh[i].N,
-                 z = (uint64_t)sh[i].M * sh[i].N;
-        if (x > most) most = x;
-        if (y > most) most = y;
-        if (z > most) most = z;
+        uint64_t u = (uint64_t)sh[i].M * sh[i].K, v = (uint64_t)sh[i].K * sh[i].N,
+                 w = (uint64_t)sh[i].M * sh[i].N;
+        if (u > most) most = u;
+        if (v > most) most = v;
+        if (w > most) most = w;
     }
-    vkt_status st = vkt_device_create(ctx, phys, NULL, &dev);
-    if (st == VKT_OK) st = vkt_ops_create(dev, &ops);
-    if (st == VKT_OK) st = vkt_cmd_create(dev, &cmd);
-    if (st == VKT_OK) st = vkt_buffer_create(dev, most * 4, "bench a", &a);
-    if (st == VKT_OK) st = vkt_buffer_create(dev, most * 4, "bench b", &b);
-    if (st == VKT_OK) st = vkt_buffer_create(dev, most * 4, "bench c", &c);
-    double *t = calloc((size_t)reps, sizeof *t);
-    if (!t && st == VKT_OK) st = vkt_set_error(VKT_ERR_HOST_MEMORY, "out of host memory");
-    for (int i = 0; i < n && st == VKT_OK; i++) {
-        const mm_shape *s = &sh[i];
-        vkt_view va = vkt_buffer_view(a, 0, (uint64_t)s->M * s->K * 4);
-        vkt_view vb = vkt_buffer_view(b, 0, (uint64_t)s->K * s->N * 4);
-        vkt_view vc = vkt_buffer_view(c, 0, (uint64_t)s->M * s->N * 4);
-        st = vkt_cmd_begin(cmd, true);
-        vkt_cmd_fill(cmd, vkt_buffer_whole(a), 0x3c23d70a); // 0.01f
-        vkt_cmd_fill(cmd, vkt_buffer_whole(b), 0x3c23d70a);
-        vkt_cmd_barrier(cmd);
-        for (int r = 0; r <= reps && st == VKT_OK; r++) { // the first run warms up
-            vkt_op_matmul(cmd, ops, s->form, vc, va, vb, NULL, 0.0f, s->M, s->N, s->K, "mm");
+    double *ratio = calloc((size_t)pairs + 1, sizeof *ratio);
+    vkt_status s = ratio ? vkt_device_create(ctx, phys, NULL, &dev)
+                         : vkt_set_error(VKT_ERR_HOST_MEMORY, "out of host memory");
+    if (s == VKT_OK) s = vkt_ops_create(dev, &ops);
+    if (s == VKT_OK) s = vkt_cmd_create(dev, &cmd);
+    if (s == VKT_OK) s = vkt_buffer_create(dev, most * 4, "bench a", &a);
+    if (s == VKT_OK) s = vkt_buffer_create(dev, most * 4, "bench b", &b);
+    if (s == VKT_OK) s = vkt_buffer_create(dev, most * 4, "bench c", &c);
+    double sum_alone = 0;
+    for (int p = -1; p < pairs && s == VKT_OK; p++) { // p = -1: the warm-up pass, no step
+        double step_ns = 0;
+        if (p >= 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            double t0 = ts.tv_sec * 1e9 + ts.tv_nsec, ls;
+            s = vkt_strategy_step(st, x, y, B, step0 + (uint32_t)p, &ls);
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            step_ns = ts.tv_sec * 1e9 + ts.tv_nsec - t0;
+        }
+        if (s == VKT_OK) s = vkt_cmd_begin(cmd, true);
+        if (s != VKT_OK) break;
+        if (p < 0) {
+            vkt_cmd_fill(cmd, vkt_buffer_whole(a), 0x3c23d70a); // 0.01f
+            vkt_cmd_fill(cmd, vkt_buffer_whole(b), 0x3c23d70a);
             vkt_cmd_barrier(cmd);
         }
-        if (st == VKT_OK) st = vkt_ops_status(ops);
-        if (st == VKT_OK) st = vkt_cmd_end(cmd);
-        if (st == VKT_OK) st = vkt_cmd_submit(cmd);
-        if (st == VKT_OK) st = vkt_cmd_wait(cmd, VKT_WAIT_MS);
+        for (int i = 0; i < n; i++) {
+            vkt_view va = vkt_buffer_view(a, 0, (uint64_t)sh[i].M * sh[i].K * 4);
+            vkt_view vb = vkt_buffer_view(b, 0, (uint64_t)sh[i].K * sh[i].N * 4);
+            vkt_view vc = vkt_buffer_view(c, 0, (uint64_t)sh[i].M * sh[i].N * 4);
+            vkt_op_matmul(cmd, ops, sh[i].form, vc, va, vb, NULL, 0.0f, sh[i].M, sh[i].N, sh[i].K,
+                          "mm");
+            vkt_cmd_barrier(cmd);
+        }
+        s = vkt_ops_status(ops);
+        if (s == VKT_OK) s = vkt_cmd_end(cmd);
+        if (s == VKT_OK) s = vkt_cmd_submit(cmd);
+        if (s == VKT_OK) s = vkt_cmd_wait(cmd, VKT_WAIT_MS);
         const vkt_timing *tm;
-        int nt = st == VKT_OK ? vkt_cmd_timings(cmd, &tm) : 0;
-        double sum = 0;
-        for (int r = 1; r < nt && r <= reps; r++)
-            sum += t[r - 1] = (double)(tm[r].end_ns - tm[r].start_ns);
-        if (nt > reps) {
-            qsort(t, (size_t)reps, sizeof *t, cmp_double);
-            ns[i] = sum / reps;
-            med[i] = t[reps / 2];
+        int nt = s == VKT_OK ? vkt_cmd_timings(cmd, &tm) : 0;
+        if (s == VKT_OK && nt < n)
+            s = vkt_set_error(VKT_ERR_VULKAN, "bench train: the device returned fewer GPU timings "
+                                              "than matmuls");
+        double pass_ns = 0;
+        for (int i = 0; i < nt && i < n; i++)
+            pass_ns += (double)(tm[i].end_ns - tm[i].start_ns);
+        if (p >= 0 && step_ns > 0) {
+            ratio[p] = pass_ns / step_ns;
+            sum_alone += pass_ns;
         }
     }
-    free(t);
+    if (s == VKT_OK) {
+        qsort(ratio, (size_t)pairs, sizeof *ratio, cmp_double);
+        *med = ratio[pairs / 2];
+        *lo = ratio[pairs / 4];
+        *hi = ratio[(3 * pairs) / 4];
+        *alone_ns = sum_alone / pairs;
+    }
+    free(ratio);
     vkt_buffer_destroy(c);
     vkt_buffer_destroy(b);
     vkt_buffer_destroy(a);
     vkt_cmd_destroy(cmd);
     vkt_ops_destroy(ops);
     vkt_device_destroy(dev);
-    return st;
+    return s;
 }
 
 // Single-quotes s for /bin/sh into buf.
@@ -232,21 +258,22 @@ int cli_bench_train(int argc, char **argv) {
     double step_flops = 0;
     for (int i = 0; i < nshapes; i++)
         step_flops += shape_flops(&shapes[i]);
-    double *alone = calloc((size_t)nshapes + 1, sizeof *alone);
-    double *alone_med = calloc((size_t)nshapes + 1, sizeof *alone_med);
+    // The per-device split of the training steps above, before the comparison adds steps.
+    int ndev = st == VKT_OK ? vkt_strategy_device_count(s) : 0;
+    vkt_device_stats *dstats = calloc((size_t)ndev + 1, sizeof *dstats);
+    for (int d = 0; d < ndev && dstats; d++)
+        vkt_strategy_stats(s, d, &dstats[d]);
     // The standalone comparison is meaningful for one device holding the whole model.
     bool compare = sd.kind == VKT_STRATEGY_SINGLE;
+    double ratio_med = 0, ratio_lo = 0, ratio_hi = 0, alone_ns = 0;
+    if (st == VKT_OK && !dstats) st = vkt_set_error(VKT_ERR_HOST_MEMORY, "out of host memory");
     if (st == VKT_OK && compare)
-        st = time_shapes(ctx, sd.devices[0], shapes, nshapes, 15, alone, alone_med);
+        st = step_vs_alone(ctx, sd.devices[0], s, x, y, B, (uint32_t)(warmup + steps) + 1, shapes,
+                           nshapes, steps, &ratio_med, &ratio_lo, &ratio_hi, &alone_ns);
     if (st != VKT_OK) {
         rc = cli_fail(vkt_error());
     } else {
         double sps = B * steps / (wall_ns * 1e-9);
-        double alone_ns = 0, alone_med_ns = 0;
-        for (int i = 0; i < nshapes; i++) {
-            alone_ns += alone[i];
-            alone_med_ns += alone_med[i];
-        }
         double step_gflops = step_flops * steps / wall_ns;
         const vkt_device_info *info = vkt_context_device_info(ctx, sd.devices[0]);
         char api[32];
@@ -266,18 +293,17 @@ int cli_bench_train(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "step_gflops", step_gflops);
         if (compare && alone_ns > 0) {
             cJSON_AddNumberToObject(o, "matmul_alone_gflops", step_flops / alone_ns);
-            cJSON_AddNumberToObject(o, "matmul_alone_median_gflops", step_flops / alone_med_ns);
-            cJSON_AddNumberToObject(o, "step_vs_matmul_alone",
-                                    step_gflops / (step_flops / alone_ns));
+            cJSON_AddNumberToObject(o, "step_vs_matmul_alone", ratio_med);
+            cJSON_AddNumberToObject(o, "step_vs_matmul_alone_q1", ratio_lo);
+            cJSON_AddNumberToObject(o, "step_vs_matmul_alone_q3", ratio_hi);
         }
         cJSON *devs = cJSON_AddArrayToObject(o, "devices");
         printf("bench train: %s, batch %u, %s on %s: %.0f samples/s, %.2f ms/step, %.2f GFLOP/s in "
                "the step\n",
                m.name, B, vkt_strategy_name(sd.kind), vkt_strategy_devices(s), sps,
                wall_ns / steps * 1e-6, step_gflops);
-        for (int d = 0; d < vkt_strategy_device_count(s); d++) {
-            vkt_device_stats ds;
-            vkt_strategy_stats(s, d, &ds);
+        for (int d = 0; d < ndev; d++) {
+            vkt_device_stats ds = dstats[d];
             double w = ds.wall_ns > 0 ? ds.wall_ns : wall_ns;
             double mm = ds.matmul_ns / w, comm = ds.comm_ns / w;
             double other = (ds.busy_ns - ds.matmul_ns - ds.gpu_comm_ns) / w;
@@ -296,10 +322,10 @@ int cli_bench_train(int argc, char **argv) {
                    ds.label, 100 * mm, 100 * other, 100 * comm, 100 * host);
         }
         if (compare && alone_ns > 0)
-            printf("  the step's matmul shapes alone: %.2f GFLOP/s (mean of 15 runs each; with "
-                   "medians %.2f); the whole step achieves %.0f%% of that\n",
-                   step_flops / alone_ns, step_flops / alone_med_ns,
-                   100 * step_gflops / (step_flops / alone_ns));
+            printf("  the step's matmul shapes alone: %.2f GFLOP/s; the whole step achieves %.0f%% "
+                   "of that (median of %d steps each paired with its shapes run alone right "
+                   "after it; quartiles %.0f%%-%.0f%%)\n",
+                   step_flops / alone_ns, 100 * ratio_med, steps, 100 * ratio_lo, 100 * ratio_hi);
         cJSON *torch = NULL;
         char msg[1024];
         if (baseline && !torch_baseline(c.o.model_path, B, steps, &torch, msg, sizeof msg)) {
@@ -333,8 +359,7 @@ int cli_bench_train(int argc, char **argv) {
         }
         cJSON_Delete(o);
     }
-    free(alone);
-    free(alone_med);
+    free(dstats);
     free(x);
     free(y);
     vkt_strategy_destroy(s);
