@@ -14,13 +14,15 @@
 // VKT_MATMUL_VARIANT=name[,name] fixes the choice (for benchmarks and experiments); VKT_TUNE=off
 // takes the first candidate that fits without measuring.
 //
-// vkt_op_matmul_ex adds an activation epilogue (shaders/mm_epilogue.glsl, in the wide and scalar
-// kernels): f(z) for a dense layer's forward, optionally keeping z, or z * f' for the
+// vkt_op_matmul_ex adds an epilogue (shaders/mm_epilogue.glsl): in the wide, scalar and tiled
+// kernels an activation, f(z) for a dense layer's forward, optionally keeping z, or z * f' for the
 // activation's backward fused into the input-gradient product. The activation and mode are two
 // more specialization constants (none by default), so a plain product compiles as before. A
 // product with an epilogue chooses among the candidates that have it (SwiftShader's kernels do
-// not). What the fusion saves per layer and step, measured on
-// fashion_mlp: see engine/network.c.
+// not). In the wide kernel only (one dispatch, no K-split: has_sgd), the optimizer epilogue
+// VKT_MM_EPI_SGD: c holds the parameters, which take one SGD step from the product (their
+// gradient); matmul_wide64t_sgd reads them and the momentum buffer as texels. What the fusions
+// save per layer and step, measured on fashion_mlp: see engine/network.c.
 //
 // What was measured (fp32 1024^3, this project's 2-core AVX-512 machine, lavapipe 22.3.6 and
 // SwiftShader/Subzero; PLATFORM.md has the setting):
