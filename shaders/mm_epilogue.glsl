@@ -40,6 +40,7 @@
 //    So the engine does not fuse on SwiftShader (vkt_matmul_epilogue_pays); these kernels serve
 //    it for correctness.
 #include "act_fn.glsl"
+#include "sgd_fn.glsl"
 
 layout(constant_id = VKT_SPEC_MM_ACT) const uint MM_ACT = ACT_NONE;
 layout(constant_id = VKT_SPEC_MM_EPI) const uint MM_EPI = VKT_MM_EPI_FORWARD;
@@ -52,16 +53,10 @@ const bool MM_EPI_READS_S = MM_EPI_ON && MM_EPI >= VKT_MM_EPI_GRAD_X && MM_EPI <
 // implements it (matmul_wide.glsl); engine/matmul.c gives it to no other kernel.
 const bool MM_EPI_SGD = MM_EPI == VKT_MM_EPI_SGD;
 
-// One SGD step (torch.optim.SGD, dampening 0) of parameters w with gradient g and momentum
-// buffer b (updated in place), in the order of sgd.glsl.
+// One SGD step of parameters w with gradient g and momentum buffer b (updated in place): the
+// arithmetic of the optimizer kernel (sgd_fn.glsl).
 vec4 mm_sgd(vec4 g, vec4 w, inout vec4 b) {
-    vec4 d = g;
-    if (p.weight_decay != 0.0) d += p.weight_decay * w;
-    if (p.sgd_mode != 0u) {
-        b = p.momentum * b + d;
-        d = p.sgd_mode == 2u ? d + p.momentum * b : b;
-    }
-    return w - p.alpha * d;
+    return sgd_step(g, w, b, p.alpha, p.momentum, p.weight_decay, p.sgd_mode);
 }
 
 // c at four outputs (any four: the functions are elementwise) from z there and, in the GRAD

@@ -8,6 +8,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "vkt_abi.h"
 #include "ew.glsl"
+#include "sgd_fn.glsl"
 
 layout(std430, binding = 0) readonly buffer G { float g[]; };
 layout(std430, binding = 1) readonly buffer G4 { vec4 g4[]; };
@@ -26,17 +27,16 @@ layout(binding = 8) uniform samplerBuffer bt;
 #endif
 
 void ew_apply(uint q, uint m) {
-    vec4 w, d, b;
+    vec4 w, d, b = vec4(0.0);
     LOAD(w, param, param4, pt, q, m);
     LOAD(d, g, g4, gt, q, m);
-    if (p.weight_decay != 0.0) d += p.weight_decay * w;
     if (p.mode != 0) {
         LOAD(b, buf, buf4, bt, q, m);
-        b = p.momentum * b + d;
-        EW_STORE(buf, buf4, q, m, b);
-        d = p.mode == 2 ? d + p.momentum * b : b;
     }
-    w -= p.lr * d;
+    w = sgd_step(d, w, b, p.lr, p.momentum, p.weight_decay, p.mode);
+    if (p.mode != 0) {
+        EW_STORE(buf, buf4, q, m, b);
+    }
     EW_STORE(param, param4, q, m, w);
 }
 
