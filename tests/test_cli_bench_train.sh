@@ -9,10 +9,7 @@
 # Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1
-fails=0
-check() { # check NAME CONDITION-STATUS
-    if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/check.bash" # fails, check NAME STATUS
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

@@ -6,8 +6,7 @@
 # Also the flag errors of the strategies. Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
-fails=0
-check() { if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
+. "$(dirname "$0")/check.bash" # fails, check NAME STATUS
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 big=$src/assets/models/big_mlp.json

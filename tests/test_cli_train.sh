@@ -5,8 +5,7 @@
 # bad input must get. Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
-fails=0
-check() { if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
+. "$(dirname "$0")/check.bash" # fails, check NAME STATUS
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 model=$src/assets/models/fashion_mlp.json

@@ -10,10 +10,7 @@
 set -uo pipefail
 bin=$1
 src=$2
-fails=0
-check() { # check NAME STATUS
-    if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/check.bash" # fails, check NAME STATUS
 in_ci=0
 [ "${CI:-}" = true ] && in_ci=1
 out=$(mktemp -d)
