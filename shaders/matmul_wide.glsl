@@ -81,85 +81,49 @@ dvec4 pack8(vec4 lo, vec4 hi) {
 }
 #endif
 
-// The W floats from element e (a multiple of W) as W/4 vec4s (v[1] unused when W == 4).
-void read_a(uint e, out vec4 v[2]) {
-#ifdef MM_TEXEL
-    v[0] = texelFetch(at, int(e / 4));
-    v[1] = W == 8 ? texelFetch(at, int(e / 4 + 1)) : v[0];
-    return;
-#endif
-#if defined(MM_F64) && !defined(MM_TEXEL)
-    if (W == 8) {
-        unpack8(a8[e / 8], v[0], v[1]);
-        return;
-    }
-#endif
-#ifndef MM_TEXEL
-    v[0] = a4[e / 4];
-    v[1] = v[0];
-#endif
-}
-void read_b(uint e, out vec4 v[2]) {
-#ifdef MM_TEXEL
-    v[0] = texelFetch(bt, int(e / 4));
-    v[1] = W == 8 ? texelFetch(bt, int(e / 4 + 1)) : v[0];
-    return;
-#endif
-#if defined(MM_F64) && !defined(MM_TEXEL)
-    if (W == 8) {
-        unpack8(b8[e / 8], v[0], v[1]);
-        return;
-    }
-#endif
-#ifndef MM_TEXEL
-    v[0] = b4[e / 4];
-    v[1] = v[0];
-#endif
-}
-void read_c(uint e, out vec4 v[2]) {
+// The W floats from element e (a multiple of W) as W/4 vec4s (v[1] = v[0] when W == 4), of an
+// array bound as X8 (dvec4 pieces, with MM_F64) and X4 (vec4 pieces), or (read_texels) of a
+// texel buffer of vec4 texels; and the same pieces written.
 #ifdef MM_F64
-    if (W == 8) {
-        unpack8(c8[e / 8], v[0], v[1]);
-        return;
-    }
+#define READ_PIECE(X8, X4, e, v)                                                               \
+    if (W == 8)                                                                                \
+        unpack8(X8[(e) / 8], v[0], v[1]);                                                      \
+    else                                                                                       \
+        v[0] = v[1] = X4[(e) / 4]
+#define WRITE_PIECE(X8, X4, e, v)                                                              \
+    if (W == 8)                                                                                \
+        X8[(e) / 8] = pack8(v[0], v[1]);                                                       \
+    else                                                                                       \
+        X4[(e) / 4] = v[0]
+#else
+#define READ_PIECE(X8, X4, e, v) v[0] = v[1] = X4[(e) / 4]
+#define WRITE_PIECE(X8, X4, e, v) X4[(e) / 4] = v[0]
 #endif
-    v[0] = c4[e / 4];
-    v[1] = v[0];
-}
-void write_c(uint e, vec4 v[2]) {
-#ifdef MM_F64
-    if (W == 8) {
-        c8[e / 8] = pack8(v[0], v[1]);
-        return;
-    }
-#endif
-    c4[e / 4] = v[0];
-}
-#ifdef MM_SGD_TEXEL
+#ifdef MM_TEXEL
 void read_texels(samplerBuffer t, uint e, out vec4 v[2]) {
     v[0] = texelFetch(t, int(e / 4));
     v[1] = W == 8 ? texelFetch(t, int(e / 4 + 1)) : v[0];
 }
 #endif
-void read_s(uint e, out vec4 v[2]) {
-#ifdef MM_F64
-    if (W == 8) {
-        unpack8(s8[e / 8], v[0], v[1]);
-        return;
-    }
+
+void read_a(uint e, out vec4 v[2]) {
+#ifdef MM_TEXEL
+    read_texels(at, e, v);
+#else
+    READ_PIECE(a8, a4, e, v);
 #endif
-    v[0] = s4[e / 4];
-    v[1] = v[0];
 }
-void write_z(uint e, vec4 v[2]) {
-#ifdef MM_F64
-    if (W == 8) {
-        z8[e / 8] = pack8(v[0], v[1]);
-        return;
-    }
+void read_b(uint e, out vec4 v[2]) {
+#ifdef MM_TEXEL
+    read_texels(bt, e, v);
+#else
+    READ_PIECE(b8, b4, e, v);
 #endif
-    z4[e / 4] = v[0];
 }
+void read_c(uint e, out vec4 v[2]) { READ_PIECE(c8, c4, e, v); }
+void write_c(uint e, vec4 v[2]) { WRITE_PIECE(c8, c4, e, v); }
+void read_s(uint e, out vec4 v[2]) { READ_PIECE(s8, s4, e, v); }
+void write_z(uint e, vec4 v[2]) { WRITE_PIECE(z8, z4, e, v); }
 
 void main() {
     const uint WG = gl_WorkGroupSize.x;
