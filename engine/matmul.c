@@ -258,12 +258,6 @@ static int candidates(const vkt_device_info *d, uint64_t macs, const mm_variant 
     return n;
 }
 
-// Whether view x starts where the device allows a texel-buffer view to start.
-static bool texel_aligned(const vkt_device_info *d, const vkt_view *x) {
-    uint64_t ta = d->min_texel_buffer_offset_alignment ? d->min_texel_buffer_offset_alignment : 1;
-    return x->offset % ta == 0;
-}
-
 // Whether the wide variant v can run this product: every W-wide piece it reads or writes must
 // start on a multiple of W inside its view, and the views must start where W-wide access is
 // aligned.
@@ -282,7 +276,8 @@ static bool wide_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form
     // Texel views: the device's offset alignment, and a and b within maxTexelBufferElements
     // (SwiftShader allows only 65536 texels, 1 MiB).
     uint64_t max = 16ull * d->max_texel_buffer_elements;
-    return texel_aligned(d, a) && texel_aligned(d, b) && 4ull * M * K <= max && 4ull * K * N <= max;
+    return vkt_texel_offset_ok(d, a->offset) && vkt_texel_offset_ok(d, b->offset) &&
+           4ull * M * K <= max && 4ull * K * N <= max;
 }
 
 static const char *form_name(vkt_mm_form f) {
@@ -413,7 +408,9 @@ static int fitting(const vkt_device_info *d, vkt_mm_form form, const vkt_view *c
         if (sv && !has_epilogue(v)) continue;
         if (sgd && !has_sgd(v)) continue;
         // With the SGD epilogue a texel kernel reads c and the momentum buffer as texels too.
-        if (sgd && v->texel && (!texel_aligned(d, c) || (sv && !texel_aligned(d, sv)))) continue;
+        if (sgd && v->texel &&
+            (!vkt_texel_offset_ok(d, c->offset) || (sv && !vkt_texel_offset_ok(d, sv->offset))))
+            continue;
         if (v->kind == MM_WIDE && (!wide_fits(d, v, form, c, a, b, M, N, K) ||
                                    (sv && (!wide_view_ok(d, v, sv) || !wide_view_ok(d, v, zv)))))
             continue;

@@ -159,9 +159,8 @@ static bool texel_reads(vkt_ops *ops, const vkt_view *v, int nv, uint64_t n) {
     const vkt_device_info *d = info_of(ops);
     if (d->driver_id != VK_DRIVER_ID_MESA_LLVMPIPE || n % 4) return false;
     if (n / 4 > d->max_texel_buffer_elements) return false;
-    uint64_t ta = d->min_texel_buffer_offset_alignment ? d->min_texel_buffer_offset_alignment : 1;
     for (int i = 0; i < nv; i++)
-        if (v[i].offset % ta) return false;
+        if (!vkt_texel_offset_ok(d, v[i].offset)) return false;
     return true;
 }
 

@@ -121,6 +121,12 @@ struct vkt_kernel {
     VkPipeline pipeline;
 };
 
+// Whether a texel-buffer view may start at byte offset off on this device (matmul.c, ops_nn.c).
+static inline bool vkt_texel_offset_ok(const vkt_device_info *d, uint64_t off) {
+    return d->min_texel_buffer_offset_alignment == 0 ||
+           off % d->min_texel_buffer_offset_alignment == 0;
+}
+
 // Submits one command buffer on the device's queue, signalling the next timeline value; the
 // value is returned in *value. Used by cmd.c and by the one-shot copies of buffer.c.
 vkt_status vkt_device_submit(vkt_device *dev, VkCommandBuffer cb, uint64_t *value);
