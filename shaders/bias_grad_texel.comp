@@ -1,5 +1,5 @@
 // bias_grad_texel: bias_grad.comp for N a multiple of 4, with dy read through a uniform texel
-// buffer of vec4 texels (lavapipe: engine/ops_nn.c says why). db[N] += sum over rows of dy[R,N].
+// buffer of vec4 texels (lavapipe: engine/ops/ops_nn.c says why). db[N] += sum over rows of dy[R,N].
 // Invocation i sums columns 4i .. 4i+3 over all R rows, in row order, as one vec4 (no shared
 // memory and no barrier, which lavapipe runs as a switch between coroutines); deterministic.
 // Groups folded into y.

@@ -18,7 +18,7 @@ const uint EW_K = 4; // vec4s per invocation (ops_nn.c's EW_FLOATS = 4 * EW_K)
 #define EW_LOAD(v, a, a4, q, m) EW_LOAD_FROM(v, a, a4[q], q, m)
 // The same with the whole vec4s read through a uniform texel buffer t of the array (vec4
 // texels): on lavapipe a texel fetch is a branch-free gather where a storage-buffer load is a
-// loop over the lanes (engine/ops_nn.c: texel_reads). The partial vec4 still reads floats.
+// loop over the lanes (engine/ops/ops_nn.c: texel_reads). The partial vec4 still reads floats.
 #define EW_LOAD_TEXEL(v, a, t, q, m) EW_LOAD_FROM(v, a, texelFetch(t, int(q)), q, m)
 // whole: the expression that reads the whole vec4 at slot q.
 #define EW_LOAD_FROM(v, a, whole, q, m)                                                         \

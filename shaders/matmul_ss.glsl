@@ -6,7 +6,7 @@
 //   c = sum over k in [k_begin, k_end) of op(a)[m,k] op(b)[k,n]  (+ bias[n]) (+ beta * c)
 // where a dispatch with k_begin > 0 continues a K-split (beta taken as 1, no bias), as in
 // matmul_wide.glsl. Every operand is read as vec4s along its contiguous dimension, so the host
-// (engine/matmul.c, wide_fits with W = 4) uses it only when K, N (and for TN, M) are multiples of
+// (engine/ops/matmul.c, wide_fits with W = 4) uses it only when K, N (and for TN, M) are multiples of
 // 4, the views are 16-byte aligned and k_begin is a multiple of 4; any M (NN, NT) and any
 // k_end - k_begin work. Rows and columns past M and N are clamped on load and skipped on store
 // (the bounds guard).
@@ -70,7 +70,7 @@
 //    doubled the compile time; a multiply of a adds about 0.7 s.
 //  - SwiftShader runs workgroups on both cores (171% CPU during a benchmark).
 // Not done: the 16-step body (about +8%, 2x the compile time), a cheaper broadcast, shapes that
-// are not multiples of 4 (engine/matmul.c runs scalar-r16c16-g4 for them).
+// are not multiples of 4 (engine/ops/matmul.c runs scalar-r16c16-g4 for them).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
 

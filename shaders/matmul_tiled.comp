@@ -13,7 +13,7 @@
 // read neighbouring words of the b slice, the a slice is a broadcast). Loads past the matrix read
 // zero and stores past it are skipped, so any M, N, K >= 1 works.
 //
-// For GPUs (engine/matmul.c lists it as a candidate for devices that are not CPU drivers, where
+// For GPUs (engine/ops/matmul.c lists it as a candidate for devices that are not CPU drivers, where
 // the first use of a shape measures it against the others). On the CPU drivers it runs (the
 // tests check it there) but slowly: barriers and shared-memory loads are what lavapipe does
 // worst (PLATFORM.md).

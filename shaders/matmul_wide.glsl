@@ -12,7 +12,7 @@
 // lane and lane l owns the TC contiguous columns from (group_y * WG + l) * TC. Every operand is
 // read in W-float pieces along its contiguous dimension (k for a in NN/NT and for b in NT, m for a
 // in TN, n for b in NN/TN and for c) and each iteration of the k loop consumes W k-steps. The host
-// (engine/matmul.c) uses this kernel only when K, N (and M for TN), k_begin, k_end are multiples
+// (engine/ops/matmul.c) uses this kernel only when K, N (and M for TN), k_begin, k_end are multiples
 // of W and the views (s and z included) are aligned for W-wide access; TM and TC are multiples
 // of W. Rows and columns past M and N are clamped on load and skipped on store (the bounds
 // guard).
@@ -33,7 +33,7 @@ layout(constant_id = VKT_SPEC_USER + 3) const uint W = 4;   // floats per piece:
 
 layout(std430, binding = 0) buffer Cv { vec4 c4[]; };
 #ifdef MM_TEXEL
-// a and b as uniform texel buffers of vec4 texels (engine/cmd.c makes R32G32B32A32_SFLOAT views).
+// a and b as uniform texel buffers of vec4 texels (engine/core/cmd.c makes R32G32B32A32_SFLOAT views).
 layout(binding = 1) uniform samplerBuffer at;
 layout(binding = 2) uniform samplerBuffer bt;
 #endif

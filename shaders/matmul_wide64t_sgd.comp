@@ -1,6 +1,6 @@
 // matmul_wide64t_sgd: matmul_wide64t for the optimizer epilogue (VKT_MM_EPI_SGD), which also
 // reads the parameters and the momentum buffer through texel buffers (bindings 6 and 7: the same
-// views as c and s). engine/matmul.c uses it in place of matmul_wide64t for that epilogue only,
+// views as c and s). engine/ops/matmul.c uses it in place of matmul_wide64t for that epilogue only,
 // so that the other products bind no extra views.
 #version 450
 #define MM_F64 1

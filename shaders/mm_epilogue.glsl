@@ -1,7 +1,7 @@
 // mm_epilogue.glsl: the activation epilogue of the matmul kernels (matmul_scalar.glsl,
 // matmul_wide.glsl, matmul_tiled.comp; any other matmul kernel adds it the same way). Not
 // SwiftShader's matmul_ss.glsl: added there as in matmul_scalar.glsl (one rolled loop after the
-// store), it cost the plain product 3-7%, and SwiftShader does not fuse (below); engine/matmul.c
+// store), it cost the plain product 3-7%, and SwiftShader does not fuse (below); engine/ops/matmul.c
 // runs an epilogue on that device's scalar kernel instead. With z the kernel's result at
 // an output position (the product, plus bias, plus beta c), the epilogue makes c:
 //   VKT_MM_EPI_FORWARD     c = f(z)
@@ -50,7 +50,7 @@ const bool MM_EPI_WRITES_Z = MM_EPI_ON && MM_EPI == VKT_MM_EPI_FORWARD_Z;
 // (GRAD_X and GRAD_Y are the modes 2 and 3: a || here broke glslc's optimizer when unused.)
 const bool MM_EPI_READS_S = MM_EPI_ON && MM_EPI >= VKT_MM_EPI_GRAD_X && MM_EPI <= VKT_MM_EPI_GRAD_Y;
 // The optimizer step on the product (VKT_MM_EPI_SGD, activation ACT_NONE): only the wide kernel
-// implements it (matmul_wide.glsl); engine/matmul.c gives it to no other kernel.
+// implements it (matmul_wide.glsl); engine/ops/matmul.c gives it to no other kernel.
 const bool MM_EPI_SGD = MM_EPI == VKT_MM_EPI_SGD;
 
 // One SGD step of parameters w with gradient g and momentum buffer b (updated in place): the

@@ -49,7 +49,7 @@ VKT_STRUCT(vkt_peak_fma_push) {
     VKT_F32 b;
 };
 
-// ---- Training ops of engine/ops_nn.c. In every struct below the first member is the number of
+// ---- Training ops of engine/ops/ops_nn.c. In every struct below the first member is the number of
 // units (elements or rows) that one dispatch covers: ops_nn.c splits views larger than a
 // device's maxStorageBufferRange into several dispatches and rewrites only that member.
 
@@ -109,7 +109,7 @@ VKT_STRUCT(vkt_adamw_push) {
 #define VKT_ACT_CODE_SIGMOID 4
 #define VKT_ACT_CODE_NONE 5
 
-// ---- Matmul (engine/matmul.c, shaders/matmul_*.comp): c[M,N] = op(a) op(b) (+ bias[N])
+// ---- Matmul (engine/ops/matmul.c, shaders/matmul_*.comp): c[M,N] = op(a) op(b) (+ bias[N])
 // (+ beta * c) over k in [k_begin, k_end). Bindings: 0 = c, 1 = a, 2 = b, 3 = bias (any valid view
 // when has_bias is 0), 4 = s[M,N] (read by the backward epilogues), 5 = z[M,N] (written by the
 // forward epilogue that keeps the pre-activation); unused bindings get any valid view (the host

@@ -1,4 +1,4 @@
-// ref_ops.h: plain C references in double precision for the training ops of engine/ops_nn.c
+// ref_ops.h: plain C references in double precision for the training ops of engine/ops/ops_nn.c
 // (ops.h, "Elementwise, reductions, losses, optimizers"), forward and backward, and for the
 // optimizers' update rules as PyTorch defines them. The GPU kernels are checked against these;
 // the backward references are themselves checked against central finite differences of the

@@ -1,4 +1,4 @@
-// test_checkpoint.c: safetensors checkpoints (engine/checkpoint.c), on the host only.
+// test_checkpoint.c: safetensors checkpoints (engine/run/checkpoint.c), on the host only.
 // Round trip of tensors and metadata; the file read back by an independent reader that follows
 // the safetensors spec (cJSON here, and Python's struct + json when python3 is installed);
 // shape-mismatch and missing-tensor messages; corrupt and truncated files rejected with

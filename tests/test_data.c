@@ -1,4 +1,4 @@
-// test_data.c: the data readers and the batcher (engine/data.c), on the host only (no device).
+// test_data.c: the data readers and the batcher (engine/run/data.c), on the host only (no device).
 // Writes its own small IDX files (plain and gzip) and .npy files into a temporary directory and
 // reads them back exactly; checks that truncated, mislabelled and mismatched files are rejected
 // with messages that say what and where; checks the batcher's partial last batch, its

@@ -1,5 +1,5 @@
 // test_mlp_grad.c: the whole backward of small MLPs, on every device, with the activations fused
-// into the matmuls (VKT_NET_FUSE=1, engine/network.c) and without (VKT_NET_FUSE=0). A
+// into the matmuls (VKT_NET_FUSE=1, engine/nn/network.c) and without (VKT_NET_FUSE=0). A
 // double-precision C reference of the network is checked against central finite differences of
 // its own loss, entry by entry, for every parameter and input; the GPU gradients are then checked
 // against the reference, entry by entry. The models sweep every activation through every path

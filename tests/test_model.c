@@ -1,4 +1,4 @@
-// test_model.c: model description files (engine/model.c), on the host only (no device).
+// test_model.c: model description files (engine/nn/model.c), on the host only (no device).
 // The shipped models parse to the right shapes and parameter counts (fashion_mlp: 535,818;
 // big_mlp: at least 40 million); every option of every layer type is read; every kind of
 // malformed file is rejected with VKT_ERR_FORMAT and a message naming the source and the JSON

@@ -1,4 +1,4 @@
-// test_ops.c: the elementwise, reduction and loss ops of engine/ops_nn.c on every device, against
+// test_ops.c: the elementwise, reduction and loss ops of engine/ops/ops_nn.c on every device, against
 // the double-precision references of ref_ops.c; and those references' backward passes against
 // central finite differences of their forward passes. Shapes 1, 7, 33, 127 and 513 along every
 // dimension (rows and columns of the row ops, n of the elementwise ops; the bias ops also at

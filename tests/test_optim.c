@@ -1,4 +1,4 @@
-// test_optim.c: the SGD and AdamW kernels of engine/ops_nn.c on every device. First four steps on
+// test_optim.c: the SGD and AdamW kernels of engine/ops/ops_nn.c on every device. First four steps on
 // five parameters against literal values of PyTorch's update rules (below: how they were made);
 // then three steps on 2,000,003 and 2,000,000 parameters against the double-precision references of
 // ref_ops.c.

@@ -36,7 +36,7 @@ typedef struct run_result {
 static bool force_upload_areas;
 
 // split: each step in two halves (vkt_strategy_step_begin / _end) with the next batch gathered
-// into the same host arrays and prefetched while the step runs, as engine/train.c does.
+// into the same host arrays and prefetched while the step runs, as engine/run/train.c does.
 static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt_strategy_kind kind,
                       const char *devices, int micro, vkt_schedule sched, bool split,
                       run_result *out) {

@@ -1,4 +1,4 @@
-// test_trace.c: the trace (engine/trace.c, engine/clock.c).
+// test_trace.c: the trace (engine/core/trace.c, engine/core/clock.c).
 //  - Clock calibration on every device: a timestamp the device writes during a submit that the
 //    host brackets with clock reads lands, once moved to the host clock, inside that bracket.
 //  - Category rules, busy time as a union of intervals, utilisation buckets, against hand

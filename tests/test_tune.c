@@ -1,5 +1,5 @@
 // test_tune.c: matmul variants chosen by measurement at first use and kept on disk per device and
-// driver build (engine/tune.c, engine/matmul.c), and the pipeline cache files. On every device:
+// driver build (engine/core/tune.c, engine/ops/matmul.c), and the pipeline cache files. On every device:
 // the first product of a shape measures every candidate that fits it (at least two on every
 // device rule) and writes them to <key>.tune.json; the variant used is the fastest measured one
 // and its result matches the double reference; a new process (simulated by vkt_tune_forget)

@@ -42,7 +42,7 @@ uint32_t ui_alpha(uint32_t color, float a) {
 // ---------------------------------------------------------------------------------------------
 // Font
 
-// A font file's bytes (engine/fileio.c), or NULL when missing, unreadable, empty or over 64 MiB.
+// A font file's bytes (engine/core/fileio.c), or NULL when missing, unreadable, empty or over 64 MiB.
 static uint8_t *read_file(const char *path, size_t *size) {
     uint8_t *data = vkt_read_file(path, 64u << 20, size);
     if (data && *size == 0) {

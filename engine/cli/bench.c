@@ -5,7 +5,7 @@
 // (independent FMA chains in registers, enough workgroups to fill the device), then for each size
 // S the GFLOP/s of one S x S x S fp32 vkt_op_matmul: the median of --reps runs timed by GPU
 // timestamps after a warm-up run (which also builds the kernel), the variant the engine chose
-// (with the GFLOP/s of every candidate it measured for that shape at first use, engine/tune.c),
+// (with the GFLOP/s of every candidate it measured for that shape at first use, engine/core/tune.c),
 // and the figure as a fraction of the peak: each timed run against a peak_fma run right after it,
 // the median of those ratios (bench_size says why). The product of the last run is spot-checked
 // against a double-precision dot product on random entries: a benchmark of a broken kernel fails

@@ -1,6 +1,6 @@
 // train.c (CLI): `vktrain train` and `vktrain eval`. Parses and checks flags into
 // vkt_train_opts, prints progress (a bar on a terminal, plain lines otherwise) and the result
-// (a JSON object as the last line with --json). The loop itself is engine/train.c.
+// (a JSON object as the last line with --json). The loop itself is engine/run/train.c.
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@
 // not). In the wide kernel only (one dispatch, no K-split: has_sgd), the optimizer epilogue
 // VKT_MM_EPI_SGD: c holds the parameters, which take one SGD step from the product (their
 // gradient); matmul_wide64t_sgd reads them and the momentum buffer as texels. What the fusions
-// save per layer and step, measured on fashion_mlp: see engine/network.c.
+// save per layer and step, measured on fashion_mlp: see engine/nn/network.c.
 //
 // What was measured (fp32 1024^3, this project's 2-core AVX-512 machine, lavapipe 22.3.6 and
 // SwiftShader/Subzero; PLATFORM.md has the setting):

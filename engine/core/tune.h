@@ -1,5 +1,5 @@
 // tune.h: what the engine measures about a device once and keeps on disk: the Vulkan pipeline
-// cache and the measured speed of kernel variants (engine/matmul.c chooses its variant per shape
+// cache and the measured speed of kernel variants (engine/ops/matmul.c chooses its variant per shape
 // by these measurements). Both are keyed by device and driver build, so a driver update or
 // another GPU starts afresh.
 //

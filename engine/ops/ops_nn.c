@@ -149,7 +149,7 @@ static nn_grid grid_elems(uint32_t n, uint32_t wg) {
 // buffers of vec4 texels: the optimizers (sgd_texel, adamw_texel: the whole vec4s) and the bias
 // gradient (bias_grad_texel). Measured on lavapipe 22.3, where a storage-buffer load is a loop
 // over the 8 lanes with a branch per lane and component and a texel fetch a branch-free gather
-// (see engine/matmul.c): fashion_mlp's SGD step (535k parameters) took a median 1399 us through
+// (see engine/ops/matmul.c): fashion_mlp's SGD step (535k parameters) took a median 1399 us through
 // storage buffers and 1046 us through texel buffers, its bias gradients of 512 and 256 columns
 // (128 rows) 148 and 115 us, then 41-71 and 32-63 us. Other drivers keep the storage-buffer
 // kernels: SwiftShader allows only 65536 texels per view, and on GPUs a storage load is cheap. The

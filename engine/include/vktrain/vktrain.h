@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 // ---------------------------------------------------------------------------------------------
-// Status and errors (engine/error.c)
+// Status and errors (engine/core/error.c)
 
 typedef enum vkt_status {
     VKT_OK = 0,
@@ -40,7 +40,7 @@ vkt_status vkt_set_error(vkt_status s, const char *message);
 const char *vkt_status_name(vkt_status s);
 
 // ---------------------------------------------------------------------------------------------
-// Context and device discovery (engine/context.c)
+// Context and device discovery (engine/core/context.c)
 
 typedef struct vkt_context vkt_context;
 typedef struct vkt_device vkt_device;
@@ -117,7 +117,7 @@ const char *vkt_device_type_name(vkt_device_type t);
 void vkt_api_version_string(uint32_t v, char *buf, size_t size);
 
 // ---------------------------------------------------------------------------------------------
-// Devices (engine/device.c): one logical device with its compute queue, command pool, timeline
+// Devices (engine/core/device.c): one logical device with its compute queue, command pool, timeline
 // semaphore, timestamp queries and its own volk function table. The same physical device may be
 // opened more than once; each open is an independent logical device.
 
@@ -140,7 +140,7 @@ uint64_t vkt_device_memory_limit(const vkt_device *dev);
 const char *vkt_device_label(const vkt_device *dev);
 
 // ---------------------------------------------------------------------------------------------
-// Buffers (engine/buffer.c). A buffer is one VkBuffer with its own memory; tensors are ranges
+// Buffers (engine/core/buffer.c). A buffer is one VkBuffer with its own memory; tensors are ranges
 // (vkt_view) inside a few large buffers. Memory types are chosen by their flags: device-local
 // first; when that type is also host-visible (CPU drivers) the buffer is mapped and read and
 // written directly, otherwise reads and writes go through a staging buffer.
@@ -174,7 +174,7 @@ void *vkt_buffer_mapped(vkt_buffer *buf);
 uint64_t vkt_device_align(const vkt_device *dev, uint64_t size);
 
 // ---------------------------------------------------------------------------------------------
-// Kernels (engine/kernel.c): a compute pipeline built from one embedded shader. Specialization
+// Kernels (engine/core/kernel.c): a compute pipeline built from one embedded shader. Specialization
 // constant i takes spec[i] (ids 0..2 are the workgroup size, see shaders/vkt_abi.h). Bindings are
 // storage buffers 0..n-1 of set 0, found in the SPIR-V.
 
@@ -189,7 +189,7 @@ int vkt_kernel_binding_count(const vkt_kernel *k);
 bool vkt_shader_exists(const char *name);
 
 // ---------------------------------------------------------------------------------------------
-// Command streams (engine/cmd.c): record many dispatches, copies and barriers into one command
+// Command streams (engine/core/cmd.c): record many dispatches, copies and barriers into one command
 // buffer, submit it, wait for it, and read each labelled dispatch's GPU time.
 // A recorded stream may be submitted again without re-recording (the same buffers are used).
 

@@ -25,7 +25,7 @@ vkt_status vkt_ops_status(vkt_ops *ops);
 // The pending failure vkt_ops_status would report, left pending.
 vkt_status vkt_ops_peek(const vkt_ops *ops);
 
-// The activations (engine/ops_nn.c runs them on their own; matmul.c fuses them into a product).
+// The activations (engine/ops/ops_nn.c runs them on their own; matmul.c fuses them into a product).
 typedef enum vkt_act {
     VKT_ACT_RELU,
     VKT_ACT_LEAKY_RELU, // slope alpha for x < 0 (PyTorch default 0.01)
@@ -35,7 +35,7 @@ typedef enum vkt_act {
 } vkt_act;
 
 // ---------------------------------------------------------------------------------------------
-// Matmul (engine/matmul.c)
+// Matmul (engine/ops/matmul.c)
 
 typedef enum vkt_mm_form {
     VKT_MM_NN, // C[M,N] = A[M,K] B[K,N]
@@ -83,7 +83,7 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
                       vkt_view b, const vkt_view *bias, float beta, uint32_t M, uint32_t N,
                       uint32_t K, const vkt_mm_epilogue *epi, const char *label);
 // Whether the activation epilogue runs faster on this device than the product followed by the
-// separate act kernel, so that a network should fuse (engine/network.c). False on SwiftShader,
+// separate act kernel, so that a network should fuse (engine/nn/network.c). False on SwiftShader,
 // which computes every activation in every fused kernel (shaders/mm_epilogue.glsl says why).
 bool vkt_matmul_epilogue_pays(vkt_ops *ops);
 // Whether a product with the VKT_MM_EPI_SGD epilogue can run on these views and shape (one of the
@@ -100,7 +100,7 @@ int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N
                           const char **names, double *ms, int max);
 
 // ---------------------------------------------------------------------------------------------
-// Elementwise, reductions, losses, optimizers (engine/ops_nn.c)
+// Elementwise, reductions, losses, optimizers (engine/ops/ops_nn.c)
 
 // y[R,N] += bias[N] for every row. y is read and written.
 void vkt_op_bias_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view bias, uint32_t R, uint32_t N,

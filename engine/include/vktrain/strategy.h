@@ -1,4 +1,4 @@
-// strategy.h: how one training run is laid over its devices. The trainer (engine/train.c) only
+// strategy.h: how one training run is laid over its devices. The trainer (engine/run/train.c) only
 // sees this interface: it hands each step's whole batch to vkt_strategy_step and gets the summed
 // loss back; the strategy decides where the layers live, how the batch is cut, and how
 // activations and gradients move between devices.

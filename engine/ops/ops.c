@@ -1,4 +1,4 @@
-// ops.c: the per-device kernel cache behind every vkt_op_* (engine/ops_nn.c, engine/matmul.c).
+// ops.c: the per-device kernel cache behind every vkt_op_* (engine/ops/ops_nn.c, engine/ops/matmul.c).
 // A kernel is keyed by shader name and specialization constants and built on first use, so a
 // device only compiles the variants it runs.
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 // measured kernel variants), and the in-memory table of measurements shared by every device of
 // the process.
 //
-// Not here: what to measure and how (engine/matmul.c measures its variants), eviction (a file
+// Not here: what to measure and how (engine/ops/matmul.c measures its variants), eviction (a file
 // holds one line per shape and variant met; a training run meets a handful of shapes).
 #include "tune.h"
 

@@ -140,7 +140,7 @@ void vkt_device_free(vkt_device *dev, VkDeviceMemory mem, uint64_t size);
 void vkt_device_release_staging(vkt_device *dev);
 
 // ---------------------------------------------------------------------------------------------
-// Files (engine/fileio.c)
+// Files (engine/core/fileio.c)
 
 typedef struct vkt_chunk {
     const void *data;

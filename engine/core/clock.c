@@ -1,5 +1,5 @@
 // clock.c: the offset between a device's timestamp clock and the host clock (CLOCK_MONOTONIC),
-// so that GPU timestamps of several devices land on one host timeline (engine/trace.c).
+// so that GPU timestamps of several devices land on one host timeline (engine/core/trace.c).
 // Two ways: VK_EXT_calibrated_timestamps where the device has it (lavapipe does), which samples
 // both clocks at once; otherwise a submitted command buffer that writes one timestamp, bracketed
 // by host clock reads before the submit and after the wait (SwiftShader). Not here: drift
