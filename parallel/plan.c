@@ -48,9 +48,11 @@ static vkt_net_memory estimate(const vkt_plan_input *in, int d, int lo, int hi, 
     return vkt_net_estimate(&nd, in->align[d]);
 }
 
-static double layer_cost(const vkt_layer_desc *ly) {
-    if (ly->kind == VKT_LAYER_DENSE) return 3.0 * ly->in_features * ly->out_features;
-    return 4.0 * ly->out_features;
+// The compute of top-level layer l per sample (forward and backward FLOPs, as its kind counts
+// them, its body included).
+static double layer_cost(const vkt_model_desc *m, int l) {
+    vkt_layer_cost c = vkt_model_cost(m, l, l + 1);
+    return c.fwd_flops + c.bwd_flops;
 }
 
 static void finish(const vkt_plan_input *in, vkt_plan *p) {
@@ -112,7 +114,7 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
     p->possible = true;
     double total_cost = 0;
     for (int l = 0; l < n; l++)
-        total_cost += layer_cost(&m->layers[l]);
+        total_cost += layer_cost(m, l);
     if (in->split[0] > 0) {
         int at = 0;
         for (int d = 0; d < S; d++) {
@@ -140,7 +142,7 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
         }
         prefix[0] = 0;
         for (int l = 0; l < n; l++)
-            prefix[l + 1] = prefix[l] + layer_cost(&m->layers[l]);
+            prefix[l + 1] = prefix[l] + layer_cost(m, l);
 #define BEST(a, b) best[(a) * (n + 1) + (b)]
 #define FROM(a, b) from[(a) * (n + 1) + (b)]
         for (int a = 0; a <= S; a++)
@@ -184,7 +186,7 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
         p->need[d] = estimate(in, d, p->lo[d], p->hi[d], mb, slots);
         double c = 0;
         for (int l = p->lo[d]; l < p->hi[d]; l++)
-            c += layer_cost(&m->layers[l]);
+            c += layer_cost(m, l);
         p->compute_share[d] = total_cost > 0 ? c / total_cost : 0;
         p->rows[d] = in->batch;
     }

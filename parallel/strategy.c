@@ -65,10 +65,7 @@ vkt_status strategy_account_cmd(vkt_strategy *s, int d, vkt_cmd *cmd, int step) 
             s->stats[d].comm_ns += dur;
             s->stats[d].gpu_comm_ns += dur;
         }
-        const char *kind = strrchr(tm[i].label, ':');
-        if (kind &&
-            (!strcmp(kind, ":dense") || !strcmp(kind, ":dweight") || !strcmp(kind, ":dinput")))
-            s->stats[d].matmul_ns += dur;
+        if (vkt_net_label_is_matmul(tm[i].label)) s->stats[d].matmul_ns += dur;
     }
     uint64_t peak = vkt_device_memory_peak(s->dev[d]);
     if (peak > s->stats[d].peak_memory) s->stats[d].peak_memory = peak;

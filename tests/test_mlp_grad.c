@@ -20,11 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer.h"
 #include "network.h"
-#include "ref_ops.h"
 #include "test_util.h"
 
-#define MAXL 8
 #define MAXW 64 // features per layer, at most
 
 enum { B = 6 };
@@ -69,99 +68,34 @@ static const model_case CASES[] = {
      "{\"type\": \"dense\", \"units\": 5}, {\"type\": \"tanh\"},"
      "{\"type\": \"dense\", \"units\": 4}, {\"type\": \"sigmoid\"}], \"loss\": \"mse\"}",
      2, true},
+    // Residual blocks: a product with a fused activation inside a body, a body's last layer
+    // writing the block's output gradient, nested blocks, an activation first in a body (its
+    // backward fused into the next product), a flatten of a [2, C] shape, dense layers over the
+    // last dimension, the input gradient, and a split between blocks.
+    {"{\"name\": \"m5\", \"input\": [2, 5], \"layers\": ["
+     "{\"type\": \"dense\", \"units\": 6},"
+     "{\"type\": \"residual\", \"layers\": [{\"type\": \"dense\", \"units\": 4},"
+     " {\"type\": \"gelu\"}, {\"type\": \"dense\", \"units\": 6}]},"
+     "{\"type\": \"relu\"},"
+     "{\"type\": \"residual\", \"layers\": [{\"type\": \"tanh\"},"
+     " {\"type\": \"residual\", \"layers\": [{\"type\": \"dense\", \"units\": 6},"
+     " {\"type\": \"sigmoid\"}]}]},"
+     "{\"type\": \"flatten\"}, {\"type\": \"dense\", \"units\": 3}],"
+     " \"loss\": \"softmax_cross_entropy\"}",
+     3, true},
+    // A block first, without the input gradient (its body's first activation records nothing),
+    // and MSE.
+    {"{\"name\": \"m6\", \"input\": [4], \"layers\": ["
+     "{\"type\": \"residual\", \"layers\": [{\"type\": \"relu\"}, {\"type\": \"dense\", "
+     "\"units\": 4}]},"
+     "{\"type\": \"dense\", \"units\": 3}], \"loss\": \"mse\"}",
+     1, false},
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 
 // ---------------------------------------------------------------------------------------------
-// The reference network, in double precision
-
-typedef struct ref_net {
-    const vkt_model_desc *m;
-    double *w[MAXL], *b[MAXL]; // dense layers: w[out][in], b[out] (NULL without bias)
-} ref_net;
-
-// Loss of the batch (mean over rows, as the engine's grad_scale 1/B makes it); with gw/gb/gx
-// also its gradients w.r.t. the parameters and the input (analytic backprop).
-static double ref_loss(const ref_net *r, const double *x, const uint32_t *y_cls,
-                       const double *y_mse, double **gw, double **gb, double *gx) {
-    const vkt_model_desc *m = r->m;
-    int L = m->nlayers;
-    double act[MAXL + 1][B * MAXW]; // act[0] = x, act[l + 1] = output of layer l
-    uint32_t in0 = m->input_features;
-    memcpy(act[0], x, sizeof(double) * B * in0);
-    for (int l = 0; l < L; l++) {
-        const vkt_layer_desc *ly = &m->layers[l];
-        uint32_t in = ly->in_features, out = ly->out_features;
-        for (int s = 0; s < B; s++)
-            for (uint32_t o = 0; o < out; o++) {
-                double v;
-                if (ly->kind == VKT_LAYER_DENSE) {
-                    v = r->b[l] ? r->b[l][o] : 0;
-                    for (uint32_t i = 0; i < in; i++)
-                        v += r->w[l][o * in + i] * act[l][s * in + i];
-                } else {
-                    v = ref_act(ly->act, ly->alpha, act[l][s * in + o]);
-                }
-                act[l + 1][s * out + o] = v;
-            }
-    }
-    uint32_t C = m->output_features;
-    double loss = 0, d[B * MAXW];
-    const double *z = act[L];
-    for (int s = 0; s < B; s++) {
-        if (m->loss == VKT_LOSS_MSE) {
-            for (uint32_t o = 0; o < C; o++) {
-                double e = z[s * C + o] - y_mse[s * C + o];
-                loss += e * e;
-                d[s * C + o] = 2 * e / B;
-            }
-        } else {
-            double mx = -INFINITY, se = 0;
-            for (uint32_t o = 0; o < C; o++)
-                mx = fmax(mx, z[s * C + o]);
-            for (uint32_t o = 0; o < C; o++)
-                se += exp(z[s * C + o] - mx);
-            double lse = mx + log(se);
-            loss += lse - z[s * C + y_cls[s]];
-            for (uint32_t o = 0; o < C; o++)
-                d[s * C + o] = (exp(z[s * C + o] - lse) - (o == y_cls[s])) / B;
-        }
-    }
-    if (!gw) return loss / B;
-    for (int l = L - 1; l >= 0; l--) {
-        const vkt_layer_desc *ly = &m->layers[l];
-        uint32_t in = ly->in_features, out = ly->out_features;
-        double dx[B * MAXW];
-        for (int s = 0; s < B; s++)
-            for (uint32_t i = 0; i < in; i++) {
-                if (ly->kind == VKT_LAYER_DENSE) {
-                    double v = 0;
-                    for (uint32_t o = 0; o < out; o++)
-                        v += d[s * out + o] * r->w[l][o * in + i];
-                    dx[s * in + i] = v;
-                } else {
-                    dx[s * in + i] =
-                        d[s * in + i] * ref_act_grad(ly->act, ly->alpha, act[l][s * in + i]);
-                }
-            }
-        if (ly->kind == VKT_LAYER_DENSE) {
-            memset(gw[l], 0, sizeof(double) * in * out);
-            if (gb[l]) memset(gb[l], 0, sizeof(double) * out);
-            for (int s = 0; s < B; s++)
-                for (uint32_t o = 0; o < out; o++) {
-                    if (gb[l]) gb[l][o] += d[s * out + o];
-                    for (uint32_t i = 0; i < in; i++)
-                        gw[l][o * in + i] += d[s * out + o] * act[l][s * in + i];
-                }
-        }
-        memcpy(d, dx, sizeof(double) * B * in);
-    }
-    if (gx) memcpy(gx, d, sizeof(double) * B * in0);
-    return loss / B;
-}
-
-// ---------------------------------------------------------------------------------------------
-// One model on one device, fused or not
+// The reference network, in double precision: the layers' own references (vkt_ref, layer.h)
+// with the loss written here from PyTorch's formulas.
 
 typedef struct run_ctx {
     vt *t;
@@ -172,18 +106,42 @@ typedef struct run_ctx {
     bool fuse;
     // The reference, filled by the first run of a model (the parameters are the GPU's init,
     // which is the same on every device for a seed).
-    ref_net ref;
-    double *gw[MAXL], *gb[MAXL], gx[B * MAXW];
+    vkt_ref *ref;
+    double gx[B * MAXW];
     double x[B * MAXW], ymse[B * MAXW];
     float xf[B * MAXW], ymsef[B * MAXW];
     uint32_t ycls[B];
     bool have_ref;
 } run_ctx;
 
-// The tensor pointers of the reference (weight, then bias) in the network's tensor order.
-static double *ref_tensor(ref_net *r, const vkt_net *net, int i) {
-    const vkt_net_tensor *nt = vkt_net_get_tensor(net, i);
-    return nt->ndim == 2 ? r->w[nt->layer] : r->b[nt->layer];
+// Loss of the batch (mean over rows, as the engine's grad_scale 1/B makes it); with grads also
+// its gradients w.r.t. the parameters (vkt_ref_grad) and the input (gx).
+static double ref_loss(run_ctx *c, const double *x, bool grads) {
+    const vkt_model_desc *m = c->m;
+    uint32_t C = m->output_features;
+    double z[B * MAXW], loss = 0, d[B * MAXW];
+    vkt_ref_forward(c->ref, x, z);
+    for (int s = 0; s < B; s++) {
+        if (m->loss == VKT_LOSS_MSE) {
+            for (uint32_t o = 0; o < C; o++) {
+                double e = z[s * C + o] - c->ymse[s * C + o];
+                loss += e * e;
+                d[s * C + o] = 2 * e / B;
+            }
+        } else {
+            double mx = -INFINITY, se = 0;
+            for (uint32_t o = 0; o < C; o++)
+                mx = fmax(mx, z[s * C + o]);
+            for (uint32_t o = 0; o < C; o++)
+                se += exp(z[s * C + o] - mx);
+            double lse = mx + log(se);
+            loss += lse - z[s * C + c->ycls[s]];
+            for (uint32_t o = 0; o < C; o++)
+                d[s * C + o] = (exp(z[s * C + o] - lse) - (o == c->ycls[s])) / B;
+        }
+    }
+    if (grads) vkt_ref_backward(c->ref, d, c->gx);
+    return loss / B;
 }
 
 // Reads the GPU's initial parameters into a fresh reference and checks the reference's gradient
@@ -191,47 +149,40 @@ static double *ref_tensor(ref_net *r, const vkt_net *net, int i) {
 static void build_reference(run_ctx *c, vkt_net *net) {
     vt *t = c->t;
     const vkt_model_desc *m = c->m;
-    for (int l = 0; l < m->nlayers; l++) {
-        const vkt_layer_desc *ly = &m->layers[l];
-        if (ly->kind != VKT_LAYER_DENSE) continue;
-        size_t nw = (size_t)ly->in_features * ly->out_features;
-        c->ref.w[l] = calloc(nw, sizeof(double));
-        c->gw[l] = calloc(nw, sizeof(double));
-        if (ly->bias) {
-            c->ref.b[l] = calloc(ly->out_features, sizeof(double));
-            c->gb[l] = calloc(ly->out_features, sizeof(double));
-        }
-    }
-    c->ref.m = m;
+    c->ref = vkt_ref_create(m, B);
+    VT_CHECK(t, c->ref && vkt_ref_tensor_count(c->ref) == vkt_net_tensor_count(net),
+             "%s: the reference has the network's tensors", m->name);
+    if (t->failures) return;
     float buf[MAXW * MAXW];
     for (int i = 0; i < vkt_net_tensor_count(net); i++) {
         const vkt_net_tensor *nt = vkt_net_get_tensor(net, i);
         VT_OK(t, vkt_net_read_tensor(net, VKT_STORE_PARAM, i, buf));
-        double bound = 1.0 / sqrt((double)m->layers[nt->layer].in_features);
+        // PyTorch's Linear default: uniform within 1/sqrt(fan_in).
+        double bound = vkt_model_tensor_spec(m, nt).a;
+        VT_CHECK(t, vkt_ref_tensor_size(c->ref, i) == nt->count, "%s: size", nt->name);
         for (uint64_t k = 0; k < nt->count; k++) {
-            ref_tensor(&c->ref, net, i)[k] = buf[k];
-            // PyTorch's Linear default: uniform within 1/sqrt(fan_in).
+            vkt_ref_param(c->ref, i)[k] = buf[k];
             VT_CHECK(t, fabs(buf[k]) <= bound, "init of %s[%llu] = %g outside +-%g", nt->name,
                      (unsigned long long)k, buf[k], bound);
         }
     }
-    ref_loss(&c->ref, c->x, c->ycls, c->ymse, c->gw, c->gb, c->gx);
+    ref_loss(c, c->x, true);
 
     // The reference against central finite differences of its own loss, every entry.
-    int bad = 0, n = 0;
+    int bad = 0, n = 0, nt_count = vkt_net_tensor_count(net);
     double h = 1e-6;
-    for (int i = 0; i <= vkt_net_tensor_count(net); i++) {
-        bool is_x = i == vkt_net_tensor_count(net);
+    for (int i = 0; i <= nt_count; i++) {
+        bool is_x = i == nt_count;
         const vkt_net_tensor *nt = is_x ? NULL : vkt_net_get_tensor(net, i);
-        double *v = is_x ? c->x : ref_tensor(&c->ref, net, i);
-        const double *g = is_x ? c->gx : nt->ndim == 2 ? c->gw[nt->layer] : c->gb[nt->layer];
+        double *v = is_x ? c->x : vkt_ref_param(c->ref, i);
+        const double *g = is_x ? c->gx : vkt_ref_grad(c->ref, i);
         uint64_t count = is_x ? (uint64_t)B * m->input_features : nt->count;
         for (uint64_t k = 0; k < count; k++) {
             double keep = v[k];
             v[k] = keep + h;
-            double lp = ref_loss(&c->ref, c->x, c->ycls, c->ymse, NULL, NULL, NULL);
+            double lp = ref_loss(c, c->x, false);
             v[k] = keep - h;
-            double lm = ref_loss(&c->ref, c->x, c->ycls, c->ymse, NULL, NULL, NULL);
+            double lm = ref_loss(c, c->x, false);
             v[k] = keep;
             double fd = (lp - lm) / (2 * h);
             n++;
@@ -243,6 +194,8 @@ static void build_reference(run_ctx *c, vkt_net *net) {
     VT_CHECK(t, bad == 0,
              "%s: %d of %d reference gradient entries disagree with finite differences", m->name,
              bad, n);
+    // Put the reference's gradients back at the unperturbed point.
+    ref_loss(c, c->x, true);
     c->have_ref = true;
 }
 
@@ -296,7 +249,8 @@ static void run_model(run_ctx *c) {
         VT_OK(t, vkt_buffer_write(tg.buffer, tg.offset, c->ymsef, 4ull * B * m->output_features));
     else
         VT_OK(t, vkt_buffer_write(tg.buffer, tg.offset, c->ycls, sizeof c->ycls));
-    double want = ref_loss(&c->ref, c->x, c->ycls, c->ymse, NULL, NULL, NULL);
+    if (!c->have_ref) goto out;
+    double want = ref_loss(c, c->x, false);
     // pass 0: one backward after zeroing; 1: two, which must accumulate to 2x; 2: one, split.
     for (int pass = 0; pass < 3; pass++) {
         VT_OK(t, vkt_cmd_begin(cmd, false));
@@ -318,7 +272,7 @@ static void run_model(run_ctx *c) {
         const char *how = pass == 0 ? "once" : pass == 1 ? "accumulated twice" : "split";
         for (int i = 0; i < vkt_net_tensor_count(net); i++) {
             const vkt_net_tensor *nt = vkt_net_get_tensor(net, i);
-            const double *g = nt->ndim == 2 ? c->gw[nt->layer] : c->gb[nt->layer];
+            const double *g = vkt_ref_grad(c->ref, i);
             VT_OK(t, vkt_net_read_tensor(net, VKT_STORE_GRAD, i, buf));
             for (uint64_t k = 0; k < nt->count; k++)
                 ref[k] = (pass == 1 ? 2 : 1) * g[k];
@@ -530,12 +484,7 @@ int main(void) {
                 run_model(&c);
             }
         }
-        for (int l = 0; l < MAXL; l++) {
-            free(c.ref.w[l]);
-            free(c.ref.b[l]);
-            free(c.gw[l]);
-            free(c.gb[l]);
-        }
+        vkt_ref_destroy(c.ref);
         vkt_model_free(&m);
     }
     for (int d = 0; d < t->ndev; d++) {

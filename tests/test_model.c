@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer.h"
 #include "model.h"
 #include "test_util.h"
 
@@ -29,20 +30,21 @@ static void test_assets(vt *t) {
              (unsigned long long)vkt_model_param_count(&m));
     if (m.nlayers == 5) {
         static const struct {
-            vkt_layer_kind kind;
+            const char *kind;
             uint32_t in, out;
-        } want[5] = {{VKT_LAYER_DENSE, 784, 512},
-                     {VKT_LAYER_ACTIVATION, 512, 512},
-                     {VKT_LAYER_DENSE, 512, 256},
-                     {VKT_LAYER_ACTIVATION, 256, 256},
-                     {VKT_LAYER_DENSE, 256, 10}};
+        } want[5] = {{"dense", 784, 512},
+                     {"relu", 512, 512},
+                     {"dense", 512, 256},
+                     {"relu", 256, 256},
+                     {"dense", 256, 10}};
         for (int i = 0; i < 5; i++) {
             const vkt_layer_desc *l = &m.layers[i];
             VT_CHECK(t,
-                     l->kind == want[i].kind && l->in_features == want[i].in &&
-                         l->out_features == want[i].out,
-                     "layer %d: kind %d %u -> %u", i, l->kind, l->in_features, l->out_features);
-            if (l->kind == VKT_LAYER_DENSE)
+                     strcmp(vkt_layer_type_name(l), want[i].kind) == 0 &&
+                         l->in_features == want[i].in && l->out_features == want[i].out,
+                     "layer %d: kind %s %u -> %u", i, vkt_layer_type_name(l), l->in_features,
+                     l->out_features);
+            if (strcmp(want[i].kind, "dense") == 0)
                 VT_CHECK(t, l->bias && l->units == want[i].out, "layer %d: bias, units", i);
             else
                 VT_CHECK(t, l->act == VKT_ACT_RELU, "layer %d: relu", i);
@@ -89,8 +91,12 @@ static void test_options(vt *t) {
     VT_CHECK(t, s == VKT_OK, "%s", vkt_error());
     if (s != VKT_OK) return;
     VT_CHECK(t, strcmp(m.name, "opts") == 0, "default name from the file: %s", m.name);
+    // Dense layers apply to the last dimension, as torch.nn.Linear: [2, 3, 4] -> [2, 3, 7] ->
+    // ... -> [2, 3, 3].
     VT_CHECK(t,
-             m.input_features == 24 && m.nlayers == 8 && m.output_features == 3 &&
+             m.input_features == 24 && m.nlayers == 8 && m.output_features == 18 &&
+                 m.output.ndim == 3 && m.output.dim[0] == 2 && m.output.dim[1] == 3 &&
+                 m.output.dim[2] == 3 && m.input.ndim == 3 && m.input.dim[2] == 4 &&
                  m.loss == VKT_LOSS_MSE,
              "in %u layers %d out %u", m.input_features, m.nlayers, m.output_features);
     VT_CHECK(t, !m.layers[0].bias && m.layers[0].units == 7, "dense without bias");
@@ -100,13 +106,77 @@ static void test_options(vt *t) {
     VT_CHECK(t, m.layers[3].act == VKT_ACT_GELU && m.layers[4].act == VKT_ACT_GELU, "gelu");
     VT_CHECK(t, m.layers[5].act == VKT_ACT_TANH && m.layers[7].act == VKT_ACT_SIGMOID,
              "tanh, sigmoid");
-    VT_CHECK(t, m.layers[6].in_features == 7 && m.layers[6].bias, "second dense");
-    VT_CHECK(t, vkt_model_param_count(&m) == 24 * 7 + 7 * 3 + 3, "param count %llu",
+    VT_CHECK(t, m.layers[6].in.dim[2] == 7 && m.layers[6].in_features == 42 && m.layers[6].bias,
+             "second dense");
+    VT_CHECK(t, vkt_model_param_count(&m) == 4 * 7 + 7 * 3 + 3, "param count %llu",
              (unsigned long long)vkt_model_param_count(&m));
     VT_CHECK(t,
              strcmp(vkt_model_act_name(VKT_ACT_LEAKY_RELU), "leaky_relu") == 0 &&
                  strcmp(vkt_model_loss_name(VKT_LOSS_SOFTMAX_XENT), "softmax_cross_entropy") == 0,
              "names");
+    vkt_model_free(&m);
+}
+
+// Residual blocks: shapes, nesting, parameter names as PyTorch's Residual(nn.Sequential) gives
+// them, counts, and the PyTorch expression; the shipped residual_mlp; flatten.
+static void test_residual(vt *t) {
+    vkt_model_desc m;
+    const char *json =
+        "{\"input\": [2, 6], \"layers\": [\n"
+        "  {\"type\": \"dense\", \"units\": 8},\n"
+        "  {\"type\": \"residual\", \"layers\": [{\"type\": \"dense\", \"units\": 5},\n"
+        "     {\"type\": \"relu\"}, {\"type\": \"dense\", \"units\": 8}]},\n"
+        "  {\"type\": \"residual\", \"layers\": [{\"type\": \"tanh\"},\n"
+        "     {\"type\": \"residual\", \"layers\": [{\"type\": \"dense\", \"units\": 8, "
+        "\"bias\": false}]}]},\n"
+        "  {\"type\": \"flatten\"}, {\"type\": \"dense\", \"units\": 3}],\n"
+        " \"loss\": \"softmax_cross_entropy\"}";
+    VT_OK(t, vkt_model_parse(json, "res.json", &m));
+    if (t->failures) return;
+    VT_CHECK(t, m.nlayers == 5 && m.layers[1].nlayers == 3 && m.layers[2].nlayers == 2 &&
+                    m.layers[2].layers[1].nlayers == 1,
+             "the tree: %d top-level layers", m.nlayers);
+    VT_CHECK(t, m.layers[1].out.ndim == 2 && m.layers[1].out.dim[1] == 8 &&
+                    m.layers[3].out.ndim == 1 && m.layers[3].out.dim[0] == 16 &&
+                    m.output_features == 3,
+             "shapes through the blocks and the flatten");
+    uint64_t want = (6 * 8 + 8) + (8 * 5 + 5 + 5 * 8 + 8) + 8 * 8 + (16 * 3 + 3);
+    VT_CHECK(t, vkt_model_param_count(&m) == want, "param count %llu, want %llu",
+             (unsigned long long)vkt_model_param_count(&m), (unsigned long long)want);
+    vkt_net_tensor ts[16];
+    int n = vkt_model_tensors(&m, 0, m.nlayers, ts, 16);
+    static const char *names[] = {"0.weight",   "0.bias",   "1.0.weight", "1.0.bias",
+                                  "1.2.weight", "1.2.bias", "2.1.0.weight", "4.weight",
+                                  "4.bias"};
+    VT_CHECK(t, n == 9, "%d tensors, want 9", n);
+    for (int i = 0; i < n && i < 9; i++)
+        VT_CHECK(t, strcmp(ts[i].name, names[i]) == 0, "tensor %d is %s, want %s", i, ts[i].name,
+                 names[i]);
+    VT_CHECK(t, ts[2].layer == 1 && ts[6].layer == 2 && ts[6].shape[0] == 8 && ts[6].shape[1] == 8,
+             "nested tensors belong to their top-level block");
+    char py[1024];
+    VT_OK(t, vkt_model_torch(&m, py, sizeof py));
+    const char *want_py =
+        "nn.Sequential(nn.Linear(6, 8, bias=True), Residual(nn.Linear(8, 5, bias=True), "
+        "nn.ReLU(), nn.Linear(5, 8, bias=True)), Residual(nn.Tanh(), Residual(nn.Linear(8, 8, "
+        "bias=False))), nn.Flatten(), nn.Linear(16, 3, bias=True))";
+    VT_CHECK(t, strcmp(py, want_py) == 0, "PyTorch expression:\n  %s\nwant\n  %s", py, want_py);
+    VT_CHECK(t, vkt_model_torch(&m, py, 20) == VKT_ERR_ARG, "a short buffer is refused");
+    // Products of a step at B = 4: rows are B * 2 for the [2, C] layers.
+    vkt_mm_shape mm[32];
+    int k = vkt_model_matmuls(&m, 4, mm, 32);
+    VT_CHECK(t, k == 2 + 3 + 3 + 3 + 3, "%d products in a step, want 14", k);
+    VT_CHECK(t, k > 1 && mm[0].form == VKT_MM_NT && mm[0].M == 8 && mm[0].N == 8 && mm[0].K == 6,
+             "the first product is [8, 6] x [8, 6]^T");
+    vkt_model_free(&m);
+
+    load_asset(t, "residual_mlp.json", &m);
+    int blocks = 0;
+    for (int i = 0; i < m.nlayers; i++)
+        blocks += strcmp(vkt_layer_type_name(&m.layers[i]), "residual") == 0;
+    VT_CHECK(t, blocks >= 2 && m.output_features == 10 && m.input_features == 784,
+             "residual_mlp: %d residual blocks, %u -> %u", blocks, m.input_features,
+             m.output_features);
     vkt_model_free(&m);
 }
 
@@ -177,6 +247,20 @@ static const struct bad_case {
     {"{\"input\": [4], \"layers\": [{\"type\": \"dense\", \"units\": 4}, {\"type\": \"relu\", "
      "\"units\": 3}], \"loss\": \"mse\"}",
      {"layers[1].units: unknown key", "allowed here: type"}},
+    {"{\"input\": [4], \"layers\": [{\"type\": \"residual\", \"layers\": [{\"type\": "
+     "\"dense\", \"units\": 3}]}], \"loss\": \"mse\"}",
+     {"layers[0].layers: the body turns the block's input [4] into [3]", "same shape"}},
+    {"{\"input\": [4], \"layers\": [{\"type\": \"residual\"}], \"loss\": \"mse\"}",
+     {"layers[0].layers: missing"}},
+    {"{\"input\": [4], \"layers\": [{\"type\": \"residual\", \"layers\": [{\"type\": "
+     "\"dense\", \"units\": 4}, {\"type\": \"dense\", \"unit\": 4}]}], \"loss\": \"mse\"}",
+     {"layers[0].layers[1].unit: unknown key"}},
+    {"{\"input\": [4], \"layers\": [{\"type\": \"residual\", \"layers\": [{\"type\": "
+     "\"dense\", \"units\": 4}, {\"type\": \"flatten\"}]}], \"loss\": \"mse\"}",
+     {"layers[0].layers: the body may not end in a flatten"}},
+    {"{\"input\": [2, 4], \"layers\": [{\"type\": \"dense\", \"units\": 3}], \"loss\": "
+     "\"softmax_cross_entropy\"}",
+     {"loss: softmax_cross_entropy takes one label per sample", "[2, 3]", "flatten"}},
     {"{\"input\": [4], \"layers\": " GOOD_LAYERS "}", {"loss: missing"}},
     {"{\"input\": [4], \"layers\": " GOOD_LAYERS ", \"loss\": \"hinge\"}",
      {"loss: unknown loss \"hinge\"", "softmax_cross_entropy, mse"}},
@@ -222,6 +306,7 @@ int main(void) {
     vt t = {.name = "test_model"};
     test_assets(&t);
     test_options(&t);
+    test_residual(&t);
     test_errors(&t);
     return vt_finish(&t);
 }

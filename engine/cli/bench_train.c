@@ -19,25 +19,13 @@
 #include "ops.h"
 #include "strategy.h"
 
-typedef struct mm_shape {
-    vkt_mm_form form;
-    uint32_t M, N, K;
-} mm_shape;
+typedef vkt_mm_shape mm_shape;
 
-// The matmuls of one training step of model m at batch B (forward, weight and input gradients).
+// The matmuls of one training step of model m at batch B (forward, weight and input gradients),
+// as the model's layers declare them.
 static int step_shapes(const vkt_model_desc *m, uint32_t B, mm_shape *out, int max) {
-    int n = 0, first_dense = -1;
-    for (int l = 0; l < m->nlayers; l++)
-        if (m->layers[l].kind == VKT_LAYER_DENSE && first_dense < 0) first_dense = l;
-    for (int l = 0; l < m->nlayers && n + 3 <= max; l++) {
-        const vkt_layer_desc *ly = &m->layers[l];
-        if (ly->kind != VKT_LAYER_DENSE) continue;
-        out[n++] = (mm_shape){VKT_MM_NT, B, ly->out_features, ly->in_features};
-        out[n++] = (mm_shape){VKT_MM_TN, ly->out_features, ly->in_features, B};
-        if (l != first_dense)
-            out[n++] = (mm_shape){VKT_MM_NN, B, ly->in_features, ly->out_features};
-    }
-    return n;
+    int n = vkt_model_matmuls(m, B, out, max);
+    return n < max ? n : max;
 }
 
 static double shape_flops(const mm_shape *s) { return 2.0 * s->M * s->N * s->K; }

@@ -1,9 +1,13 @@
 // model.c: parses and checks model description files (JSON, read with cJSON) into a
-// vkt_model_desc. The format is in model.h and docs/MODEL_FORMAT.md.
+// vkt_model_desc. The format is in model.h and docs/MODEL_FORMAT.md. The top level and what
+// every layer has in common (an object with a known "type", only the keys its kind accepts, the
+// shape it receives) are read here; each kind reads its own keys (engine/nn/layers/, through
+// the vkt_parse_* helpers below).
 //
 // Every rejection says where: the byte offset, line and column of invalid JSON, or the JSON path
 // of the offending value ("layers[3].units"), with what was found and what would be accepted.
 // Not here: anything about parameters' storage, initialization or kernels.
+#include "layer.h"
 #include "model.h"
 
 #include <ctype.h>
@@ -21,7 +25,6 @@
 // Larger than any layer the engine's 32-bit element indexing is meant for; a bigger value is
 // almost surely a typo.
 #define MAX_UNITS (1u << 24)
-#define MAX_INPUT_DIMS 8
 #define MAX_MODEL_FILE (16u << 20)
 
 const char *vkt_model_act_name(vkt_act act) {
@@ -43,20 +46,16 @@ const char *vkt_model_loss_name(vkt_loss loss) {
     return "?";
 }
 
-void vkt_model_free(vkt_model_desc *m) {
-    if (!m) return;
-    free(m->layers);
-    memset(m, 0, sizeof *m);
+static void free_layers(vkt_layer_desc *ls, int n) {
+    for (int i = 0; ls && i < n; i++)
+        free_layers(ls[i].layers, ls[i].nlayers);
+    free(ls);
 }
 
-uint64_t vkt_model_param_count(const vkt_model_desc *m) {
-    uint64_t n = 0;
-    for (int i = 0; i < m->nlayers; i++) {
-        const vkt_layer_desc *l = &m->layers[i];
-        if (l->kind != VKT_LAYER_DENSE) continue;
-        n += (uint64_t)l->in_features * l->out_features + (l->bias ? l->out_features : 0);
-    }
-    return n;
+void vkt_model_free(vkt_model_desc *m) {
+    if (!m) return;
+    free_layers(m->layers, m->nlayers);
+    memset(m, 0, sizeof *m);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -132,27 +131,73 @@ static vkt_status get_uint(const char *src, const char *path, const cJSON *v, ui
 // ---------------------------------------------------------------------------------------------
 // Layers
 
-typedef struct layer_type {
-    const char *name;
-    vkt_layer_kind kind;
-    vkt_act act;
-    const char *keys[4]; // allowed keys, NULL-terminated
-} layer_type;
+// The path of key in the layer ("layers[2].units"; key NULL: the layer's own path).
+static void key_path(const vkt_layer_parse *p, const char *key, char *buf, size_t size) {
+    snprintf(buf, size, "%s%s%s", p->path, key ? "." : "", key ? key : "");
+}
 
-static const layer_type g_types[] = {
-    {"dense", VKT_LAYER_DENSE, VKT_ACT_RELU, {"type", "units", "bias", NULL}},
-    {"relu", VKT_LAYER_ACTIVATION, VKT_ACT_RELU, {"type", NULL}},
-    {"leaky_relu", VKT_LAYER_ACTIVATION, VKT_ACT_LEAKY_RELU, {"type", "negative_slope", NULL}},
-    {"gelu", VKT_LAYER_ACTIVATION, VKT_ACT_GELU, {"type", "approximate", NULL}},
-    {"tanh", VKT_LAYER_ACTIVATION, VKT_ACT_TANH, {"type", NULL}},
-    {"sigmoid", VKT_LAYER_ACTIVATION, VKT_ACT_SIGMOID, {"type", NULL}},
-};
-#define NTYPES (int)(sizeof g_types / sizeof g_types[0])
+vkt_status vkt_parse_fail(const vkt_layer_parse *p, const char *key, const char *fmt, ...) {
+    char msg[768], path[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    key_path(p, key, path, sizeof path);
+    return vkt_fail(VKT_ERR_FORMAT, "%s: %s: %s", p->src, path, msg);
+}
 
-static vkt_status parse_layer(const char *src, const cJSON *j, int index, uint32_t in,
+vkt_status vkt_parse_uint(const vkt_layer_parse *p, const char *key, bool required, uint32_t lo,
+                          uint32_t hi, const char *meaning, uint32_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->json, key);
+    char path[256];
+    key_path(p, key, path, sizeof path);
+    if (!v) {
+        if (required) return bad(p->src, path, "missing (%s)", meaning);
+        return VKT_OK;
+    }
+    return get_uint(p->src, path, v, lo, hi, meaning, out);
+}
+
+vkt_status vkt_parse_bool(const vkt_layer_parse *p, const char *key, bool *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->json, key);
+    if (!v) return VKT_OK;
+    if (!cJSON_IsBool(v)) return vkt_parse_fail(p, key, "expected true or false, found %s", kind_of(v));
+    *out = cJSON_IsTrue(v);
+    return VKT_OK;
+}
+
+vkt_status vkt_parse_float(const vkt_layer_parse *p, const char *key, float *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->json, key);
+    if (!v) return VKT_OK;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return vkt_parse_fail(p, key, "expected a finite number, found %s", kind_of(v));
+    *out = (float)v->valuedouble;
+    return VKT_OK;
+}
+
+// "dense, flatten, gelu, ..." in alphabetical order.
+static void known_types(char *buf, size_t size) {
+    const char *names[64];
+    int n = 0;
+    for (int i = 0; vkt_layer_types[i] && n < 64; i++)
+        names[n++] = vkt_layer_types[i]->name;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    buf[0] = 0;
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(buf);
+        snprintf(buf + k, size - k, "%s%s", i ? ", " : "", names[i]);
+    }
+}
+
+static vkt_status parse_layer(const char *src, const char *path, const cJSON *j, vkt_shape in,
                               vkt_layer_desc *l) {
-    char path[64], sub[96];
-    snprintf(path, sizeof path, "layers[%d]", index);
+    char sub[256];
+    memset(l, 0, sizeof *l);
     if (!cJSON_IsObject(j))
         return bad(src, path,
                    "expected an object like {\"type\": \"dense\", \"units\": 128}, "
@@ -162,63 +207,66 @@ static vkt_status parse_layer(const char *src, const cJSON *j, int index, uint32
     snprintf(sub, sizeof sub, "%s.type", path);
     if (!type) return bad(src, sub, "missing (every layer needs a \"type\")");
     if (!cJSON_IsString(type)) return bad(src, sub, "expected a string, found %s", kind_of(type));
-    const layer_type *t = NULL;
-    for (int i = 0; i < NTYPES && !t; i++)
-        if (strcmp(g_types[i].name, type->valuestring) == 0) t = &g_types[i];
-    if (!t)
-        return bad(src, sub,
-                   "unknown layer type \"%s\" (known: dense, relu, leaky_relu, gelu, tanh, "
-                   "sigmoid)",
-                   type->valuestring);
-    VKT_TRY(check_keys(src, j, path, t->keys));
-
-    memset(l, 0, sizeof *l);
-    l->kind = t->kind;
-    l->act = t->act;
-    l->in_features = in;
-    if (t->kind == VKT_LAYER_DENSE) {
-        const cJSON *units = cJSON_GetObjectItemCaseSensitive(j, "units");
-        snprintf(sub, sizeof sub, "%s.units", path);
-        if (!units) return bad(src, sub, "missing (a dense layer needs its number of outputs)");
-        VKT_TRY(get_uint(src, sub, units, 1, MAX_UNITS, "the number of outputs", &l->units));
-        l->bias = true;
-        const cJSON *bias = cJSON_GetObjectItemCaseSensitive(j, "bias");
-        if (bias) {
-            snprintf(sub, sizeof sub, "%s.bias", path);
-            if (!cJSON_IsBool(bias))
-                return bad(src, sub, "expected true or false, found %s", kind_of(bias));
-            l->bias = cJSON_IsTrue(bias);
-        }
-        l->out_features = l->units;
-        return VKT_OK;
+    const vkt_layer_type *t = vkt_layer_type_find(type->valuestring);
+    if (!t) {
+        char known[512];
+        known_types(known, sizeof known);
+        return bad(src, sub, "unknown layer type \"%s\" (known: %s)", type->valuestring, known);
     }
-    l->out_features = in;
-    if (t->act == VKT_ACT_LEAKY_RELU) {
-        l->alpha = 0.01f; // PyTorch's default
-        const cJSON *slope = cJSON_GetObjectItemCaseSensitive(j, "negative_slope");
-        if (slope) {
-            snprintf(sub, sizeof sub, "%s.negative_slope", path);
-            if (!cJSON_IsNumber(slope) || !isfinite(slope->valuedouble))
-                return bad(src, sub, "expected a finite number, found %s", kind_of(slope));
-            l->alpha = (float)slope->valuedouble;
-        }
-    }
-    if (t->act == VKT_ACT_GELU) {
-        const cJSON *ap = cJSON_GetObjectItemCaseSensitive(j, "approximate");
-        if (ap) {
-            snprintf(sub, sizeof sub, "%s.approximate", path);
-            if (!cJSON_IsString(ap))
-                return bad(src, sub, "expected \"tanh\", found %s", kind_of(ap));
-            if (strcmp(ap->valuestring, "none") == 0)
-                return bad(src, sub,
-                           "\"none\" (exact erf GELU) is not supported: only the tanh "
-                           "approximation is; write \"approximate\": \"tanh\"");
-            if (strcmp(ap->valuestring, "tanh") != 0)
-                return bad(src, sub, "unknown value \"%s\": only \"tanh\" is supported",
-                           ap->valuestring);
-        }
-    }
+    const char *keys[16] = {"type"};
+    int nk = 1;
+    for (int i = 0; t->keys && t->keys[i] && nk < 15; i++)
+        keys[nk++] = t->keys[i];
+    keys[nk] = NULL;
+    VKT_TRY(check_keys(src, j, path, keys));
+    vkt_layer_parse p = {.src = src, .json = j};
+    snprintf(p.path, sizeof p.path, "%s", path);
+    l->type = t;
+    l->in = in;
+    l->in_features = (uint32_t)vkt_shape_elements(&in);
+    VKT_TRY(t->parse(&p, l));
+    uint64_t out = vkt_shape_elements(&l->out);
+    if (out > MAX_UNITS)
+        return bad(src, path, "its output %s has %llu elements per sample, over %u",
+                   "shape", (unsigned long long)out, MAX_UNITS);
+    l->out_features = (uint32_t)out;
     return VKT_OK;
+}
+
+// The layers of the array `arr` at `path` ("layers", "layers[2].layers"), from shape in.
+static vkt_status parse_list(const char *src, const char *path, const cJSON *arr, vkt_shape in,
+                             vkt_layer_desc **out, int *count, vkt_shape *last) {
+    *out = NULL;
+    *count = 0;
+    if (!cJSON_IsArray(arr))
+        return bad(src, path, "expected an array of layers, found %s", kind_of(arr));
+    int n = cJSON_GetArraySize(arr);
+    if (n == 0)
+        return bad(src, path,
+                   "the model has no layers: add at least one "
+                   "{\"type\": \"dense\", \"units\": N}");
+    vkt_layer_desc *ls = calloc((size_t)n, sizeof *ls);
+    if (!ls) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory parsing %s", src);
+    *out = ls;
+    int k = 0;
+    for (const cJSON *j = arr->child; j; j = j->next, k++) {
+        char sub[224];
+        snprintf(sub, sizeof sub, "%s[%d]", path, k);
+        vkt_status s = parse_layer(src, sub, j, in, &ls[k]);
+        *count = k + 1; // what was filled, for freeing
+        VKT_TRY(s);
+        in = ls[k].out;
+    }
+    *last = in;
+    return VKT_OK;
+}
+
+vkt_status vkt_parse_body(const vkt_layer_parse *p, const char *key, vkt_layer_desc *l) {
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(p->json, key);
+    char path[256];
+    key_path(p, key, path, sizeof path);
+    if (!arr) return bad(p->src, path, "missing (the list of layers of the block)");
+    return parse_list(p->src, path, arr, l->in, &l->layers, &l->nlayers, &l->out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -295,8 +343,8 @@ static vkt_status parse_root(const char *src, const cJSON *root, vkt_model_desc 
                    "found %s",
                    kind_of(input));
     int ndim = cJSON_GetArraySize(input);
-    if (ndim < 1 || ndim > MAX_INPUT_DIMS)
-        return bad(src, "input", "expected 1 to %d dimensions, found %d", MAX_INPUT_DIMS, ndim);
+    if (ndim < 1 || ndim > VKT_MAX_DIMS)
+        return bad(src, "input", "expected 1 to %d dimensions, found %d", VKT_MAX_DIMS, ndim);
     uint64_t features = 1;
     int k = 0;
     for (const cJSON *d = input->child; d; d = d->next, k++) {
@@ -308,34 +356,19 @@ static vkt_status parse_root(const char *src, const cJSON *root, vkt_model_desc 
         if (features > MAX_UNITS)
             return bad(src, "input", "the product of the dimensions is over %u features",
                        MAX_UNITS);
+        m->input.dim[k] = v;
     }
+    m->input.ndim = ndim;
     m->input_features = (uint32_t)features;
 
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
     if (!layers) return bad(src, "layers", "missing (the list of layers, in order)");
-    if (!cJSON_IsArray(layers))
-        return bad(src, "layers", "expected an array of layers, found %s", kind_of(layers));
-    int n = cJSON_GetArraySize(layers);
-    if (n == 0)
+    VKT_TRY(parse_list(src, "layers", layers, m->input, &m->layers, &m->nlayers, &m->output));
+    if (vkt_model_param_count(m) == 0)
         return bad(src, "layers",
-                   "the model has no layers: add at least one "
-                   "{\"type\": \"dense\", \"units\": N}");
-    m->layers = calloc((size_t)n, sizeof *m->layers);
-    if (!m->layers) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory parsing %s", src);
-    m->nlayers = n;
-    uint32_t in = m->input_features;
-    bool any_dense = false;
-    k = 0;
-    for (const cJSON *l = layers->child; l; l = l->next, k++) {
-        VKT_TRY(parse_layer(src, l, k, in, &m->layers[k]));
-        in = m->layers[k].out_features;
-        any_dense |= m->layers[k].kind == VKT_LAYER_DENSE;
-    }
-    if (!any_dense)
-        return bad(src, "layers",
-                   "the model has no dense layer, so it has nothing to train: add "
-                   "{\"type\": \"dense\", \"units\": N}");
-    m->output_features = in;
+                   "the model has no dense layer or other layer with parameters, so it has "
+                   "nothing to train: add {\"type\": \"dense\", \"units\": N}");
+    m->output_features = (uint32_t)vkt_shape_elements(&m->output);
 
     const cJSON *loss = cJSON_GetObjectItemCaseSensitive(root, "loss");
     if (!loss) return bad(src, "loss", "missing (\"softmax_cross_entropy\" or \"mse\")");
@@ -349,6 +382,15 @@ static vkt_status parse_root(const char *src, const cJSON *root, vkt_model_desc 
                        "softmax_cross_entropy needs at least 2 outputs (one per class), the last "
                        "layer has %u",
                        m->output_features);
+        if (m->output_features != m->output.dim[m->output.ndim - 1]) {
+            char sh[96];
+            vkt_shape_format(&m->output, sh, sizeof sh);
+            return bad(src, "loss",
+                       "softmax_cross_entropy takes one label per sample, so the output must be "
+                       "one vector of class scores, but it is %s: end the model with "
+                       "{\"type\": \"flatten\"} and a dense layer",
+                       sh);
+        }
     } else if (strcmp(loss->valuestring, "mse") == 0) {
         m->loss = VKT_LOSS_MSE;
     } else {

@@ -1,54 +1,45 @@
-// network.c: a model's layers on one device, and the recording of their forward, loss,
-// backward and optimizer passes (dense layers as torch.nn.Linear, activations as their own
-// layers). Layout first (pure arithmetic, shared by the memory planner and the allocation),
-// then allocation, then host access to tensors, then recording.
+// network.c: a model's layers (or a stage of them) on one device: the layout of parameters,
+// gradients, optimizer state and activations, host access to tensors, and the recording of the
+// forward, loss, backward and optimizer passes. Nothing here knows a layer kind: every layer is
+// a node that its kind's table (engine/nn/layer.h, engine/nn/layers/) records through the
+// vkt_rec_* functions below; containers (residual) record their bodies through them too.
 //
-// Fusion: an activation layer right after a dense layer of the same stage runs in that layer's
-// matmul epilogue (vkt_op_matmul_ex: y = f(x W^T + b) in one dispatch), and its backward in the
-// epilogue of the next dense layer's input-gradient matmul (dZ = (dY W) * f'), where the device
-// runs the epilogue faster than the separate kernel (vkt_matmul_epilogue_pays; VKT_NET_FUSE=0 or 1
-// overrides). The pre-activation z is then written only for activations whose derivative needs
-// it (gelu, leaky_relu with a negative slope: vkt_act_grad_from_output); the others take f'
-// from their output y. Fused into the next matmul's prologue instead, the backward would
-// recompute f' once per k step of every output instead of once per output.
-// One SGD step of fashion_mlp (784-512-256-10, relu; vkt_cmd_dispatch_count and
-// vkt_cmd_barrier_count, test_mlp_grad checks the same counts): 17 dispatches and 14 barriers
-// unfused (the one vkt_cmd_begin records included; plus the zeroing fill), 13 and 10 fused. What
-// it bought: docs/PERFORMANCE.md.
+// Fusion is a rule over neighbours, not a kind: a layer whose kind has an `epilogue` (an
+// elementwise activation) right after a sibling whose kind `takes_epilogue` (a product) runs in
+// that product's epilogue (y = f(x W^T + b) in one dispatch), and its backward in the epilogue
+// of that product's input-gradient product (dZ = (dY W) * f'), where the device runs the
+// epilogue faster than the separate kernel (vkt_matmul_epilogue_pays; the context's fuse policy
+// overrides). The pre-activation is then written only for activations whose derivative needs it
+// (vkt_act_grad_from_output). One SGD step of fashion_mlp records 17 dispatches and 14 barriers
+// unfused, 13 and 10 fused (test_mlp_grad checks the counts; docs/PERFORMANCE.md what it bought).
 // The optimizer too, where a step's gradients are read by nobody but the optimizer (one batch on
-// one device, SGD, no clipping: vkt_net_record_backward_step, which the single-device strategy
-// uses): a weight gradient's matmul applies the SGD step to the weights in its epilogue
-// (VKT_MM_EPI_SGD) instead of storing dW for a separate pass over all parameters. On lavapipe,
-// fashion_mlp: the SGD pass took 1.0 ms per step; fused, the two large weight gradients took
-// 0.45 and 0.15 ms longer and the SGD left for the other tensors 0.04-0.07 ms.
+// one device, SGD, no clipping: vkt_net_record_backward_step): a kind may apply the SGD step to a
+// weight in its gradient's product (dense: VKT_MM_EPI_SGD) instead of storing the gradient.
 //
-// Does not: choose devices, move data between devices, or loop over batches (train.c and
-// parallel/ do).
+// Does not: choose devices, move data between devices, or loop over batches (engine/run/train.c
+// and parallel/ do).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer.h"
 #include "network.h"
 #include "vkt_internal.h"
 
-#define MAX_LAYERS 256
-#define LABEL_LEN 40
-
-typedef struct layer_slot {
-    uint64_t out, grad; // offsets in the activation buffer: [B, out] output and its gradient
-} layer_slot;
+#define LABEL_LEN 48
 
 typedef struct stage_layout {
     int first, last;
     uint64_t param_bytes; // one packed buffer (params, grads and each optimizer state)
-    uint64_t weight_off[MAX_LAYERS], bias_off[MAX_LAYERS];
     int ntensors;
-    vkt_net_tensor tensors[2 * MAX_LAYERS];
+    vkt_net_tensor *tensors;
+    int nnodes;
+    vkt_node *nodes; // pre-order
+    int *top_node;   // [last - first]: the node of each top-level layer
     // activation buffer, per slot
     uint64_t slot_bytes;
     uint64_t in_off, in_grad_off, targets_off, loss_off;
-    layer_slot layer[MAX_LAYERS];
     uint64_t correct_off; // after all slots
     uint64_t act_bytes;
     uint32_t in_features, out_features;
@@ -73,14 +64,76 @@ struct vkt_net {
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
+static void free_layout(stage_layout *L) {
+    free(L->tensors);
+    free(L->nodes);
+    free(L->top_node);
+    L->tensors = NULL;
+    L->nodes = NULL;
+    L->top_node = NULL;
+}
+
+static int count_nodes(const vkt_layer_desc *l) {
+    int n = 1;
+    for (int j = 0; j < l->nlayers; j++)
+        n += count_nodes(&l->layers[j]);
+    return n;
+}
+
+typedef struct layout_walk {
+    stage_layout *L;
+    uint64_t B, align, s; // rows per slot, alignment, next free byte of a slot
+    int tensor;           // next tensor
+} layout_walk;
+
+// Lays out node n for layer l (its input and input gradient are in_off/dx_off) and its body;
+// returns the next free node index.
+static int place(layout_walk *w, const vkt_layer_desc *l, int n, int top, int parent, int prev,
+                 const char *path, uint64_t in_off, uint64_t dx_off, bool last_child) {
+    stage_layout *L = w->L;
+    vkt_node *nd = &L->nodes[n];
+    *nd = (vkt_node){.desc = l, .top = top, .parent = parent, .prev = prev, .next = -1,
+                     .child0 = -1, .in_off = in_off, .dx_off = dx_off};
+    snprintf(nd->path, sizeof nd->path, "%s", path);
+    uint64_t bytes = w->B * l->out_features * 4;
+    if (l->type->aliases_input) {
+        nd->out_off = in_off;
+        nd->grad_off = dx_off;
+    } else {
+        nd->out_off = w->s, w->s = align_up(w->s + bytes, w->align);
+        // A body's last layer writes its output gradient where the container's is: dL/d body
+        // output is the container's output gradient (y = x + body(x)).
+        if (last_child)
+            nd->grad_off = L->nodes[parent].grad_off;
+        else
+            nd->grad_off = w->s, w->s = align_up(w->s + bytes, w->align);
+    }
+    nd->tensor0 = w->tensor;
+    vkt_param_spec ps[VKT_LAYER_MAX_PARAMS];
+    nd->ntensors = l->type->params ? l->type->params(l, ps) : 0;
+    w->tensor += nd->ntensors;
+    int next = n + 1, cprev = -1;
+    uint64_t cin = in_off, cdx = dx_off;
+    for (int j = 0; j < l->nlayers; j++) {
+        char sub[sizeof nd->path];
+        snprintf(sub, sizeof sub, "%s.%d", path, j);
+        int c = next;
+        if (j == 0) L->nodes[n].child0 = c;
+        next = place(w, &l->layers[j], c, top, n, cprev, sub, cin, cdx, j == l->nlayers - 1);
+        if (cprev >= 0) L->nodes[cprev].next = c;
+        cin = L->nodes[c].out_off;
+        cdx = L->nodes[c].grad_off;
+        cprev = c;
+    }
+    return next;
+}
+
 static vkt_status make_layout(const vkt_net_desc *d, uint64_t align, stage_layout *L) {
     const vkt_model_desc *m = d->model;
     memset(L, 0, sizeof *L);
     if (d->first_layer < 0 || d->last_layer > m->nlayers || d->first_layer >= d->last_layer)
         return vkt_fail(VKT_ERR_ARG, "stage [%d, %d) is not a range of the model's %d layers",
                         d->first_layer, d->last_layer, m->nlayers);
-    if (d->last_layer - d->first_layer > MAX_LAYERS)
-        return vkt_fail(VKT_ERR_ARG, "a stage of more than %d layers", MAX_LAYERS);
     if (d->max_batch == 0 || d->slots < 1)
         return vkt_fail(VKT_ERR_ARG, "batch and slots must be >= 1");
     L->first = d->first_layer;
@@ -88,48 +141,50 @@ static vkt_status make_layout(const vkt_net_desc *d, uint64_t align, stage_layou
     L->in_features = m->layers[L->first].in_features;
     L->out_features = m->layers[L->last - 1].out_features;
 
+    // Parameters: every tensor of the stage in model order, each aligned.
+    L->ntensors = vkt_model_tensors(m, L->first, L->last, NULL, 0);
+    for (int l = L->first; l < L->last; l++)
+        L->nnodes += count_nodes(&m->layers[l]);
+    L->tensors = calloc((size_t)L->ntensors + 1, sizeof *L->tensors);
+    L->nodes = calloc((size_t)L->nnodes, sizeof *L->nodes);
+    L->top_node = calloc((size_t)(L->last - L->first), sizeof *L->top_node);
+    if (!L->tensors || !L->nodes || !L->top_node) {
+        free_layout(L);
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory laying out the network");
+    }
+    vkt_model_tensors(m, L->first, L->last, L->tensors, L->ntensors);
     uint64_t off = 0;
-    for (int l = L->first; l < L->last; l++) {
-        const vkt_layer_desc *ly = &m->layers[l];
-        if (ly->kind != VKT_LAYER_DENSE) continue;
-        vkt_net_tensor *w = &L->tensors[L->ntensors++];
-        snprintf(w->name, sizeof w->name, "%d.weight", l);
-        w->layer = l;
-        w->ndim = 2;
-        w->shape[0] = ly->out_features;
-        w->shape[1] = ly->in_features;
-        w->count = (uint64_t)ly->out_features * ly->in_features;
-        w->offset = off;
-        L->weight_off[l - L->first] = off;
-        off = align_up(off + w->count * 4, align);
-        if (ly->bias) {
-            vkt_net_tensor *b = &L->tensors[L->ntensors++];
-            snprintf(b->name, sizeof b->name, "%d.bias", l);
-            b->layer = l;
-            b->ndim = 1;
-            b->shape[0] = ly->out_features;
-            b->count = ly->out_features;
-            b->offset = off;
-            L->bias_off[l - L->first] = off;
-            off = align_up(off + b->count * 4, align);
-        }
+    for (int i = 0; i < L->ntensors; i++) {
+        L->tensors[i].offset = off;
+        off = align_up(off + L->tensors[i].count * 4, align);
     }
     L->param_bytes = off ? off : align;
 
+    // Activations, per slot: the stage input and its gradient, then every node's output and
+    // output gradient (none for a reshape, which is its input), the targets and the loss rows.
+    layout_walk w = {.L = L, .B = d->max_batch, .align = align};
     uint64_t B = d->max_batch;
-    uint64_t s = 0;
-    L->in_off = s, s = align_up(s + B * L->in_features * 4, align);
-    L->in_grad_off = s, s = align_up(s + B * L->in_features * 4, align);
+    L->in_off = w.s, w.s = align_up(w.s + B * L->in_features * 4, align);
+    L->in_grad_off = w.s, w.s = align_up(w.s + B * L->in_features * 4, align);
+    int n = 0, prev = -1;
+    uint64_t in = L->in_off, dx = L->in_grad_off;
     for (int l = L->first; l < L->last; l++) {
-        uint64_t n = B * m->layers[l].out_features * 4;
-        L->layer[l - L->first].out = s, s = align_up(s + n, align);
-        L->layer[l - L->first].grad = s, s = align_up(s + n, align);
+        char path[16];
+        snprintf(path, sizeof path, "%d", l);
+        L->top_node[l - L->first] = n;
+        int next = place(&w, &m->layers[l], n, l, -1, prev, path, in, dx, false);
+        if (prev >= 0) L->nodes[prev].next = n;
+        in = L->nodes[n].out_off;
+        dx = L->nodes[n].grad_off;
+        prev = n;
+        n = next;
     }
+    VKT_ASSERT(n == L->nnodes && w.tensor == L->ntensors);
     uint64_t tgt = B * (m->loss == VKT_LOSS_MSE ? L->out_features : 1) * 4;
-    L->targets_off = s, s = align_up(s + tgt, align);
-    L->loss_off = s, s = align_up(s + B * 4, align);
-    L->slot_bytes = s;
-    L->correct_off = s * (uint64_t)d->slots;
+    L->targets_off = w.s, w.s = align_up(w.s + tgt, align);
+    L->loss_off = w.s, w.s = align_up(w.s + B * 4, align);
+    L->slot_bytes = w.s;
+    L->correct_off = w.s * (uint64_t)d->slots;
     L->act_bytes = L->correct_off + align;
     return VKT_OK;
 }
@@ -148,6 +203,7 @@ vkt_net_memory vkt_net_estimate(const vkt_net_desc *desc, uint64_t align) {
     m.activations = L->act_bytes;
     m.io = align; // clipping scratch
     m.total = m.params + m.grads + m.optim + m.activations + m.io;
+    free_layout(L);
     free(L);
     return m;
 }
@@ -166,6 +222,8 @@ vkt_optim_desc vkt_optim_default(vkt_optim_kind kind) {
 // ---------------------------------------------------------------------------------------------
 // Creation
 
+static bool fuses_forward(const vkt_net *net, int n);
+
 vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *desc, vkt_net **out) {
     *out = NULL;
     vkt_net *net = calloc(1, sizeof *net);
@@ -183,6 +241,8 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
     net->last_stage = desc->last_layer == desc->model->nlayers;
     const char *fuse = getenv("VKT_NET_FUSE");
     net->fuse = fuse && *fuse ? strcmp(fuse, "0") != 0 : vkt_matmul_epilogue_pays(ops);
+    for (int n = 0; n < net->L.nnodes; n++)
+        net->L.nodes[n].fused_fwd = fuses_forward(net, n);
     const stage_layout *L = &net->L;
     const vkt_optim_desc *o = &desc->optim;
     s = vkt_buffer_create(dev, L->param_bytes, "parameters", &net->params);
@@ -212,6 +272,7 @@ void vkt_net_destroy(vkt_net *net) {
     vkt_buffer_destroy(net->opt1);
     vkt_buffer_destroy(net->grads);
     vkt_buffer_destroy(net->params);
+    free_layout(&net->L);
     free(net->labels);
     free(net);
 }
@@ -289,19 +350,25 @@ static double rng_uniform(uint64_t *s) {
 }
 
 vkt_status vkt_net_init(vkt_net *net, uint64_t seed) {
-    // Each layer's generator depends only on the seed and the layer index, so a stage of a
+    // Each tensor's generator depends only on the seed and the tensor's place in the model (a
+    // top-level layer's index and which of its tensors; a nested tensor's name), so a stage of a
     // split model gets exactly the parameters the whole model would.
     VKT_TRY(zero_buffer(net->params)); // padding between tensors stays zero
     for (int i = 0; i < net->L.ntensors; i++) {
         const vkt_net_tensor *t = &net->L.tensors[i];
-        const vkt_layer_desc *ly = &net->model->layers[t->layer];
-        double bound = 1.0 / sqrt((double)ly->in_features);
-        bool is_bias = t->ndim == 1;
-        uint64_t s = seed * 0x100000001b3ull + (uint64_t)t->layer * 2 + (is_bias ? 1 : 0);
+        vkt_param_spec ps = vkt_model_tensor_spec(net->model, t);
+        uint64_t stream = (uint64_t)t->layer * 2 + (uint64_t)t->param;
+        if (t->desc != &net->model->layers[t->layer]) {
+            stream = 0xcbf29ce484222325ull; // FNV-1a of the name, for a nested layer's tensor
+            for (const char *c = t->name; *c; c++)
+                stream = (stream ^ (uint8_t)*c) * 0x100000001b3ull;
+        }
+        uint64_t s = seed * 0x100000001b3ull + stream;
         float *v = malloc(t->count * 4);
         if (!v) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
         for (uint64_t k = 0; k < t->count; k++)
-            v[k] = (float)((2 * rng_uniform(&s) - 1) * bound);
+            v[k] = ps.init == VKT_INIT_CONST ? (float)ps.a
+                                             : (float)((2 * rng_uniform(&s) - 1) * ps.a);
         vkt_status st = vkt_net_write_tensor(net, VKT_STORE_PARAM, i, v);
         free(v);
         VKT_TRY(st);
@@ -328,17 +395,21 @@ vkt_view vkt_net_input_grad(vkt_net *net, int slot) {
     return act_view(net, slot, net->L.in_grad_off,
                     (uint64_t)net->desc.max_batch * net->L.in_features * 4);
 }
-static vkt_view layer_out(vkt_net *net, int slot, int l) {
-    return act_view(net, slot, net->L.layer[l - net->L.first].out,
-                    (uint64_t)net->desc.max_batch * net->model->layers[l].out_features * 4);
+static const vkt_node *top_node(const vkt_net *net, int l) {
+    return &net->L.nodes[net->L.top_node[l - net->L.first]];
 }
-static vkt_view layer_grad(vkt_net *net, int slot, int l) {
-    return act_view(net, slot, net->L.layer[l - net->L.first].grad,
-                    (uint64_t)net->desc.max_batch * net->model->layers[l].out_features * 4);
+static vkt_view node_view(vkt_net *net, int slot, uint64_t off, const vkt_layer_desc *l,
+                          bool input) {
+    return act_view(net, slot, off,
+                    (uint64_t)net->desc.max_batch * (input ? l->in_features : l->out_features) * 4);
 }
-vkt_view vkt_net_output(vkt_net *net, int slot) { return layer_out(net, slot, net->L.last - 1); }
+vkt_view vkt_net_output(vkt_net *net, int slot) {
+    const vkt_node *n = top_node(net, net->L.last - 1);
+    return node_view(net, slot, n->out_off, n->desc, false);
+}
 vkt_view vkt_net_output_grad(vkt_net *net, int slot) {
-    return layer_grad(net, slot, net->L.last - 1);
+    const vkt_node *n = top_node(net, net->L.last - 1);
+    return node_view(net, slot, n->grad_off, n->desc, false);
 }
 vkt_view vkt_net_targets(vkt_net *net, int slot) {
     uint64_t per = net->model->loss == VKT_LOSS_MSE ? net->L.out_features : 1;
@@ -355,24 +426,59 @@ static vkt_view tensor_view(vkt_buffer *b, const vkt_net_tensor *t) {
     return vkt_buffer_view(b, t->offset, t->count * 4);
 }
 
-// The layer input of layer l in a slot: the previous layer's output, or the stage input.
-static vkt_view layer_in(vkt_net *net, int slot, int l) {
-    return l == net->L.first ? vkt_net_input(net, slot) : layer_out(net, slot, l - 1);
-}
-
-static int weight_tensor(const vkt_net *net, int l) {
-    for (int i = 0; i < net->L.ntensors; i++)
-        if (net->L.tensors[i].layer == l && net->L.tensors[i].ndim == 2) return i;
-    return -1;
-}
-
 // ---------------------------------------------------------------------------------------------
-// Recording
+// What the layer kinds record through (layer.h)
+
+const vkt_node *vkt_rec_node(const vkt_rec *r, int node) { return &r->net->L.nodes[node]; }
+
+vkt_view vkt_rec_in(const vkt_rec *r, int node) {
+    const vkt_node *n = vkt_rec_node(r, node);
+    return node_view(r->net, r->slot, n->in_off, n->desc, true);
+}
+vkt_view vkt_rec_dx(const vkt_rec *r, int node) {
+    const vkt_node *n = vkt_rec_node(r, node);
+    return node_view(r->net, r->slot, n->dx_off, n->desc, true);
+}
+vkt_view vkt_rec_out(const vkt_rec *r, int node) {
+    const vkt_node *n = vkt_rec_node(r, node);
+    return node_view(r->net, r->slot, n->out_off, n->desc, false);
+}
+vkt_view vkt_rec_dy(const vkt_rec *r, int node) {
+    const vkt_node *n = vkt_rec_node(r, node);
+    return node_view(r->net, r->slot, n->grad_off, n->desc, false);
+}
+vkt_view vkt_rec_body_out(const vkt_rec *r, int node) {
+    int c = vkt_rec_node(r, node)->child0;
+    VKT_ASSERT(c >= 0);
+    while (vkt_rec_node(r, c)->next >= 0)
+        c = vkt_rec_node(r, c)->next;
+    return vkt_rec_out(r, c);
+}
+
+uint32_t vkt_rec_rows(const vkt_rec *r, int node) {
+    const vkt_layer_desc *l = vkt_rec_node(r, node)->desc;
+    return r->B * (l->in_features / l->in.dim[l->in.ndim - 1]);
+}
+
+int vkt_rec_tensor(const vkt_rec *r, int node, int k) {
+    const vkt_node *n = vkt_rec_node(r, node);
+    VKT_ASSERT(k < n->ntensors);
+    return n->tensor0 + k;
+}
+
+static vkt_buffer *store_buffer(vkt_net *net, vkt_net_store store);
+
+vkt_view vkt_rec_param(const vkt_rec *r, int node, int k, vkt_net_store store) {
+    return tensor_view(store_buffer(r->net, store), &r->net->L.tensors[vkt_rec_tensor(r, node, k)]);
+}
+
+const vkt_optim_desc *vkt_rec_optim(const vkt_rec *r) { return &r->net->desc.optim; }
 
 // Labels must outlive the stream's timings: each net keeps its own, made once per layer/phase.
-static const char *layer_label(vkt_net *net, const char *phase, int l, const char *what) {
+const char *vkt_rec_label(const vkt_rec *r, int node, const char *phase, const char *what) {
+    vkt_net *net = r->net;
     char buf[LABEL_LEN];
-    snprintf(buf, sizeof buf, "%s:%d:%s", phase, l, what);
+    snprintf(buf, sizeof buf, "%s:%s:%s", phase, vkt_rec_node(r, node)->path, what);
     for (int i = 0; i < net->nlabels; i++)
         if (strcmp(net->labels[i], buf) == 0) return net->labels[i];
     if (net->nlabels == net->cap_labels) {
@@ -386,68 +492,139 @@ static const char *layer_label(vkt_net *net, const char *phase, int l, const cha
     return net->labels[net->nlabels++];
 }
 
+bool vkt_rec_need_dx(const vkt_rec *r, int node) {
+    const vkt_node *n = vkt_rec_node(r, node);
+    if (n->prev >= 0) return true;
+    if (n->parent >= 0) return vkt_rec_need_dx(r, n->parent);
+    return r->input_grad;
+}
+
+void vkt_rec_barrier(vkt_rec *r) {
+    if (r->net->barrier_count++ != r->net->skip_barrier) vkt_cmd_barrier(r->cmd);
+}
+
+void vkt_rec_flush_late(vkt_rec *r) {
+    if (r->late < 0) return;
+    int n = r->late;
+    r->late = -1;
+    vkt_rec_node(r, n)->desc->type->backward_late(r, n);
+}
+
+bool vkt_net_label_is_matmul(const char *label) {
+    const char *what = label ? strrchr(label, ':') : NULL;
+    if (!what) return false;
+    for (int i = 0; vkt_layer_types[i]; i++) {
+        const char *const *ml = vkt_layer_types[i]->matmul_labels;
+        for (int k = 0; ml && ml[k]; k++)
+            if (strcmp(what + 1, ml[k]) == 0) return true;
+    }
+    return false;
+}
+
+// The activation of node n, when its kind has an epilogue form.
+static bool epilogue_of(const vkt_net *net, int n, vkt_act *act, float *alpha) {
+    const vkt_layer_desc *l = net->L.nodes[n].desc;
+    return l->type->epilogue && l->type->epilogue(l, act, alpha);
+}
+
+// Whether node n's forward runs in the epilogue of its previous sibling's product.
+static bool fuses_forward(const vkt_net *net, int n) {
+    const vkt_node *nd = &net->L.nodes[n];
+    vkt_act act;
+    float alpha;
+    return net->fuse && nd->prev >= 0 && net->L.nodes[nd->prev].desc->type->takes_epilogue &&
+           epilogue_of(net, n, &act, &alpha);
+}
+
+bool vkt_rec_act_input_kept(const vkt_rec *r, int node) {
+    const vkt_node *nd = vkt_rec_node(r, node);
+    vkt_act act;
+    float alpha;
+    if (!nd->fused_fwd || !epilogue_of(r->net, node, &act, &alpha)) return true;
+    return !vkt_act_grad_from_output(act, alpha);
+}
+
+// Whether node n's backward runs in the epilogue of its next sibling's input-gradient product,
+// when the backward records top-level layers [r->lo, r->hi). Not when n's input gradient is not
+// needed (the stage's first layer without input_grad) or the product is outside the range.
+static bool fuses_backward(const vkt_rec *r, int n) {
+    const vkt_node *nd = vkt_rec_node(r, n);
+    vkt_act act;
+    float alpha;
+    return r->net->fuse && nd->next >= 0 &&
+           vkt_rec_node(r, nd->next)->desc->type->takes_epilogue &&
+           epilogue_of(r->net, n, &act, &alpha) && nd->top >= r->lo &&
+           vkt_rec_node(r, nd->next)->top < r->hi && vkt_rec_need_dx(r, n);
+}
+
+bool vkt_rec_fwd_epilogue(const vkt_rec *r, int node, vkt_mm_epilogue *epi, vkt_view *out,
+                          vkt_view *saved) {
+    int a = vkt_rec_node(r, node)->next;
+    *epi = (vkt_mm_epilogue){.kind = VKT_MM_EPI_NONE};
+    if (a < 0 || !vkt_rec_node(r, a)->fused_fwd) return false;
+    vkt_act act;
+    float alpha;
+    epilogue_of(r->net, a, &act, &alpha);
+    // y = act(z) into the activation's output; z itself into this node's where the activation's
+    // backward needs it.
+    *saved = vkt_rec_out(r, node);
+    *epi = (vkt_mm_epilogue){.kind = VKT_MM_EPI_ACT,
+                             .act = act,
+                             .alpha = alpha,
+                             .saved = vkt_rec_act_input_kept(r, a) ? saved : NULL};
+    *out = vkt_rec_out(r, a);
+    return true;
+}
+
+bool vkt_rec_bwd_epilogue(const vkt_rec *r, int node, vkt_mm_epilogue *epi, vkt_view *dx,
+                          vkt_view *saved) {
+    int a = vkt_rec_node(r, node)->prev;
+    *epi = (vkt_mm_epilogue){.kind = VKT_MM_EPI_NONE};
+    if (a < 0 || !fuses_backward(r, a)) return false;
+    vkt_act act;
+    float alpha;
+    epilogue_of(r->net, a, &act, &alpha);
+    // dx * f', f' from the activation's input, or from its output where the fused forward kept
+    // only that.
+    bool kept = vkt_rec_act_input_kept(r, a);
+    *saved = kept ? vkt_rec_in(r, a) : vkt_rec_out(r, a);
+    *epi = (vkt_mm_epilogue){.kind = kept ? VKT_MM_EPI_GRAD_X : VKT_MM_EPI_GRAD_Y,
+                             .act = act,
+                             .alpha = alpha,
+                             .saved = saved};
+    *dx = vkt_rec_dx(r, a);
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recording
+
 void vkt_net_record_zero_grads(vkt_net *net, vkt_cmd *cmd) {
     vkt_cmd_fill(cmd, vkt_net_grads(net), 0);
     vkt_cmd_barrier(cmd);
 }
 
-// Whether activation layer a runs in the forward epilogue of the dense layer before it.
-static bool act_fused_forward(const vkt_net *net, int a) {
-    const vkt_model_desc *m = net->model;
-    return net->fuse && a > net->L.first && a < net->L.last &&
-           m->layers[a].kind == VKT_LAYER_ACTIVATION && m->layers[a - 1].kind == VKT_LAYER_DENSE;
+static vkt_rec rec_make(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
+    return (vkt_rec){.net = net, .cmd = cmd, .ops = net->ops, .slot = slot, .B = B,
+                     .lo = net->L.first, .hi = net->L.last, .late = -1};
 }
 
-// Whether activation layer a's input is in memory for its backward: always unless the fused
-// forward skipped writing it, which it does where f' follows from the output.
-static bool act_input_kept(const vkt_net *net, int a) {
-    const vkt_layer_desc *ly = &net->model->layers[a];
-    return !act_fused_forward(net, a) || !vkt_act_grad_from_output(ly->act, ly->alpha);
+// A sequence of siblings from node n on: each layer, then a barrier (a fused activation ran in
+// the product before it; a reshape is its input and records nothing).
+static void forward_seq(vkt_rec *r, int n) {
+    for (; n >= 0; n = vkt_rec_node(r, n)->next) {
+        const vkt_node *nd = vkt_rec_node(r, n);
+        if (nd->fused_fwd || nd->desc->type->aliases_input) continue;
+        nd->desc->type->forward(r, n);
+        vkt_cmd_barrier(r->cmd);
+    }
 }
 
-// Whether activation layer a's backward runs in the epilogue of the input-gradient matmul of the
-// dense layer after it, when the backward records layers [lo, hi). Not when a's gradient is not
-// needed (the stage's first layer without input_grad) or the dense layer is outside the range.
-static bool act_fused_backward(const vkt_net *net, int a, int lo, int hi, bool input_grad) {
-    const vkt_model_desc *m = net->model;
-    return net->fuse && a >= lo && a + 1 < hi && m->layers[a].kind == VKT_LAYER_ACTIVATION &&
-           m->layers[a + 1].kind == VKT_LAYER_DENSE && (a > net->L.first || input_grad);
-}
+void vkt_rec_forward_body(vkt_rec *r, int node) { forward_seq(r, vkt_rec_node(r, node)->child0); }
 
 void vkt_net_record_forward(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
-    const vkt_model_desc *m = net->model;
-    for (int l = net->L.first; l < net->L.last; l++) {
-        const vkt_layer_desc *ly = &m->layers[l];
-        if (act_fused_forward(net, l)) continue; // ran in the dense layer's epilogue
-        vkt_view in = layer_in(net, slot, l), out = layer_out(net, slot, l);
-        if (ly->kind == VKT_LAYER_DENSE) {
-            int w = weight_tensor(net, l);
-            const vkt_net_tensor *wt = &net->L.tensors[w];
-            vkt_view bias;
-            bool has_bias = ly->bias;
-            if (has_bias) bias = tensor_view(net->params, &net->L.tensors[w + 1]);
-            // y[B,out] = x[B,in] W[out,in]^T + b, and with a fused activation layer after it
-            // act(y) into that layer's output (y itself into this one's when the act needs it).
-            // (The label stays "dense": the trace and the step statistics count it as a matmul.)
-            vkt_mm_epilogue epi = {VKT_MM_EPI_NONE};
-            vkt_view z = out;
-            if (act_fused_forward(net, l + 1)) {
-                const vkt_layer_desc *al = &m->layers[l + 1];
-                epi = (vkt_mm_epilogue){.kind = VKT_MM_EPI_ACT,
-                                        .act = al->act,
-                                        .alpha = al->alpha,
-                                        .saved = act_input_kept(net, l + 1) ? &z : NULL};
-                out = layer_out(net, slot, l + 1);
-            }
-            vkt_op_matmul_ex(cmd, net->ops, VKT_MM_NT, out, in, tensor_view(net->params, wt),
-                             has_bias ? &bias : NULL, 0.0f, B, ly->out_features, ly->in_features,
-                             &epi, layer_label(net, "fwd", l, "dense"));
-        } else {
-            vkt_op_act_forward(cmd, net->ops, ly->act, ly->alpha, out, in, B * ly->out_features,
-                               layer_label(net, "fwd", l, "act"));
-        }
-        vkt_cmd_barrier(cmd);
-    }
+    vkt_rec r = rec_make(net, cmd, slot, B);
+    forward_seq(&r, net->L.top_node[0]);
 }
 
 void vkt_net_record_loss(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, float grad_scale) {
@@ -469,6 +646,24 @@ void vkt_net_record_accuracy(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
     vkt_op_accuracy(cmd, net->ops, vkt_net_correct(net), NULL, vkt_net_output(net, slot),
                     vkt_net_targets(net, slot), B, net->L.out_features, "fwd:accuracy");
     vkt_cmd_barrier(cmd);
+}
+
+// One node's backward, then a barrier, unless it ran in its neighbour's product or records
+// nothing. A kind's deferred work (r->late) goes into the same level as the next node's.
+static void backward_node(vkt_rec *r, int n) {
+    const vkt_node *nd = vkt_rec_node(r, n);
+    if (nd->desc->type->aliases_input || fuses_backward(r, n)) return;
+    vkt_rec_flush_late(r);
+    nd->desc->type->backward(r, n);
+    vkt_rec_barrier(r);
+}
+
+void vkt_rec_backward_body(vkt_rec *r, int node) {
+    int n = vkt_rec_node(r, node)->child0;
+    while (vkt_rec_node(r, n)->next >= 0)
+        n = vkt_rec_node(r, n)->next;
+    for (; n >= 0; n = vkt_rec_node(r, n)->prev)
+        backward_node(r, n);
 }
 
 void vkt_net_record_backward(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, bool input_grad) {
@@ -500,122 +695,23 @@ uint64_t vkt_net_packed_bytes(const vkt_net *net) { return net->L.param_bytes; }
 int vkt_net_first_layer(const vkt_net *net) { return net->L.first; }
 int vkt_net_last_layer(const vkt_net *net) { return net->L.last; }
 
-// The weight tensor of dense layer l, its momentum buffer (when the optimizer keeps one) and the
-// SGD epilogue that applies the step to it from the gradient the product computes.
-static vkt_mm_epilogue sgd_epilogue(vkt_net *net, int l, vkt_view *buf) {
-    const vkt_optim_desc *o = &net->desc.optim;
-    const vkt_net_tensor *wt = &net->L.tensors[weight_tensor(net, l)];
-    bool momentum = o->momentum != 0.0f && net->opt1;
-    if (momentum) *buf = tensor_view(net->opt1, wt);
-    return (vkt_mm_epilogue){.kind = VKT_MM_EPI_SGD,
-                             .alpha = o->lr,
-                             .saved = momentum ? buf : NULL,
-                             .momentum = momentum ? o->momentum : 0.0f,
-                             .weight_decay = o->weight_decay,
-                             .nesterov = o->nesterov};
-}
-
-// Whether dense layer l's weight gradient can take its SGD step in the matmul's epilogue.
-static bool sgd_fuses(vkt_net *net, int slot, uint32_t B, int l) {
-    const vkt_layer_desc *ly = &net->model->layers[l];
-    const vkt_net_tensor *wt = &net->L.tensors[weight_tensor(net, l)];
-    vkt_view p = tensor_view(net->params, wt), dy = layer_grad(net, slot, l);
-    vkt_view x = layer_in(net, slot, l), buf;
-    vkt_mm_epilogue e = sgd_epilogue(net, l, &buf);
-    return vkt_matmul_sgd_fits(net->ops, VKT_MM_TN, &p, &dy, &x, e.saved, ly->out_features,
-                               ly->in_features, B);
-}
-
-// dW = dy^T x of dense layer l with the SGD step applied to W in the epilogue (the gradient is
-// not stored).
-static void record_fused_dweight(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, int l) {
-    const vkt_layer_desc *ly = &net->model->layers[l];
-    const vkt_net_tensor *wt = &net->L.tensors[weight_tensor(net, l)];
-    vkt_view buf;
-    vkt_mm_epilogue e = sgd_epilogue(net, l, &buf);
-    vkt_op_matmul_ex(cmd, net->ops, VKT_MM_TN, tensor_view(net->params, wt),
-                     layer_grad(net, slot, l), layer_in(net, slot, l), NULL, 0.0f, ly->out_features,
-                     ly->in_features, B, &e, layer_label(net, "bwd", l, "dweight"));
-}
-
-// The backward of layers [lo, hi). fused_sgd (not NULL): where a dense layer's weight gradient
-// can take its SGD step in the matmul's epilogue, it does, and fused_sgd[w] is set for its weight
-// tensor w; returns how many did. Such a product writes W, which the same layer's input-gradient
-// product reads: it goes into the next level (after the barrier), beside the next dense layer's
-// products, which read other tensors.
+// The backward of top-level layers [lo, hi), last to first. fused_sgd (not NULL): kinds that can
+// apply the SGD step inside a weight gradient's product do and mark the tensor; returns how many.
 static int record_backward(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, int lo, int hi,
                            bool input_grad, bool *fused_sgd) {
-    const vkt_model_desc *m = net->model;
     VKT_ASSERT(lo >= net->L.first && hi <= net->L.last);
-    int nfused = 0, pending = -1; // pending: a layer whose fused weight gradient waits a level
-    for (int l = hi - 1; l >= lo; l--) {
-        const vkt_layer_desc *ly = &m->layers[l];
-        // An activation whose backward ran in the epilogue of the dense layer after it.
-        if (act_fused_backward(net, l, lo, hi, input_grad)) continue;
-        if (pending >= 0) record_fused_dweight(net, cmd, slot, B, pending);
-        pending = -1;
-        bool need_dx = l > net->L.first || input_grad;
-        vkt_view dy = layer_grad(net, slot, l);
-        vkt_view x = layer_in(net, slot, l);
-        vkt_view dx =
-            l == net->L.first ? vkt_net_input_grad(net, slot) : layer_grad(net, slot, l - 1);
-        if (ly->kind == VKT_LAYER_DENSE) {
-            int w = weight_tensor(net, l);
-            const vkt_net_tensor *wt = &net->L.tensors[w];
-            if (fused_sgd && sgd_fuses(net, slot, B, l)) {
-                fused_sgd[w] = true;
-                nfused++;
-                if (need_dx)
-                    pending = l;
-                else
-                    record_fused_dweight(net, cmd, slot, B, l);
-            } else {
-                // dW[out,in] += dy[B,out]^T x[B,in]
-                vkt_op_matmul(cmd, net->ops, VKT_MM_TN, tensor_view(net->grads, wt), dy, x, NULL,
-                              1.0f, ly->out_features, ly->in_features, B,
-                              layer_label(net, "bwd", l, "dweight"));
-            }
-            // db[out] += column sums of dy
-            if (ly->bias)
-                vkt_op_bias_grad(cmd, net->ops, tensor_view(net->grads, &net->L.tensors[w + 1]), dy,
-                                 B, ly->out_features, layer_label(net, "bwd", l, "dbias"));
-            // dx[B,in] = dy[B,out] W[out,in], and with the activation layer before it fused, on
-            // through it: its input gradient dx * f' (f' from its input, or from its output
-            // where the fused forward kept only that).
-            vkt_mm_epilogue epi = {VKT_MM_EPI_NONE};
-            vkt_view saved;
-            if (need_dx && act_fused_backward(net, l - 1, lo, hi, input_grad)) {
-                int a = l - 1;
-                const vkt_layer_desc *al = &m->layers[a];
-                bool kept = act_input_kept(net, a);
-                saved = kept ? layer_in(net, slot, a) : layer_out(net, slot, a);
-                epi = (vkt_mm_epilogue){.kind = kept ? VKT_MM_EPI_GRAD_X : VKT_MM_EPI_GRAD_Y,
-                                        .act = al->act,
-                                        .alpha = al->alpha,
-                                        .saved = &saved};
-                dx = a == net->L.first ? vkt_net_input_grad(net, slot)
-                                       : layer_grad(net, slot, a - 1);
-            }
-            if (need_dx)
-                vkt_op_matmul_ex(cmd, net->ops, VKT_MM_NN, dx, dy, tensor_view(net->params, wt),
-                                 NULL, 0.0f, B, ly->in_features, ly->out_features, &epi,
-                                 layer_label(net, "bwd", l, "dinput"));
-        } else if (need_dx) {
-            if (act_input_kept(net, l))
-                vkt_op_act_backward(cmd, net->ops, ly->act, ly->alpha, dx, dy, x,
-                                    B * ly->out_features, layer_label(net, "bwd", l, "act"));
-            else
-                vkt_op_act_backward_from_output(cmd, net->ops, ly->act, ly->alpha, dx, dy,
-                                                layer_out(net, slot, l), B * ly->out_features,
-                                                layer_label(net, "bwd", l, "act"));
-        }
-        if (net->barrier_count++ != net->skip_barrier) vkt_cmd_barrier(cmd);
+    vkt_rec r = rec_make(net, cmd, slot, B);
+    r.lo = lo;
+    r.hi = hi;
+    r.input_grad = input_grad;
+    r.fused_sgd = fused_sgd;
+    for (int l = hi - 1; l >= lo; l--)
+        backward_node(&r, net->L.top_node[l - net->L.first]);
+    if (r.late >= 0) {
+        vkt_rec_flush_late(&r);
+        vkt_rec_barrier(&r);
     }
-    if (pending >= 0) {
-        record_fused_dweight(net, cmd, slot, B, pending);
-        if (net->barrier_count++ != net->skip_barrier) vkt_cmd_barrier(cmd);
-    }
-    return nfused;
+    return r.nfused;
 }
 
 void vkt_net_record_backward_layers(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, int lo,
@@ -625,14 +721,14 @@ void vkt_net_record_backward_layers(vkt_net *net, vkt_cmd *cmd, int slot, uint32
 
 int vkt_net_record_backward_step(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, uint32_t step) {
     const vkt_optim_desc *o = &net->desc.optim;
-    bool fused[2 * MAX_LAYERS] = {false};
+    bool *fused = calloc((size_t)net->L.ntensors + 1, sizeof *fused);
     int nfused = 0;
-    if (net->fuse && o->kind == VKT_OPTIM_SGD && !(o->clip > 0) &&
-        net->L.ntensors <= 2 * MAX_LAYERS)
+    if (fused && net->fuse && o->kind == VKT_OPTIM_SGD && !(o->clip > 0))
         nfused = record_backward(net, cmd, slot, B, net->L.first, net->L.last, false, fused);
     else
         record_backward(net, cmd, slot, B, net->L.first, net->L.last, false, NULL);
     if (nfused == 0) {
+        free(fused);
         vkt_net_record_step(net, cmd, step);
         return 0;
     }
@@ -659,6 +755,7 @@ int vkt_net_record_backward_step(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t 
                    o->weight_decay, o->nesterov, "opt:sgd");
         i = j;
     }
+    free(fused);
     vkt_cmd_barrier(cmd);
     return nfused;
 }

@@ -48,11 +48,15 @@ typedef enum vkt_net_store {
     VKT_STORE_OPT2, // AdamW exp_avg_sq
 } vkt_net_store;
 
+struct vkt_layer_desc;
+
 typedef struct vkt_net_tensor {
-    char name[32]; // PyTorch nn.Sequential naming: "<layer index>.weight" / ".bias"
-    int layer;     // index in the model's layer list
+    char name[64]; // PyTorch's names: "<layer index>.weight", "<block>.<j>.bias" in a residual
+    int layer;     // the top-level layer it belongs to (index in the model's layer list)
+    const struct vkt_layer_desc *desc; // the (possibly nested) layer that owns it
+    int param;                         // which of that layer's parameters (0: weight, ...)
     int ndim;
-    uint32_t shape[2]; // weight [out, in] as torch.nn.Linear; bias [out]
+    uint32_t shape[4]; // as PyTorch's: a dense weight [out, in], a bias [out]
     uint64_t count;    // elements
     uint64_t offset;   // bytes into each packed buffer
 } vkt_net_tensor;
@@ -135,6 +139,9 @@ void vkt_net_record_accuracy(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B);
 // (from 0) that vkt_net_record_backward* would record is left out (an activation fused into a
 // matmul records none of its own). -1 restores them all.
 void vkt_net_test_skip_barrier(vkt_net *net, int which);
+// Whether a label recorded by a network is one of a matrix product (the layer kinds say which of
+// their labels are): the step's matmul time is the sum of those.
+bool vkt_net_label_is_matmul(const char *label);
 // Any error from building kernels while recording.
 vkt_status vkt_net_status(vkt_net *net);
 const vkt_model_desc *vkt_net_model(const vkt_net *net);

@@ -1,0 +1,221 @@
+// layer.h: the layer interface. Each layer kind is one file of engine/nn/layers/ that fills a
+// vkt_layer_type with VKT_LAYER_TYPE(name, ...): the JSON keys it accepts and their checks, its
+// output shape, its parameter tensors (PyTorch's names, shapes and initialisation), its FLOPs,
+// bytes and kept activations, the matrix products it runs, how it records forward and backward,
+// how it fuses with a neighbour, a double-precision host reference of both passes, and its
+// PyTorch module. The build generates the registry from those lines (CMakeLists.txt), so a new
+// kind touches no other engine file: the parser, the network layout and recording, the planner,
+// the strategies, `bench train`, checkpoints, the tests' reference and the PyTorch scripts all
+// go through this table.
+//
+// Not installed: the public view of a model is model.h.
+#ifndef VKT_LAYER_H
+#define VKT_LAYER_H
+
+#include <cjson/cJSON.h>
+
+#include "model.h"
+#include "network.h"
+#include "ops.h"
+
+#define VKT_LAYER_MAX_PARAMS 4
+
+// ---------------------------------------------------------------------------------------------
+// Parsing (engine/nn/model.c)
+
+typedef struct vkt_layer_parse {
+    const char *src;   // the source name, for messages
+    char path[192];    // the layer's JSON path: "layers[2]", "layers[2].layers[0]"
+    const cJSON *json; // the layer's object (its keys are already checked against the kind's)
+} vkt_layer_parse;
+
+// "<src>: <path>.<key>: <what>" as VKT_ERR_FORMAT (key NULL: the layer itself).
+vkt_status vkt_parse_fail(const vkt_layer_parse *p, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+// A whole number in [lo, hi] under key; absent: *out is left as it is, or an error when required.
+vkt_status vkt_parse_uint(const vkt_layer_parse *p, const char *key, bool required, uint32_t lo,
+                          uint32_t hi, const char *meaning, uint32_t *out);
+// true/false; absent: *out is left as it is.
+vkt_status vkt_parse_bool(const vkt_layer_parse *p, const char *key, bool *out);
+// A finite number; absent: *out is left as it is.
+vkt_status vkt_parse_float(const vkt_layer_parse *p, const char *key, float *out);
+// A nested list of layers under key (a container's body), parsed from the input shape in: fills
+// l->layers, l->nlayers, and l->out with the last one's output shape.
+vkt_status vkt_parse_body(const vkt_layer_parse *p, const char *key, vkt_layer_desc *l);
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+
+typedef enum vkt_init {
+    VKT_INIT_UNIFORM, // uniform in [-a, a] from the run's seeded generator
+    VKT_INIT_CONST,   // every entry a
+} vkt_init;
+
+typedef struct vkt_param_spec {
+    const char *name; // PyTorch's attribute: "weight", "bias", "in_proj_weight"
+    int ndim;
+    uint32_t shape[4];
+    vkt_init init;
+    double a;
+} vkt_param_spec;
+
+// ---------------------------------------------------------------------------------------------
+// Recording (engine/nn/network.c). A node is one layer of one network (a stage), nested layers
+// included, in pre-order; the network gives each node its views in the slot's activation area.
+
+typedef struct vkt_node {
+    const vkt_layer_desc *desc;
+    int top;         // index of the top-level layer it belongs to (the unit of a split)
+    int parent;      // the container's node, -1 at the top level
+    int prev, next;  // siblings in the same sequence, -1 at its ends
+    int child0;      // a container's first child node (-1: none)
+    char path[48];   // the PyTorch module path: "2", "2.1"
+    uint64_t in_off, dx_off;    // its input and input gradient in a slot (a neighbour's)
+    uint64_t out_off, grad_off; // its output and output gradient in a slot
+    int tensor0, ntensors;      // its own parameter tensors in the network's list
+    bool fused_fwd;  // an activation run in the epilogue of prev's forward product
+} vkt_node;
+
+// What one recording call sees: the network, the stream, the slot and batch, and (backward) the
+// range of top-level layers recorded and whether the stage's input gradient is wanted.
+typedef struct vkt_rec {
+    vkt_net *net;
+    vkt_cmd *cmd;
+    vkt_ops *ops;
+    int slot;
+    uint32_t B;
+    int lo, hi;
+    bool input_grad;
+    // Backward with the optimizer fused (vkt_net_record_backward_step), else NULL: a kind that
+    // applies the SGD step to a weight inside its gradient's product sets fused_sgd[tensor].
+    bool *fused_sgd;
+    int nfused;
+    int late; // a node whose backward_late runs after the next barrier (-1: none)
+} vkt_rec;
+
+const vkt_node *vkt_rec_node(const vkt_rec *r, int node);
+// The node's input, output, output gradient (dy) and input gradient (dx) in the slot.
+vkt_view vkt_rec_in(const vkt_rec *r, int node);
+vkt_view vkt_rec_out(const vkt_rec *r, int node);
+vkt_view vkt_rec_dy(const vkt_rec *r, int node);
+vkt_view vkt_rec_dx(const vkt_rec *r, int node);
+// Rows of the node's input as a matrix whose rows are its last dimension: B times the product
+// of the other dimensions (a dense layer on [B, T, C] multiplies B*T rows).
+uint32_t vkt_rec_rows(const vkt_rec *r, int node);
+// The node's k-th parameter tensor in a store (parameters, gradients, optimizer state).
+vkt_view vkt_rec_param(const vkt_rec *r, int node, int k, vkt_net_store store);
+// The network tensor index of the node's k-th parameter.
+int vkt_rec_tensor(const vkt_rec *r, int node, int k);
+const vkt_optim_desc *vkt_rec_optim(const vkt_rec *r);
+// "fwd:2:dense", "bwd:2.1:dweight": labels that outlive the stream.
+const char *vkt_rec_label(const vkt_rec *r, int node, const char *phase, const char *what);
+// Whether the backward must write the node's input gradient.
+bool vkt_rec_need_dx(const vkt_rec *r, int node);
+// A barrier between levels of the backward (counted for vkt_net_test_skip_barrier).
+void vkt_rec_barrier(vkt_rec *r);
+// A container's body: forward (each layer followed by a barrier) and backward (last to first),
+// and the output of its last layer.
+void vkt_rec_forward_body(vkt_rec *r, int node);
+void vkt_rec_backward_body(vkt_rec *r, int node);
+vkt_view vkt_rec_body_out(const vkt_rec *r, int node);
+// Runs a pending backward_late now (a kind records it beside its own work, after a barrier).
+void vkt_rec_flush_late(vkt_rec *r);
+// Fusion with the neighbours, for a kind with takes_epilogue. Forward: when the next layer is an
+// activation fused into this product, *epi is its epilogue, *out its output (written instead of
+// this node's) and the pre-activation goes to this node's output only where the activation's
+// backward needs it (epi->saved). Backward: when the previous layer's backward is fused into
+// this node's input-gradient product, *epi applies it and *dx is that layer's input gradient.
+// Each returns whether it fused; *saved is storage for the view epi->saved points to.
+bool vkt_rec_fwd_epilogue(const vkt_rec *r, int node, vkt_mm_epilogue *epi, vkt_view *out,
+                          vkt_view *saved);
+bool vkt_rec_bwd_epilogue(const vkt_rec *r, int node, vkt_mm_epilogue *epi, vkt_view *dx,
+                          vkt_view *saved);
+// Whether an activation node keeps its input for its backward (not when its forward ran fused
+// and f' follows from its output).
+bool vkt_rec_act_input_kept(const vkt_rec *r, int node);
+
+// ---------------------------------------------------------------------------------------------
+// The double-precision host reference (engine/nn/layer.c): what the tests check every kernel and
+// backward against. Parameters and gradients are in the model's tensor order (as a network of
+// the whole model lists them).
+
+typedef struct vkt_ref vkt_ref;
+
+// For batches of B samples. NULL when out of host memory.
+vkt_ref *vkt_ref_create(const vkt_model_desc *m, uint32_t B);
+void vkt_ref_destroy(vkt_ref *r);
+int vkt_ref_tensor_count(const vkt_ref *r);
+uint64_t vkt_ref_tensor_size(const vkt_ref *r, int i);
+double *vkt_ref_param(vkt_ref *r, int i);
+double *vkt_ref_grad(vkt_ref *r, int i);
+// y[B, output] = model(x[B, input]); keeps what the backward needs.
+void vkt_ref_forward(vkt_ref *r, const double *x, double *y);
+// From dy[B, output] after vkt_ref_forward: sets (not accumulates) every parameter gradient, and
+// dx[B, input] unless NULL.
+void vkt_ref_backward(vkt_ref *r, const double *dy, double *dx);
+// For container kinds: their body on x -> y, and its backward dy -> dx (accumulating into the
+// body's parameter gradients).
+void vkt_ref_forward_body(vkt_ref *r, const vkt_layer_desc *l, const double *x, double *y);
+void vkt_ref_backward_body(vkt_ref *r, const vkt_layer_desc *l, const double *dy, double *dx);
+uint32_t vkt_ref_batch(const vkt_ref *r);
+// The activations and their derivatives in double precision (engine/nn/layers/activation.c).
+double vkt_act_ref(vkt_act act, double alpha, double x);
+double vkt_act_ref_grad(vkt_act act, double alpha, double x);
+
+// ---------------------------------------------------------------------------------------------
+// The table
+
+struct vkt_layer_type {
+    const char *name;        // the "type" of model files
+    const char *const *keys; // the keys it accepts besides "type" (NULL-terminated; may be NULL)
+    // Reads the keys from p->json into l (l->in is set) and sets l->out; fails through
+    // vkt_parse_fail.
+    vkt_status (*parse)(const vkt_layer_parse *p, vkt_layer_desc *l);
+    // Its own parameter tensors (a container's body lists its own); returns how many.
+    int (*params)(const vkt_layer_desc *l, vkt_param_spec *out);
+    // Per sample, its own work (a container's body is added by the caller).
+    void (*cost)(const vkt_layer_desc *l, vkt_layer_cost *c);
+    // The products of its forward and backward at batch B (need_dx: its input gradient too);
+    // at most 4; returns how many.
+    int (*matmuls)(const vkt_layer_desc *l, uint32_t B, bool need_dx, vkt_mm_shape *out);
+    const char *const *matmul_labels; // the label ends ("dense", "dweight") that are products
+    // An elementwise activation that a product can apply in its epilogue: its act and alpha.
+    bool (*epilogue)(const vkt_layer_desc *l, vkt_act *act, float *alpha);
+    // Its forward product can apply the next layer's epilogue, and its input-gradient product
+    // the backward of the activation before it.
+    bool takes_epilogue;
+    // The output is the input, reshaped (flatten): no memory, no work.
+    bool aliases_input;
+    void (*forward)(vkt_rec *r, int node);
+    // Accumulates its parameter gradients (+=); writes dx when vkt_rec_need_dx.
+    void (*backward)(vkt_rec *r, int node);
+    // Work the backward deferred past the next barrier (r->late = node asked for it).
+    void (*backward_late)(vkt_rec *r, int node);
+    // Host reference over B samples; p/g: its own tensors. backward accumulates into g.
+    void (*ref_forward)(vkt_ref *r, const vkt_layer_desc *l, double *const *p, const double *x,
+                        double *y);
+    void (*ref_backward)(vkt_ref *r, const vkt_layer_desc *l, double *const *p, double *const *g,
+                         const double *x, const double *y, const double *dy, double *dx);
+    // Its torch.nn module ("nn.Linear(784, 512)"); returns the length as snprintf does.
+    int (*torch)(const vkt_layer_desc *l, char *buf, size_t size);
+};
+
+// VKT_LAYER_TYPE(name, .field = ...): defines the kind vkt_layer_<name> (at the start of a line:
+// the build reads these lines to make the registry).
+#define VKT_LAYER_TYPE(lname, ...)                                                                 \
+    const vkt_layer_type vkt_layer_##lname = {.name = #lname, __VA_ARGS__}
+
+// Every kind, NULL-terminated (generated: build/vkt_layer_registry.c).
+extern const vkt_layer_type *const vkt_layer_types[];
+const vkt_layer_type *vkt_layer_type_find(const char *name);
+
+// ---------------------------------------------------------------------------------------------
+// Walking a model (engine/nn/layer.c)
+
+// The tensors of top-level layers [lo, hi) in model order, as a network lays them out (offset
+// 0); returns how many there are (more than max: only max written).
+int vkt_model_tensors(const vkt_model_desc *m, int lo, int hi, vkt_net_tensor *out, int max);
+// The parameter spec of tensor t (as vkt_model_tensors returned it).
+vkt_param_spec vkt_model_tensor_spec(const vkt_model_desc *m, const vkt_net_tensor *t);
+
+#endif
