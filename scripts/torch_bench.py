@@ -3,31 +3,21 @@
 `vktrain bench train`, which runs it for `--baseline` (and docs/PERFORMANCE.md quotes it).
 
 usage: /usr/bin/python3 scripts/torch_bench.py [MODEL.json] [--batch N] [--steps N] [--threads N]
-                                               [--json]
+                                               [--vktrain BINARY] [--json]
+The module is the one `vktrain model MODEL.json --torch` writes (scripts/vkt_torch.py; --vktrain
+names the binary, default build/vktrain).
 Times SGD (momentum 0.9, lr 0.05) steps on random inputs after 20 warm-up steps: samples/s,
 and the BLAS PyTorch was built against. --json prints one JSON object instead of a sentence.
 Debian's python3-torch runs under Debian's /usr/bin/python3.
 """
 import json
+import os
 import sys
 import time
 
 import torch
 
-
-def build(spec):
-    layers, width = [], spec["input"][0]
-    acts = {"relu": lambda l: torch.nn.ReLU(), "tanh": lambda l: torch.nn.Tanh(),
-            "sigmoid": lambda l: torch.nn.Sigmoid(),
-            "gelu": lambda l: torch.nn.GELU(approximate="tanh"),
-            "leaky_relu": lambda l: torch.nn.LeakyReLU(l.get("negative_slope", 0.01))}
-    for l in spec["layers"]:
-        if l["type"] == "dense":
-            layers.append(torch.nn.Linear(width, l["units"]))
-            width = l["units"]
-        else:
-            layers.append(acts[l["type"]](l))
-    return torch.nn.Sequential(*layers), width
+import vkt_torch
 
 
 def main():
@@ -40,10 +30,12 @@ def main():
     opt = dict(zip(args[0::2], args[1::2]))
     batch, steps = int(opt.get("--batch", 128)), int(opt.get("--steps", 200))
     torch.set_num_threads(int(opt.get("--threads", 2)))
-    spec = json.load(open(model_path))
-    model, width = build(spec)
+    vktrain = opt.get("--vktrain", os.path.join(os.path.dirname(__file__), "..", "build", "vktrain"))
+    model, spec = vkt_torch.build(vktrain, model_path)
     sgd = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    x = torch.rand(batch, spec["input"][0])
+    x = torch.rand([batch] + spec["input"])
+    with torch.no_grad():
+        width = model(x).shape[-1]
     mse = spec.get("loss") == "mse"
     y = torch.randint(0, width, (batch,))
     target = torch.nn.functional.one_hot(y, width).float() if mse else y

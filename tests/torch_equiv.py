@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """torch_equiv.py: vktrain trains exactly as PyTorch does.
 
-From the same initial parameters (written here by PyTorch, read by vktrain with --init) and the
+For each model (assets/models/fashion_mlp.json and residual_mlp.json, built in PyTorch from
+`vktrain model --torch`, scripts/vkt_torch.py), from the same initial parameters (written here by PyTorch, read by vktrain with --init) and the
 same batches (--no-shuffle: file order), vktrain's parameters after 1, 3 and 10 steps must equal
 those of torch.nn.Sequential trained with torch.optim.SGD (momentum 0.9, nesterov, weight decay)
 and torch.optim.AdamW, within fp32 rounding: |p_vk - p_torch| <= 1e-5 + 1e-4 |p_torch|, except
@@ -20,6 +21,9 @@ import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import vkt_torch  # noqa: E402 -- the path above
 
 DATA = "/usr/share/datasets/fashion-mnist"
 
@@ -62,32 +66,36 @@ def read_safetensors(path):
     return out
 
 
+MODELS = ("fashion_mlp", "residual_mlp")
+
+
 def main():
     vktrain, src, work = sys.argv[1], sys.argv[2], sys.argv[3]
     device = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "llvmpipe"
     os.makedirs(work, exist_ok=True)
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model_path = os.path.join(src, "assets/models/fashion_mlp.json")
-    spec = json.load(open(model_path))
     x_all = read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz"))
     y_all = read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz"))
+    failures = 0
+    for model_name in MODELS:
+        failures += compare(vktrain, os.path.join(src, "assets/models/%s.json" % model_name), work,
+                            device, x_all, y_all)
+    print("torch_equiv: %d failed" % failures)
+    return 1 if failures else 0
+
+
+def compare(vktrain, model_path, work, device, x_all, y_all):
+    """SGD and AdamW runs of one model; returns the number of failed comparisons."""
     batch = 64
+    name0 = os.path.splitext(os.path.basename(model_path))[0]
+    spec = vkt_torch.build(vktrain, model_path)[1]
 
     def build():
-        layers, width = [], spec["input"][0]
-        for l in spec["layers"]:
-            if l["type"] == "dense":
-                layers.append(torch.nn.Linear(width, l["units"]))
-                width = l["units"]
-            elif l["type"] == "relu":
-                layers.append(torch.nn.ReLU())
-            else:
-                raise SystemExit("torch_equiv.py: layer type %s not handled" % l["type"])
-        return torch.nn.Sequential(*layers)
+        return vkt_torch.build(vktrain, model_path)[0]
 
     init = build()
-    init_path = os.path.join(work, "init.safetensors")
+    init_path = os.path.join(work, "%s_init.safetensors" % name0)
     write_safetensors(init_path, init.state_dict())
 
     optimizers = {
@@ -107,6 +115,7 @@ def main():
         for steps in (1, 3, 10):
             while done < steps:
                 xb = torch.from_numpy(x_all[done * batch:(done + 1) * batch].astype(np.float32) / 255.0)
+                xb = xb.reshape([xb.shape[0]] + spec["input"])
                 yb = torch.from_numpy(y_all[done * batch:(done + 1) * batch].astype(np.int64))
                 opt.zero_grad()
                 loss = torch.nn.functional.cross_entropy(model(xb), yb)
@@ -119,7 +128,7 @@ def main():
                         vhat = st["exp_avg_sq"] / (1 - 0.999 ** st["step"])
                         w = vhat.sqrt() < 100 * 1e-8
                         weak_ever[q] = w if q not in weak_ever else (weak_ever[q] | w)
-            out = os.path.join(work, "%s_%d.safetensors" % (name, steps))
+            out = os.path.join(work, "%s_%s_%d.safetensors" % (name0, name, steps))
             cmd = [vktrain, "train", "--model", model_path, "--init", init_path, "--no-shuffle",
                    "--batch", str(batch), "--max-steps", str(steps), "--epochs", "1",
                    "--limit-train", str(batch * 10), "--no-eval", "--quiet", "--device", device,
@@ -146,19 +155,20 @@ def main():
                 bad += int((d > tol).sum())
             ok = bad == 0
             failures += not ok
-            print("%s %s after %2d steps on %s: max |p_vktrain - p_torch| = %.3g%s%s" %
-                  ("ok  " if ok else "FAIL", name, steps, device, worst,
+            print("%s %s %s after %2d steps on %s: max |p_vktrain - p_torch| = %.3g%s%s" %
+                  ("ok  " if ok else "FAIL", name0, name, steps, device, worst,
                    " (%d ill-conditioned Adam entries held to lr*steps)" % loose if loose else "",
                    "" if ok else " (%d entries out of tolerance)" % bad))
     # strict=True loading of a vktrain checkpoint by PyTorch
     try:
-        build().load_state_dict(read_safetensors(os.path.join(work, "sgd_10.safetensors")), strict=True)
-        print("ok   torch.nn.Sequential.load_state_dict(strict=True) reads a vktrain checkpoint")
+        build().load_state_dict(
+            read_safetensors(os.path.join(work, "%s_sgd_10.safetensors" % name0)), strict=True)
+        print("ok   %s: torch.nn.Sequential.load_state_dict(strict=True) reads a vktrain "
+              "checkpoint" % name0)
     except Exception as e:  # noqa: BLE001 -- any failure to load is the finding
-        print("FAIL load_state_dict: %s" % e)
+        print("FAIL %s load_state_dict: %s" % (name0, e))
         failures += 1
-    print("torch_equiv: %d failed" % failures)
-    return 1 if failures else 0
+    return failures
 
 
 if __name__ == "__main__":

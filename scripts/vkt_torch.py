@@ -1,0 +1,30 @@
+"""vkt_torch.py: a vktrain model file as a torch.nn module, for the PyTorch scripts
+(scripts/torch_bench.py, tests/torch_equiv.py).
+
+The module comes from `vktrain model FILE --torch`: the engine's layer kinds write their own
+torch.nn modules (engine/nn/layers/*.c), so these scripts never switch on a layer kind and a new
+kind needs nothing here. Parameter names are those of vktrain's checkpoints, so
+load_state_dict(strict=True) takes a vktrain checkpoint as it is.
+"""
+import json
+import subprocess
+
+import torch
+from torch import nn
+
+
+class Residual(nn.Sequential):
+    """y = x + body(x); the body's layers are this module's children 0, 1, ..."""
+
+    def forward(self, x):  # noqa: D102 -- as the class says
+        return x + super().forward(x)
+
+
+def build(vktrain, model_path):
+    """The model as a torch.nn.Sequential, and its JSON description (input shape and the rest)."""
+    expr = subprocess.run([vktrain, "model", model_path, "--torch"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    module = eval(expr, {"__builtins__": {}}, {"nn": nn, "Residual": Residual})  # noqa: S307
+    with open(model_path) as f:
+        spec = json.load(f)
+    return module, spec
