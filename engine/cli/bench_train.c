@@ -150,12 +150,17 @@ static bool torch_baseline(const char *model_path, uint32_t B, int steps, cJSON 
     const char *py = getenv("VKT_PYTHON");
     if (!py || !*py) py = "/usr/bin/python3";
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    char qpy[1024], qscript[1200], qmodel[1200], cmd[4096];
+    char qpy[1024], qscript[1200], qmodel[1200], qself[4200], self[4096], cmd[8192];
+    // The script builds its module from `vktrain model --torch` of this very binary.
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
     sh_quote(qpy, sizeof qpy, py);
     sh_quote(qscript, sizeof qscript, VKT_ASSET_DIR "/../scripts/torch_bench.py");
     sh_quote(qmodel, sizeof qmodel, model_path);
-    snprintf(cmd, sizeof cmd, "%s %s %s --batch %u --steps %d --threads %ld --json 2>&1", qpy,
-             qscript, qmodel, B, steps < 20 ? 20 : steps, cpus > 0 ? cpus : 1);
+    sh_quote(qself, sizeof qself, self);
+    snprintf(cmd, sizeof cmd,
+             "%s %s %s --batch %u --steps %d --threads %ld --vktrain %s --json 2>&1", qpy, qscript,
+             qmodel, B, steps < 20 ? 20 : steps, cpus > 0 ? cpus : 1, qself);
     FILE *f = popen(cmd, "r");
     char line[4096] = "", last[4096] = "";
     while (f && fgets(line, sizeof line, f))
