@@ -2,6 +2,8 @@
 // ops.h and of PyTorch's documentation, not from the shaders.
 #include "ref_ops.h"
 
+#include "layer.h"
+
 #include <math.h>
 
 void ref_bias_add(double *y, const double *bias, size_t R, size_t N) {
@@ -16,39 +18,11 @@ void ref_bias_grad(double *db, const double *dy, size_t R, size_t N) {
             db[j] += dy[r * N + j];
 }
 
-static const double GELU_K = 0.79788456080286535588; // sqrt(2/pi)
-static const double GELU_C = 0.044715;
+// The activations are the layer kind's own double-precision reference (engine/nn/layers/
+// activation.c, which the network reference uses too), written from PyTorch's formulas.
+double ref_act(vkt_act act, double alpha, double x) { return vkt_act_ref(act, alpha, x); }
 
-double ref_act(vkt_act act, double alpha, double x) {
-    switch (act) {
-    case VKT_ACT_RELU: return x > 0 ? x : 0;
-    case VKT_ACT_LEAKY_RELU: return x > 0 ? x : alpha * x;
-    case VKT_ACT_GELU: return 0.5 * x * (1 + tanh(GELU_K * (x + GELU_C * x * x * x)));
-    case VKT_ACT_TANH: return tanh(x);
-    case VKT_ACT_SIGMOID: return 1 / (1 + exp(-x));
-    }
-    return NAN;
-}
-
-double ref_act_grad(vkt_act act, double alpha, double x) {
-    switch (act) {
-    case VKT_ACT_RELU: return x > 0 ? 1 : 0;
-    case VKT_ACT_LEAKY_RELU: return x > 0 ? 1 : alpha;
-    case VKT_ACT_GELU: {
-        double t = tanh(GELU_K * (x + GELU_C * x * x * x));
-        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_K * (1 + 3 * GELU_C * x * x);
-    }
-    case VKT_ACT_TANH: {
-        double t = tanh(x);
-        return 1 - t * t;
-    }
-    case VKT_ACT_SIGMOID: {
-        double s = 1 / (1 + exp(-x));
-        return s * (1 - s);
-    }
-    }
-    return NAN;
-}
+double ref_act_grad(vkt_act act, double alpha, double x) { return vkt_act_ref_grad(act, alpha, x); }
 
 double ref_act_grad_from_output(vkt_act act, double alpha, double y) {
     switch (act) {

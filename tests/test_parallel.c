@@ -2,7 +2,8 @@
 // and the same batches (file order), 20 SGD-with-momentum steps of fashion_mlp.json on
 // Fashion-MNIST give the same parameters on one device, replicated over 2 and 3 devices, and
 // split into 2 and 3 stages under GPipe and 1F1B with 1 and 4 micro-batches, on
-// llvmpipe+llvmpipe and on llvmpipe+SwiftShader. Also: the losses agree step by step, the
+// llvmpipe+llvmpipe and on llvmpipe+SwiftShader; residual_mlp.json under a few of them. Also:
+// the losses agree step by step, the
 // evaluation agrees, and a replicated run refuses a model that does not fit.
 //
 // Tolerance: |p - p_single| <= 2e-4 + 2e-3 |p_single| for every parameter. The strategies sum
@@ -222,6 +223,37 @@ int main(void) {
         VT_CHECK(t, st == VKT_OK, "%s: %s", what, vkt_error());
         if (st == VKT_OK) compare(t, what, &ref, &got);
         free(got.params);
+    }
+
+    // residual_mlp.json (two residual blocks: a split and the gradient buckets cut the model at
+    // top-level layers, so a block travels whole) trains the same under each strategy.
+    {
+        vkt_model_desc rm;
+        VT_OK(t, vkt_model_load(VKT_SOURCE_DIR "/assets/models/residual_mlp.json", &rm));
+        run_result rref = {0};
+        VT_OK(t, run(t, &rm, &ds, VKT_STRATEGY_SINGLE, "llvmpipe", 1, VKT_SCHEDULE_GPIPE, false,
+                     &rref));
+        VT_CHECK(t, rref.loss[STEPS - 1] < rref.loss[0], "residual_mlp did not learn: %g -> %g",
+                 rref.loss[0], rref.loss[STEPS - 1]);
+        const cfg rcfgs[] = {
+            {VKT_STRATEGY_REPLICATED, "llvmpipe,swiftshader", 1, VKT_SCHEDULE_GPIPE, true},
+            {VKT_STRATEGY_LAYERS, "llvmpipe,swiftshader,llvmpipe", 4, VKT_SCHEDULE_1F1B, true},
+            {VKT_STRATEGY_LAYERS, "llvmpipe,llvmpipe", 2, VKT_SCHEDULE_GPIPE, false},
+        };
+        for (size_t i = 0; i < sizeof rcfgs / sizeof rcfgs[0] && rref.params; i++) {
+            const cfg *c = &rcfgs[i];
+            if (c->needs_ss && !have_ss) continue;
+            char what[128];
+            snprintf(what, sizeof what, "residual_mlp %s on %s, M=%d", vkt_strategy_name(c->kind),
+                     c->devices, c->micro);
+            run_result got = {0};
+            vkt_status st = run(t, &rm, &ds, c->kind, c->devices, c->micro, c->sched, false, &got);
+            VT_CHECK(t, st == VKT_OK, "%s: %s", what, vkt_error());
+            if (st == VKT_OK) compare(t, what, &rref, &got);
+            free(got.params);
+        }
+        free(rref.params);
+        vkt_model_free(&rm);
     }
 
     // A replica that cannot fit is refused before anything is allocated, with a message that
