@@ -27,14 +27,7 @@ assert m["layers"][1]["in"] == "[784]", m["layers"][1]
 assert sum(l["parameters"] for l in m["layers"]) == m["parameters"]
 PY
 
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-    if [ "${CI:-}" = true ]; then
-        echo "FAIL: CI=true but python3-torch is missing (scripts/setup.sh test installs it)"
-        exit 1
-    fi
-    echo "SKIP: the --torch checks need python3-torch"
-    exit 77
-fi
+need_torch
 for m in "$src"/assets/models/*.json; do
     name=$(basename "$m" .json)
     # A checkpoint of the model's initial parameters, to compare the names and shapes with.

@@ -4,14 +4,8 @@
 # Debian's python3-torch is for Debian's interpreter: /usr/bin/python3, whatever python3 is on PATH.
 set -uo pipefail
 bin=$1 src=$2
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-    if [ "${CI:-}" = true ]; then
-        echo "FAIL: CI=true but python3-torch is missing (scripts/setup.sh test installs it)"
-        exit 1
-    fi
-    echo "SKIP: python3-torch is not installed (apt-get install python3-torch)"
-    exit 77
-fi
+. "$(dirname "$0")/check.bash" # need_torch
+need_torch
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rc=0
