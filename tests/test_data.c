@@ -3,9 +3,11 @@
 // reads them back exactly; checks that truncated, mislabelled and mismatched files are rejected
 // with messages that say what and where; checks the batcher's partial last batch, its
 // determinism per (seed, epoch) against an independent implementation of the documented shuffle,
-// and that every epoch visits every sample once. When Fashion-MNIST is installed (always under
-// CI=true) checks the real training and test sets.
+// and that every epoch visits every sample once; checks that a set made from arrays in memory is a
+// copy and that bad labels, non-finite features and empty shapes are refused. When Fashion-MNIST
+// is installed (always under CI=true) checks the real training and test sets.
 #include <dirent.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -449,6 +451,67 @@ static void test_batcher(vt *t) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Arrays in memory
+
+static void test_arrays(vt *t) {
+    enum { N = 5, F = 3, C = 4 };
+    float x[N * F];
+    uint32_t y[N] = {0, 3, 1, 2, 3};
+    for (int i = 0; i < N * F; i++)
+        x[i] = (float)i * 0.5f - 2.0f;
+    vkt_dataset ds;
+    VT_OK(t, vkt_dataset_from_arrays(x, y, N, F, C, &ds));
+    VT_CHECK(t, ds.n == N && ds.features == F && ds.classes == C, "n %u features %u classes %u",
+             ds.n, ds.features, ds.classes);
+    VT_CHECK(t, ds.x && ds.x != x && ds.y && ds.y != y, "the arrays are not copies");
+    if (ds.x && ds.y) {
+        VT_CHECK(t, memcmp(ds.x, x, sizeof x) == 0 && memcmp(ds.y, y, sizeof y) == 0,
+                 "the copies differ from the arrays");
+        x[0] = 99; // the set owns its copy: changing the caller's array leaves it alone
+        VT_CHECK(t, ds.x[0] == -2.0f, "x[0] followed the caller's array: %g", ds.x[0]);
+        x[0] = -2.0f;
+    }
+    VT_CHECK(t, has(ds.source, "memory"), "source \"%s\"", ds.source);
+    // classes is the task's, not the largest label + 1: a set without the last class keeps it.
+    vkt_dataset d2;
+    VT_OK(t, vkt_dataset_from_arrays(x, y, 1, F, C, &d2));
+    VT_CHECK(t, d2.classes == C, "one sample of class 0: classes %u, expected %u", d2.classes, C);
+    vkt_dataset_free(&d2);
+    // The batcher walks it like a loaded set.
+    vkt_batcher b;
+    VT_OK(t, vkt_batcher_init(&b, &ds, 2, false, 0));
+    float bx[2 * F];
+    uint32_t by[2];
+    VT_CHECK(t, vkt_batcher_count(&b) == 3, "batches %u", vkt_batcher_count(&b));
+    uint32_t rows = vkt_batcher_get(&b, 2, bx, by);
+    VT_CHECK(t, rows == 1 && by[0] == 3 && bx[0] == x[4 * F], "last batch: rows %u y %u x %g", rows,
+             by[0], bx[0]);
+    vkt_batcher_free(&b);
+    vkt_dataset_free(&ds);
+
+    // Every refusal leaves *out empty, so that freeing it is safe.
+    uint32_t bad_y[N] = {0, 1, 4, 2, 0};
+    EXPECT_FAIL(t, vkt_dataset_from_arrays(x, bad_y, N, F, C, &ds), VKT_ERR_ARG, "sample 2",
+                "label 4", "4 classes");
+    VT_CHECK(t, ds.x == NULL && ds.y == NULL && ds.n == 0, "a refused set is not empty");
+    vkt_dataset_free(&ds);
+    x[2 * F + 1] = NAN;
+    EXPECT_FAIL(t, vkt_dataset_from_arrays(x, y, N, F, C, &ds), VKT_ERR_ARG, "sample 2",
+                "feature 1", "NaN");
+    x[2 * F + 1] = -INFINITY;
+    EXPECT_FAIL(t, vkt_dataset_from_arrays(x, y, N, F, C, &ds), VKT_ERR_ARG, "sample 2",
+                "feature 1", "infinite");
+    x[2 * F + 1] = 0;
+    EXPECT_FAIL(t, vkt_dataset_from_arrays(NULL, y, N, F, C, &ds), VKT_ERR_ARG, "x is NULL");
+    EXPECT_FAIL(t, vkt_dataset_from_arrays(x, NULL, N, F, C, &ds), VKT_ERR_ARG, "y is NULL");
+    EXPECT_FAIL(t, vkt_dataset_from_arrays(x, y, 0, F, C, &ds), VKT_ERR_ARG, "n (0)");
+    EXPECT_FAIL(t, vkt_dataset_from_arrays(x, y, N, 0, C, &ds), VKT_ERR_ARG, "features (0)");
+    EXPECT_FAIL(t, vkt_dataset_from_arrays(x, y, N, F, 0, &ds), VKT_ERR_ARG, "classes (0)");
+    VT_CHECK(t, ds.x == NULL && ds.y == NULL && ds.n == 0, "a refused set is not empty");
+    vkt_dataset_free(&ds);
+}
+
+// ---------------------------------------------------------------------------------------------
 // The real data set
 
 static void test_fashion_mnist(vt *t) {
@@ -511,6 +574,7 @@ int main(void) {
     test_idx(&t);
     test_npy(&t);
     test_batcher(&t);
+    test_arrays(&t);
     test_fashion_mnist(&t);
     vt_remove_dir(g_dir);
     return vt_finish(&t);

@@ -138,6 +138,53 @@ void vkt_dataset_free(vkt_dataset *ds) {
     memset(ds, 0, sizeof *ds);
 }
 
+vkt_status vkt_dataset_from_arrays(const float *x, const uint32_t *y, uint32_t n, uint32_t features,
+                                   uint32_t classes, vkt_dataset *out) {
+    memset(out, 0, sizeof *out);
+    if (!x || !y)
+        return vkt_fail(VKT_ERR_ARG, "vkt_dataset_from_arrays: %s is NULL", !x ? "x" : "y");
+    if (n == 0 || features == 0 || classes == 0)
+        return vkt_fail(VKT_ERR_ARG,
+                        "vkt_dataset_from_arrays: n (%u), features (%u) and classes (%u) must all "
+                        "be at least 1",
+                        n, features, classes);
+    if (classes > MAX_CLASSES)
+        return vkt_fail(VKT_ERR_ARG,
+                        "vkt_dataset_from_arrays: %u classes; at most %u are supported", classes,
+                        MAX_CLASSES);
+    size_t count = (size_t)n * features;
+    if (count / features != n || count > SIZE_MAX / sizeof(float))
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "vkt_dataset_from_arrays: %u x %u features overflow",
+                        n, features);
+    for (uint32_t i = 0; i < n; i++)
+        if (y[i] >= classes)
+            return vkt_fail(VKT_ERR_ARG,
+                            "vkt_dataset_from_arrays: sample %u has label %u, but there are %u "
+                            "classes (labels must be 0..%u)",
+                            i, y[i], classes, classes - 1);
+    for (size_t k = 0; k < count; k++)
+        if (!isfinite(x[k]))
+            return vkt_fail(VKT_ERR_ARG,
+                            "vkt_dataset_from_arrays: sample %zu, feature %zu is %s; every feature "
+                            "must be finite",
+                            k / features, k % features, isnan(x[k]) ? "NaN" : "infinite");
+    vkt_status s = VKT_OK;
+    out->x = xmalloc(count * sizeof(float), "the features", "arrays in memory", &s);
+    if (s == VKT_OK)
+        out->y = xmalloc((size_t)n * sizeof(uint32_t), "the labels", "arrays in memory", &s);
+    if (s != VKT_OK) {
+        vkt_dataset_free(out);
+        return s;
+    }
+    memcpy(out->x, x, count * sizeof(float));
+    memcpy(out->y, y, (size_t)n * sizeof(uint32_t));
+    out->n = n;
+    out->features = features;
+    out->classes = classes;
+    snprintf(out->source, sizeof out->source, "arrays in memory");
+    return VKT_OK;
+}
+
 void vkt_dataset_limit(vkt_dataset *ds, uint32_t n) {
     if (n == 0 || n >= ds->n) return;
     ds->n = n; // the arrays keep their size; only the first n rows are used from now on

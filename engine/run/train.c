@@ -1,7 +1,8 @@
-// train.c: the training loop. Loads the model and data, builds the strategy, runs epochs of
-// steps (one submit per step and device: forward, backward and update recorded together),
-// evaluates after each epoch, writes metrics and checkpoints, and stops with a clear error on a
-// non-finite loss. Printing is the caller's (through the progress callback).
+// train.c: the training loop. Loads the model and data (or borrows the caller's, in memory),
+// builds the strategy, runs epochs of steps (one submit per step and device: forward, backward
+// and update recorded together), evaluates after each epoch, writes metrics and checkpoints, and
+// stops with a clear error on a non-finite loss. Printing is the caller's (through the progress
+// callback).
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
@@ -258,8 +259,10 @@ vkt_status vkt_checkpoint_load(vkt_strategy *s, const char *path, bool with_opti
 
 typedef struct run {
     const vkt_train_opts *o;
-    vkt_model_desc model;
-    vkt_dataset train, test;
+    vkt_model_desc own_model; // read from o->model_path
+    const vkt_model_desc *m;  // &own_model, or the caller's o->model
+    vkt_dataset train, test;  // read from files, or shallow copies of the caller's sets
+    bool borrowed;            // train and test are the caller's: never freed here
     bool have_test;
     vkt_strategy *s;
     FILE *metrics;
@@ -271,16 +274,63 @@ typedef struct run {
 static void run_free(run *r) {
     vkt_strategy_destroy(r->s);
     if (r->metrics) fclose(r->metrics);
-    vkt_dataset_free(&r->train);
-    vkt_dataset_free(&r->test);
-    vkt_model_free(&r->model);
+    if (!r->borrowed) {
+        vkt_dataset_free(&r->train);
+        vkt_dataset_free(&r->test);
+    }
+    vkt_model_free(&r->own_model);
     free(r->x);
     free(r->labels);
     free(r->targets);
 }
 
+// Checks that a data set fits the model: its features, and its classes against the outputs.
+static vkt_status check_fits(const run *r, const vkt_dataset *d) {
+    if (d->features != r->m->input_features)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "the data has %u features per sample (%s) but model %s "
+                        "takes %u",
+                        d->features, d->source, r->m->name, r->m->input_features);
+    if (r->m->loss == VKT_LOSS_SOFTMAX_XENT && d->classes > r->m->output_features)
+        return vkt_fail(VKT_ERR_FORMAT, "the data has %u classes (%s) but model %s has %u outputs",
+                        d->classes, d->source, r->m->name, r->m->output_features);
+    return VKT_OK;
+}
+
+// A caller's data set: its arrays must be there and its labels below its classes (a set the
+// caller filled in by hand has not been through vkt_dataset_from_arrays' checks).
+static vkt_status check_borrowed(const vkt_dataset *d, const char *which) {
+    if (d->n && (!d->x || !d->y))
+        return vkt_fail(VKT_ERR_ARG, "%s has %u samples but no %s array", which, d->n,
+                        !d->x ? "x" : "y");
+    for (uint32_t i = 0; i < d->n; i++)
+        if (d->y[i] >= d->classes)
+            return vkt_fail(VKT_ERR_ARG, "%s: sample %u has label %u, but the set has %u classes",
+                            which, i, d->y[i], d->classes);
+    return VKT_OK;
+}
+
 static vkt_status load_data(run *r, bool need_train) {
     const vkt_train_opts *o = r->o;
+    if (o->train_set || (!need_train && o->test_set)) {
+        // In memory: shallow copies, so that the limits below shorten the copy and not the set.
+        r->borrowed = true;
+        if (o->train_set) {
+            VKT_TRY(check_borrowed(o->train_set, "train_set"));
+            r->train = *o->train_set;
+        }
+        if (o->test_set) {
+            VKT_TRY(check_borrowed(o->test_set, "test_set"));
+            r->test = *o->test_set;
+        } else if (!need_train) {
+            r->test = r->train; // evaluation without a test set: on the training set
+        }
+        r->have_test = o->test_set || !need_train;
+        if (need_train) vkt_dataset_limit(&r->train, o->limit_train);
+        if (r->have_test) vkt_dataset_limit(&r->test, o->limit_test);
+        if (need_train) VKT_TRY(check_fits(r, &r->train));
+        return r->have_test ? check_fits(r, &r->test) : VKT_OK;
+    }
     if (o->npy_x) {
         VKT_TRY(vkt_dataset_load_npy(o->npy_x, o->npy_y, need_train ? &r->train : &r->test));
         r->have_test = !need_train;
@@ -291,31 +341,30 @@ static vkt_status load_data(run *r, bool need_train) {
     }
     if (need_train) vkt_dataset_limit(&r->train, o->limit_train);
     if (r->have_test) vkt_dataset_limit(&r->test, o->limit_test);
-    const vkt_dataset *d = need_train ? &r->train : &r->test;
-    if (d->features != r->model.input_features)
-        return vkt_fail(VKT_ERR_FORMAT,
-                        "the data has %u features per sample (%s) but model %s "
-                        "takes %u",
-                        d->features, d->source, r->model.name, r->model.input_features);
-    if (r->model.loss == VKT_LOSS_SOFTMAX_XENT && d->classes > r->model.output_features)
-        return vkt_fail(VKT_ERR_FORMAT, "the data has %u classes (%s) but model %s has %u outputs",
-                        d->classes, d->source, r->model.name, r->model.output_features);
-    return VKT_OK;
+    return check_fits(r, need_train ? &r->train : &r->test);
 }
 
 static vkt_status setup(run *r, bool need_train) {
     const vkt_train_opts *o = r->o;
     if (o->batch < 1) return vkt_fail(VKT_ERR_ARG, "--batch must be at least 1");
-    VKT_TRY(vkt_model_load(o->model_path, &r->model));
+    if (o->model_path) {
+        VKT_TRY(vkt_model_load(o->model_path, &r->own_model));
+        r->m = &r->own_model;
+    } else if (o->model) {
+        r->m = o->model;
+    } else {
+        return vkt_fail(VKT_ERR_ARG, "no model: set vkt_train_opts.model_path to a model file or "
+                                     ".model to a vkt_model_desc (vkt_model_parse makes one)");
+    }
     VKT_TRY(load_data(r, need_train));
     uint64_t rows = o->batch;
-    r->x = malloc(rows * r->model.input_features * 4);
+    r->x = malloc(rows * r->m->input_features * 4);
     r->labels = malloc(rows * 4);
-    r->targets = malloc(rows * r->model.output_features * 4);
+    r->targets = malloc(rows * r->m->output_features * 4);
     if (!r->x || !r->labels || !r->targets)
         return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     vkt_strategy_desc sd = o->strategy;
-    sd.model = &r->model;
+    sd.model = r->m;
     sd.batch = o->batch;
     sd.optim = o->optim;
     sd.trace = o->trace;
@@ -323,8 +372,8 @@ static vkt_status setup(run *r, bool need_train) {
 }
 
 static const void *batch_targets(run *r, uint32_t B) {
-    if (r->model.loss != VKT_LOSS_MSE) return r->labels;
-    uint32_t C = r->model.output_features;
+    if (r->m->loss != VKT_LOSS_MSE) return r->labels;
+    uint32_t C = r->m->output_features;
     memset(r->targets, 0, (size_t)B * C * 4);
     for (uint32_t i = 0; i < B; i++)
         if (r->labels[i] < C) r->targets[(size_t)i * C + r->labels[i]] = 1.0f;
@@ -351,9 +400,9 @@ static vkt_status evaluate(run *r, double *loss, double *acc) {
     vkt_batcher_free(&b);
     VKT_TRY(st);
     double denom =
-        r->model.loss == VKT_LOSS_MSE ? (double)r->test.n * r->model.output_features : r->test.n;
+        r->m->loss == VKT_LOSS_MSE ? (double)r->test.n * r->m->output_features : r->test.n;
     *loss = loss_sum / denom;
-    *acc = r->model.loss == VKT_LOSS_SOFTMAX_XENT ? (double)correct / r->test.n : -1;
+    *acc = r->m->loss == VKT_LOSS_SOFTMAX_XENT ? (double)correct / r->test.n : -1;
     return VKT_OK;
 }
 
@@ -434,7 +483,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             step++;
             train_ns += (double)(vkt_trace_now_ns() - t0);
             samples += B;
-            double denom = r.model.loss == VKT_LOSS_MSE ? (double)B * r.model.output_features : B;
+            double denom = r.m->loss == VKT_LOSS_MSE ? (double)B * r.m->output_features : B;
             double loss = loss_sum / denom;
             if (!isfinite(loss)) {
                 st = vkt_fail(VKT_ERR_NUMERIC,
@@ -478,9 +527,9 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
         if (st != VKT_OK) break;
         res->epochs = epoch + 1;
         res->train_loss =
-            epoch_rows ? epoch_loss / (epoch_rows *
-                                       (r.model.loss == VKT_LOSS_MSE ? r.model.output_features : 1))
-                       : 0;
+            epoch_rows
+                ? epoch_loss / (epoch_rows * (r.m->loss == VKT_LOSS_MSE ? r.m->output_features : 1))
+                : 0;
         res->test_loss = tl;
         res->test_accuracy = ta;
         if (o->trace && ta >= 0)
@@ -512,8 +561,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     if (st == VKT_OK && stopped) {
         if (epoch_rows)
             res->train_loss =
-                epoch_loss /
-                (epoch_rows * (r.model.loss == VKT_LOSS_MSE ? r.model.output_features : 1));
+                epoch_loss / (epoch_rows * (r.m->loss == VKT_LOSS_MSE ? r.m->output_features : 1));
         if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
     }
     if (r.s && o->trace) {

@@ -1,13 +1,13 @@
 // data.h: a data set in host memory and the batch iterator that feeds training.
 //
-// A data set is float32 features x[n, features] (row-major) and uint32 class labels y[n]. Two
-// sources are read:
+// A data set is float32 features x[n, features] (row-major) and uint32 class labels y[n]. It is
+// made from arrays in memory (vkt_dataset_from_arrays) or read from one of two file formats:
 //   - IDX files (the MNIST / Fashion-MNIST layout), gzip-compressed or not: u8 images scaled to
 //     [0,1] by 1/255, u8 labels.
 //   - NumPy .npy files (format 1.0, 2.0, 3.0; C order; little-endian): X as '<f4' or '<f8' (kept
 //     as raw values) or '|u1' (scaled by 1/255), shape [n, ...] flattened to features; y as
 //     '<i8', '<i4', '<u4' or '|u1', shape [n] or [n, 1], values >= 0.
-// classes is the largest label + 1.
+// For files, classes is the largest label + 1; for arrays, the caller says how many there are.
 //
 // What this module does not do: augmentation, normalization beyond the u8 scaling, streaming from
 // disk (everything is loaded into memory), or any device work. The batcher copies rows into a
@@ -23,12 +23,22 @@
 typedef struct vkt_dataset {
     uint32_t n;        // samples
     uint32_t features; // floats per sample
-    uint32_t classes;  // largest label + 1
+    uint32_t classes;  // files: largest label + 1; arrays: as given
     float *x;          // [n, features], owned
     uint32_t *y;       // [n], owned
-    char source[512];  // the file the features came from, for messages
+    char source[512];  // the file the features came from ("arrays in memory"), for messages
 } vkt_dataset;
 
+// Copies n samples, features x[n, features] (row-major) and labels y[n], into *out, which owns the
+// copies; the caller keeps x and y. classes is the task's number of classes (the outputs of a
+// softmax_cross_entropy model; the one-hot width of an mse one) and every label must be below it.
+// Fails with VKT_ERR_ARG (naming the first offending sample) when x or y is NULL, n, features or
+// classes is 0, a label is >= classes or a feature is NaN or infinite, and with
+// VKT_ERR_HOST_MEMORY when the copies do not fit in memory. On failure *out is left empty. Free
+// with vkt_dataset_free. (vkt_train_opts.train_set takes such a set, or any vkt_dataset whose
+// fields the caller filled, by pointer without copying it again.)
+vkt_status vkt_dataset_from_arrays(const float *x, const uint32_t *y, uint32_t n, uint32_t features,
+                                   uint32_t classes, vkt_dataset *out);
 // Reads an IDX image file (magic 0x00000803, u8, dims [n, rows, cols]) and an IDX label file
 // (magic 0x00000801, u8, dims [n]); either may be gzip-compressed. Fails with VKT_ERR_IO when a
 // file cannot be opened and VKT_ERR_FORMAT (naming the file, what was found and what was

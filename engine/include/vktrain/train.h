@@ -12,6 +12,8 @@
 #ifndef VKT_TRAIN_H
 #define VKT_TRAIN_H
 
+#include "data.h"
+#include "model.h"
 #include "network.h"
 #include "strategy.h"
 #include "trace.h"
@@ -30,10 +32,16 @@ typedef struct vkt_progress {
 
 typedef void (*vkt_progress_fn)(const vkt_progress *p, void *user);
 
+// The model and the data come from files named here, or from memory. model_path wins over model;
+// train_set wins over npy_x/npy_y and data_dir. The in-memory model and data sets are borrowed:
+// the caller keeps them alive during the call, the run neither changes nor frees them.
 typedef struct vkt_train_opts {
     const char *model_path;
+    const vkt_model_desc *model;      // used when model_path is NULL (vkt_model_parse makes one)
     const char *data_dir;             // MNIST layout; NULL = Fashion-MNIST from Debian
     const char *npy_x, *npy_y;        // training data from .npy instead (test set: none)
+    const vkt_dataset *train_set;     // training data in memory (vkt_dataset_from_arrays)
+    const vkt_dataset *test_set;      // with train_set: evaluated after every epoch; NULL = none
     uint32_t limit_train, limit_test; // 0 = all
     int epochs;
     uint32_t batch;
@@ -65,12 +73,14 @@ typedef struct vkt_train_result {
     vkt_device_stats devices[VKT_MAX_DEVICES];
 } vkt_train_result;
 
-// Runs the training. Fails with the status of what went wrong (bad data or model file, device
-// errors, VKT_ERR_NUMERIC when the loss stops being finite: the message gives the step, and the
-// last checkpoint written is left as it was).
+// Runs the training. Fails with the status of what went wrong (bad data or model file, no model
+// given, data whose features or labels do not fit the model, device errors, VKT_ERR_NUMERIC when
+// the loss stops being finite: the message gives the step, and the last checkpoint written is
+// left as it was).
 vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *r);
 
-// Evaluates a checkpoint's parameters on the test split (or on npy data when given).
+// Evaluates a checkpoint's parameters on the test split (or on npy data when given; in memory, on
+// test_set, or on train_set when there is no test_set).
 vkt_status vkt_eval_run(const vkt_train_opts *o, vkt_train_result *r);
 
 // Writes / reads a checkpoint of the strategy's parameters (and optimizer state when
