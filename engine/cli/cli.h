@@ -39,6 +39,8 @@ vkt_status cli_train_with_viewer(cli_run_options *c, vkt_train_result *r);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+// `vktrain model FILE [--json | --torch]` (engine/cli/model.c).
+int cmd_model(int argc, char **argv);
 // `vktrain bench train ...` (engine/cli/bench_train.c), reached through cmd_bench.
 int cli_bench_train(int argc, char **argv);
 // `vktrain bench matmul|train ...` (engine/cli/bench.c).

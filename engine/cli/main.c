@@ -24,6 +24,8 @@ static void usage(FILE *f) {
         "  train [options]         train a model (default assets/models/fashion_mlp.json) on\n"
         "                          Fashion-MNIST (or --data DIR, --data-npy X.npy,Y.npy)\n"
         "  eval --init CKPT [options]  test accuracy and loss of a checkpoint\n"
+        "  model FILE [--json|--torch]  a model's layers, shapes, parameters and FLOPs, or\n"
+        "                          the same model as a PyTorch expression\n"
         "  plan [options]          memory each device needs under each strategy, and the one\n"
         "                          to use (--model, --device, --batch, --mem-limit, ...)\n"
         "  bench matmul [--sizes 256,512,1024,2048] [--reps N] [--device SPEC] [--json]\n"
@@ -180,6 +182,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
     if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 2, argv + 2);
+    if (strcmp(cmd, "model") == 0) return cmd_model(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     fprintf(stderr, "vktrain: unknown command \"%s\" (vktrain --help lists the commands)\n", cmd);
     return 2;

@@ -43,6 +43,12 @@ typedef enum vkt_mm_form {
     VKT_MM_TN, // C[M,N] = A[K,M]^T B[K,N]     (dense weight gradient: dy^T x)
 } vkt_mm_form;
 
+// One product's form and sizes (a layer's list of what it multiplies: bench train times these).
+typedef struct vkt_mm_shape {
+    vkt_mm_form form;
+    uint32_t M, N, K;
+} vkt_mm_shape;
+
 // c = op(a) op(b) (+ bias broadcast over rows when bias != NULL) (+ beta * c).
 // beta is 0 (overwrite) or any float (beta = 1 accumulates, as a weight gradient does).
 // bias is [N]. Any M, N, K >= 1.
@@ -155,6 +161,9 @@ void vkt_op_scale(vkt_cmd *cmd, vkt_ops *ops, vkt_view g, float s, uint32_t n, c
 // y[n] += a * x[n].
 void vkt_op_axpy(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x, float a, uint32_t n,
                  const char *label);
+// z[n] = x[n] + a * y[n] (z may not alias x or y): a residual block's sum.
+void vkt_op_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view z, vkt_view x, vkt_view y, float a, uint32_t n,
+                const char *label);
 
 // SGD as torch.optim.SGD (dampening 0): d = g + wd*p; buf = momentum*buf + d (buf starts at 0,
 // so the first step gives buf = d as PyTorch does); d = nesterov ? d + momentum*buf : buf;
