@@ -1,7 +1,7 @@
-// act.glsl: the body of the activation shaders act_<name>_<fwd|bwd|bwdy>.comp, each of which
-// defines ACT (one of act_fn.glsl's ACT_*) and BACKWARD (0 forward, 1 backward from the input,
-// 2 backward from the output) and includes this file. The functions themselves live in
-// act_fn.glsl, shared with the matmul epilogue (mm_epilogue.glsl). They are separate shaders, not
+// act.glsl: the activation kernels act_<name>_<fwd|bwd|bwdy>, built from this file by
+// shaders/variants.cmake with ACT (one of act_fn.glsl's ACT_*) and BACKWARD (0 forward, 1 backward
+// from the input, 2 backward from the output) defined. The functions themselves live in
+// act_fn.glsl, shared with the matmul epilogue (mm_epilogue.glsl). They are separate kernels, not
 // specialization constants, because SwiftShader runs every branch on a specialization constant:
 // relu's backward took 6x as long there with all five activations behind one.
 // Forward (BACKWARD = 0): reads x[n], writes out[n] = f(x) (out may alias x; bindings 2-3 are
@@ -10,6 +10,7 @@
 // forward's output y = f(x) bound in place of x (only for what act_grad_y covers: the network
 // uses it for activations fused into the matmul before them, whose input is not kept).
 // Each array is bound as float[] and vec4[]; 4*EW_K elements per invocation (ew.glsl).
+#version 450
 #extension GL_EXT_control_flow_attributes : require
 #include "vkt_abi.h"
 #include "ew.glsl"

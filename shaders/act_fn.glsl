@@ -1,6 +1,6 @@
 // act_fn.glsl: the engine's activation functions on vec4s, one definition of each: f(x), f'(x)
 // from the input x, and f'(x) from the output y = f(x) where that is possible. Included by
-// act.glsl (the elementwise act_*.comp kernels, where the activation is a compile-time constant
+// act.glsl (the elementwise act_* kernels, where the activation is a compile-time constant
 // and glslc folds the selection away) and by mm_epilogue.glsl (the matmul kernels' activation
 // epilogue, where it is a specialization constant that the driver folds at pipeline creation).
 // Declares no bindings and reads nothing but its arguments.

@@ -2,9 +2,10 @@
 // Reads g[n]; reads and writes p[n], m[n], v[n]: p *= 1 - lr*wd; m = b1 m + (1-b1) g;
 // v = b2 v + (1-b2) g^2; p -= step_size * m / (sqrt(v) / bc2_sqrt + eps), with the bias
 // corrections folded into step_size and bc2_sqrt on the host, in PyTorch's order of operations.
-// Arrays bound as float[] and vec4[]; 4*EW_K elements per invocation (ew.glsl). Included by
-// adamw.comp and by adamw_texel.comp, which defines EW_TEXEL and also binds g, p, m and v as
-// uniform texel buffers (8-11) for the reads of whole vec4s.
+// Arrays bound as float[] and vec4[]; 4*EW_K elements per invocation (ew.glsl). Built as the
+// kernels adamw and adamw_texel (shaders/variants.cmake), which defines EW_TEXEL and also binds
+// g, p, m and v as uniform texel buffers (8-11) for the reads of whole vec4s.
+#version 450
 #extension GL_EXT_control_flow_attributes : require
 #include "vkt_abi.h"
 #include "ew.glsl"

@@ -1,5 +1,6 @@
-// matmul_scalar.glsl: the matmul for any shape, one float per load, included by matmul_s*.comp
-// which fix the tile at compile time (MM_TM rows per workgroup, MM_TC columns per lane).
+// matmul_scalar.glsl: the matmul for any shape, one float per load, built as the kernels
+// matmul_s<TM>x<TC> (shaders/variants.cmake), which fix the tile at compile time (MM_TM rows per
+// workgroup, MM_TC columns per lane).
 //
 // Reads a (NN, NT: [M,K]; TN: [K,M]), b (NN, TN: [K,N]; NT: [N,K]), bias[N] when p.has_bias,
 // c[M,N] when p.beta != 0 or p.k_begin > 0, and s[M,N] in the backward epilogues. Writes c[M,N]:
@@ -16,7 +17,9 @@
 // does not unroll loops bounded by specialization constants and then keeps the tile in memory
 // (0.5 GFLOP/s instead of 3.5, measured). On SwiftShader every load with a computed index is a
 // per-lane gather whatever its width, so this is also its fast kernel.
+#version 450
 #extension GL_EXT_control_flow_attributes : require
+#include "vkt_abi.h"
 
 layout(local_size_x_id = VKT_SPEC_LOCAL_X, local_size_y_id = VKT_SPEC_LOCAL_Y,
        local_size_z_id = VKT_SPEC_LOCAL_Z) in;

@@ -1,5 +1,6 @@
-// matmul_ss.glsl: SwiftShader's matmul (Subzero JIT, 4-wide SIMD), included by matmul_ss_r*_*.comp,
-// which fix the form (SS_FORM) and the number of row groups (SS_G: 4 or 8, i.e. 16 or 32 rows).
+// matmul_ss.glsl: SwiftShader's matmul (Subzero JIT, 4-wide SIMD), built as the kernels
+// matmul_ss_r<16|32>_<nn|nt|tn> (shaders/variants.cmake), which fix the form (SS_FORM) and the
+// number of row groups (SS_G: 4 or 8, i.e. 16 or 32 rows).
 //
 // Reads a (NN, NT: [M,K]; TN: [K,M]), b (NN, TN: [K,N]; NT: [N,K]), bias[N] when p.has_bias, and
 // c[M,N] when p.beta != 0 or p.k_begin > 0. Writes c[M,N]:
@@ -71,8 +72,10 @@
 //  - SwiftShader runs workgroups on both cores (171% CPU during a benchmark).
 // Not done: the 16-step body (about +8%, 2x the compile time), a cheaper broadcast, shapes that
 // are not multiples of 4 (engine/ops/matmul.c runs scalar-r16c16-g4 for them).
+#version 450
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
+#include "vkt_abi.h"
 
 // Specialization constant VKT_SPEC_USER + 0 (the form) is not declared: SS_FORM fixes it.
 layout(local_size_x_id = VKT_SPEC_LOCAL_X, local_size_y_id = VKT_SPEC_LOCAL_Y,

@@ -1,6 +1,8 @@
-// matmul_wide.glsl: the register-tiled matmul with wide loads, included by matmul_wide.comp (vec4
-// pieces) and matmul_wide64.comp (dvec4 pieces: 8 floats per load, for devices with
-// shaderFloat64; the bits are moved, never used as doubles).
+// matmul_wide.glsl: the register-tiled matmul with wide loads, built as the kernels matmul_wide
+// (vec4 pieces), matmul_wide64 (MM_F64: dvec4 pieces, 8 floats per load, for devices with
+// shaderFloat64; the bits are moved, never used as doubles), matmul_wide64t (MM_TEXEL: a and b
+// read as texels) and matmul_wide64t_sgd (MM_SGD_TEXEL: c and s too, for the SGD epilogue); see
+// shaders/variants.cmake.
 //
 // Reads a (NN, NT: [M,K]; TN: [K,M]), b (NN, TN: [K,N]; NT: [N,K]), bias[N], c[M,N] when
 // p.beta != 0 or p.k_begin > 0, and s[M,N] in the backward epilogues. Writes c[M,N]:
@@ -22,7 +24,9 @@
 // specialization constants, which lavapipe's NIR unrolls after specialization (SwiftShader does
 // not, and uses matmul_scalar.glsl). The code avoids early exits and guarded loads in unrolled
 // loops: both made LLVM's compile time grow from seconds to a minute.
+#version 450
 #extension GL_EXT_control_flow_attributes : require
+#include "vkt_abi.h"
 
 layout(local_size_x_id = VKT_SPEC_LOCAL_X, local_size_y_id = VKT_SPEC_LOCAL_Y,
        local_size_z_id = VKT_SPEC_LOCAL_Z) in;
@@ -39,7 +43,7 @@ layout(binding = 2) uniform samplerBuffer bt;
 #endif
 #ifdef MM_SGD_TEXEL
 // The optimizer epilogue's reads of the parameters (c) and of the momentum buffer (s) through
-// texel buffers too (matmul_wide64t_sgd.comp).
+// texel buffers too (the kernel matmul_wide64t_sgd).
 layout(binding = 6) uniform samplerBuffer ct;
 layout(binding = 7) uniform samplerBuffer st;
 #endif

@@ -18,7 +18,7 @@
 //
 // The activation (VKT_ACT_CODE_*, ACT_NONE by default) and the mode are specialization constants.
 // This file declares them and does the arithmetic (act_fn.glsl's functions, the same as the
-// act_*.comp kernels'); the including kernel declares bindings 4 (read, s) and 5 (written, z) in
+// act_* kernels'); the including kernel declares bindings 4 (read, s) and 5 (written, z) in
 // its own layout, loads s only when MM_EPI_READS_S, stores z only when MM_EPI_WRITES_Z, applies
 // mm_epi to four outputs at a time (any four: the functions are elementwise) and stores c under
 // its bounds guard.

@@ -2,9 +2,10 @@
 // Reads g[n]; reads and writes p[n] and, when p.mode != 0, buf[n] (the momentum buffer; with
 // mode 0 it is untouched and bound to p). d = g + wd*p; buf = momentum*buf + d;
 // d = nesterov ? d + momentum*buf : buf; p -= lr*d. Arrays bound as float[] and vec4[]; 4*EW_K
-// elements per invocation (ew.glsl). Included by sgd.comp and by sgd_texel.comp, which defines
-// EW_TEXEL and also binds g, p and buf as uniform texel buffers (6, 7, 8) for the reads of whole
-// vec4s.
+// elements per invocation (ew.glsl). Built as the kernels sgd and sgd_texel (shaders/variants.cmake),
+// which defines EW_TEXEL and also binds g, p and buf as uniform texel buffers (6, 7, 8) for the
+// reads of whole vec4s.
+#version 450
 #extension GL_EXT_control_flow_attributes : require
 #include "vkt_abi.h"
 #include "ew.glsl"

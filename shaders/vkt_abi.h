@@ -99,7 +99,7 @@ VKT_STRUCT(vkt_adamw_push) {
     VKT_F32 bc2_sqrt;
 };
 
-// ---- Activation codes (shaders/act_fn.glsl), shared by the act_*.comp kernels and the matmul
+// ---- Activation codes (shaders/act_fn.glsl), shared by the act_* kernels and the matmul
 // epilogue. They equal vkt_act's values (ops.h; matmul.c asserts it); NONE is the matmul's plain
 // epilogue.
 #define VKT_ACT_CODE_RELU 0
@@ -109,7 +109,7 @@ VKT_STRUCT(vkt_adamw_push) {
 #define VKT_ACT_CODE_SIGMOID 4
 #define VKT_ACT_CODE_NONE 5
 
-// ---- Matmul (engine/ops/matmul.c, shaders/matmul_*.comp): c[M,N] = op(a) op(b) (+ bias[N])
+// ---- Matmul (engine/ops/matmul.c, the matmul_* kernels): c[M,N] = op(a) op(b) (+ bias[N])
 // (+ beta * c) over k in [k_begin, k_end). Bindings: 0 = c, 1 = a, 2 = b, 3 = bias (any valid view
 // when has_bias is 0), 4 = s[M,N] (read by the backward epilogues), 5 = z[M,N] (written by the
 // forward epilogue that keeps the pre-activation); unused bindings get any valid view (the host

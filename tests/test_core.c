@@ -6,6 +6,7 @@
 
 #include "test_util.h"
 #include "vkt_abi.h"
+#include "vkt_shaders.h"
 
 #define N 1000000u
 
@@ -34,7 +35,7 @@ static vkt_status axpy_submit(vkt_device *dev, axpy_run *r, const float *x, cons
     if ((s = vkt_buffer_create(dev, N * 4, "y", &r->y)) != VKT_OK) return s;
     if ((s = vkt_buffer_write(r->x, 0, x, N * 4)) != VKT_OK) return s;
     if ((s = vkt_buffer_write(r->y, 0, y, N * 4)) != VKT_OK) return s;
-    if ((s = vkt_kernel_create(dev, "axpy", spec, 3, &r->k)) != VKT_OK) return s;
+    if ((s = vkt_kernel_create(dev, VKT_SHADER_AXPY, spec, 3, &r->k)) != VKT_OK) return s;
     if ((s = vkt_cmd_create(dev, &r->cmd)) != VKT_OK) return s;
     if ((s = vkt_cmd_begin(r->cmd, true)) != VKT_OK) return s;
     vkt_view b[2] = {vkt_buffer_whole(r->x), vkt_buffer_whole(r->y)};
@@ -152,13 +153,20 @@ int main(void) {
     }
     vkt_device_destroy(small);
 
-    // Unknown shader names are errors, not crashes.
+    // A shader id that names no embedded shader is an error, not a crash; every generated id
+    // names the shader of its table entry.
     vkt_kernel *k = NULL;
     uint32_t spec[3] = {64, 1, 1};
-    VT_CHECK(t, vkt_kernel_create(t->dev[0], "no_such_shader", spec, 3, &k) == VKT_ERR_ARG,
+    VT_CHECK(t, vkt_kernel_create(t->dev[0], VKT_SHADER_COUNT, spec, 3, &k) == VKT_ERR_ARG,
              "bad shader");
+    VT_CHECK(t, vkt_shader_name(VKT_SHADER_COUNT) == NULL, "a name for a shader id past the table");
+    const char *an = vkt_shader_name(VKT_SHADER_AXPY),
+               *rn = vkt_shader_name(VKT_SHADER_ACT_RELU_FWD);
+    VT_CHECK(t, an && rn && !strcmp(an, "axpy") && !strcmp(rn, "act_relu_fwd"),
+             "VKT_SHADER_AXPY is \"%s\", VKT_SHADER_ACT_RELU_FWD \"%s\"", an ? an : "(none)",
+             rn ? rn : "(none)");
     uint32_t huge[3] = {4096, 1, 1};
-    VT_CHECK(t, vkt_kernel_create(t->dev[0], "axpy", huge, 3, &k) == VKT_ERR_ARG,
+    VT_CHECK(t, vkt_kernel_create(t->dev[0], VKT_SHADER_AXPY, huge, 3, &k) == VKT_ERR_ARG,
              "oversized workgroup");
     free(x);
     free(y);

@@ -8,6 +8,7 @@
 
 #include "test_util.h"
 #include "vkt_abi.h"
+#include "vkt_shaders.h"
 
 int main(void) {
     int failures = 0, checks = 0;
@@ -37,7 +38,7 @@ int main(void) {
         vkt_kernel *k;
         vkt_cmd *cmd;
         if (vkt_buffer_create(dev, 4096, "x", &x) || vkt_buffer_create(dev, 4096, "y", &y) ||
-            vkt_kernel_create(dev, "axpy", spec, 3, &k) || vkt_cmd_create(dev, &cmd)) {
+            vkt_kernel_create(dev, VKT_SHADER_AXPY, spec, 3, &k) || vkt_cmd_create(dev, &cmd)) {
             fprintf(stderr, "test_harness: %s\n", vkt_error());
             return 1;
         }

@@ -1,7 +1,7 @@
-// test_ops.c: the elementwise, reduction and loss ops of engine/ops/ops_nn.c on every device, against
-// the double-precision references of ref_ops.c; and those references' backward passes against
-// central finite differences of their forward passes. Shapes 1, 7, 33, 127 and 513 along every
-// dimension (rows and columns of the row ops, n of the elementwise ops; the bias ops also at
+// test_ops.c: the elementwise, reduction and loss ops of engine/ops/ops_nn.c on every device,
+// against the double-precision references of ref_ops.c; and those references' backward passes
+// against central finite differences of their forward passes. Shapes 1, 7, 33, 127 and 513 along
+// every dimension (rows and columns of the row ops, n of the elementwise ops; the bias ops also at
 // column counts that are multiples of 4, which lavapipe's texel-read bias gradient takes), one n
 // of 5e6 for an
 // elementwise op and for sumsq, and n = 5e7 for sumsq and scale, which is sliced into several
@@ -29,6 +29,7 @@
 #include "ref_ops.h"
 #include "test_util.h"
 #include "vkt_abi.h"
+#include "vkt_shaders.h"
 
 static const uint32_t SHAPES[] = {1, 7, 33, 127, 513};
 #define NSHAPES 5
@@ -491,7 +492,7 @@ static void test_sumsq_no_shuffle(dctx *c, uint32_t n, uint32_t groups, uint64_t
     uint32_t wg = info->max_workgroup_invocations < 256 ? info->max_workgroup_invocations : 256;
     uint32_t spec[4] = {wg, 1, 1, 0};
     vkt_kernel *k = NULL;
-    VT_OK(c->t, vkt_kernel_create(c->dev, "sumsq", spec, 4, &k));
+    VT_OK(c->t, vkt_kernel_create(c->dev, VKT_SHADER_SUMSQ, spec, 4, &k));
     vkt_buffer *bx = buf_new(c, n * 4ull, x, "x"), *bo = buf_new(c, 4, &zero, "out");
     char what[96];
     snprintf(what, sizeof what, "sumsq without shuffles n=%u, %u workgroups", n, groups);

@@ -13,6 +13,7 @@
 #include <GLFW/glfw3.h>
 
 #include "gfx.h"
+#include "vkt_shaders.h"
 
 #define FRAMES 2
 #define MAX_IMAGES 16
@@ -542,9 +543,9 @@ static vkt_status submit_once(gfx *g) {
 // ---------------------------------------------------------------------------------------------
 // Pipelines
 
-static vkt_status shader(gfx *g, const char *name, VkShaderModule *out) {
-    const vkt_shader_blob *b = vkt_shader_find(name);
-    if (!b) return vkt_fail(VKT_ERR_ARG, "the viewer's shader %s is not in this build", name);
+static vkt_status shader(gfx *g, vkt_shader_id id, VkShaderModule *out) {
+    const vkt_shader_blob *b = vkt_shader_get(id);
+    if (!b) return vkt_fail(VKT_ERR_ARG, "the viewer's shader %u is not in this build", id);
     VkShaderModuleCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
         .codeSize = b->size,
@@ -555,10 +556,10 @@ static vkt_status shader(gfx *g, const char *name, VkShaderModule *out) {
 }
 
 static vkt_status create_layouts(gfx *g) {
-    VKT_TRY(shader(g, "ui_rect_vert", &g->rect_vs));
-    VKT_TRY(shader(g, "ui_rect_frag", &g->rect_fs));
-    VKT_TRY(shader(g, "ui_glyph_vert", &g->glyph_vs));
-    VKT_TRY(shader(g, "ui_glyph_frag", &g->glyph_fs));
+    VKT_TRY(shader(g, VKT_SHADER_UI_RECT_VERT, &g->rect_vs));
+    VKT_TRY(shader(g, VKT_SHADER_UI_RECT_FRAG, &g->rect_fs));
+    VKT_TRY(shader(g, VKT_SHADER_UI_GLYPH_VERT, &g->glyph_vs));
+    VKT_TRY(shader(g, VKT_SHADER_UI_GLYPH_FRAG, &g->glyph_fs));
     VkDescriptorSetLayoutBinding bind = {
         .binding = 0,
         .descriptorType = VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER,

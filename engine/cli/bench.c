@@ -5,11 +5,12 @@
 // (independent FMA chains in registers, enough workgroups to fill the device), then for each size
 // S the GFLOP/s of one S x S x S fp32 vkt_op_matmul: the median of --reps runs timed by GPU
 // timestamps after a warm-up run (which also builds the kernel), the variant the engine chose
-// (with the GFLOP/s of every candidate it measured for that shape at first use, engine/core/tune.c),
-// and the figure as a fraction of the peak: each timed run against a peak_fma run right after it,
-// the median of those ratios (bench_size says why). The product of the last run is spot-checked
-// against a double-precision dot product on random entries: a benchmark of a broken kernel fails
-// (exit 1). It prints the command line that reproduces it; --json prints one JSON object instead.
+// (with the GFLOP/s of every candidate it measured for that shape at first use,
+// engine/core/tune.c), and the figure as a fraction of the peak: each timed run against a peak_fma
+// run right after it, the median of those ratios (bench_size says why). The product of the last run
+// is spot-checked against a double-precision dot product on random entries: a benchmark of a broken
+// kernel fails (exit 1). It prints the command line that reproduces it; --json prints one JSON
+// object instead.
 //
 // --baseline also runs a CPU BLAS sgemm (OpenBLAS, bench_blas.c) on the same sizes, form and
 // data: a warm-up call, then the median of --reps calls timed by the wall clock, its product
@@ -33,6 +34,7 @@
 #include "cli.h"
 #include "ops.h"
 #include "vkt_abi.h"
+#include "vkt_shaders.h"
 
 #define MAX_SIZES 16
 #define MAX_DEVICES 16
@@ -131,7 +133,7 @@ static vkt_status peak_open(vkt_device *dev, peak_bench *pb, double *gflops) {
     pb->groups = 1024; // 64k invocations: every CPU lane and most GPUs' cores
     pb->iters = 4;
     uint32_t spec[3] = {pb->wg, 1, 1};
-    vkt_status s = vkt_kernel_create(dev, "peak_fma", spec, 3, &pb->k);
+    vkt_status s = vkt_kernel_create(dev, VKT_SHADER_PEAK_FMA, spec, 3, &pb->k);
     if (s == VKT_OK) s = vkt_buffer_create(dev, 4ull * pb->wg * pb->groups, "peak out", &pb->out);
     if (s == VKT_OK) s = vkt_cmd_create(dev, &pb->cmd);
     double best = 0;

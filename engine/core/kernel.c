@@ -8,14 +8,15 @@
 
 #include "vkt_abi.h"
 #include "vkt_internal.h"
+#include "vkt_shaders.h"
 
-const vkt_shader_blob *vkt_shader_find(const char *name) {
-    for (const vkt_shader_blob *b = vkt_shader_blobs; b->name; b++)
-        if (strcmp(b->name, name) == 0) return b;
-    return NULL;
+const vkt_shader_blob *vkt_shader_get(vkt_shader_id id) {
+    return id < VKT_SHADER_COUNT ? &vkt_shader_blobs[id] : NULL;
 }
 
-bool vkt_shader_exists(const char *name) { return vkt_shader_find(name) != NULL; }
+const char *vkt_shader_name(vkt_shader_id id) {
+    return id < VKT_SHADER_COUNT ? vkt_shader_blobs[id].name : NULL;
+}
 
 // The bindings of descriptor set 0 as descriptor types, from the SPIR-V: types[b] for binding b
 // (bindings 0 .. n-1, n returned, -1 for malformed SPIR-V). A binding is a storage buffer (a
@@ -114,12 +115,16 @@ static int reflect_bindings(const uint32_t *code, size_t words, VkDescriptorType
     return n;
 }
 
-vkt_status vkt_kernel_create(vkt_device *dev, const char *shader, const uint32_t *spec, int nspec,
+vkt_status vkt_kernel_create(vkt_device *dev, vkt_shader_id id, const uint32_t *spec, int nspec,
                              vkt_kernel **out) {
     *out = NULL;
-    const vkt_shader_blob *blob = vkt_shader_find(shader);
+    const vkt_shader_blob *blob = vkt_shader_get(id);
     if (!blob)
-        return vkt_fail(VKT_ERR_ARG, "no shader named \"%s\" is built into this vktrain", shader);
+        return vkt_fail(VKT_ERR_ARG,
+                        "no shader has id %u in this vktrain (it embeds %d: the "
+                        "VKT_SHADER_* of vkt_shaders.h)",
+                        id, VKT_SHADER_COUNT);
+    const char *shader = blob->name;
     if (nspec > 32)
         return vkt_fail(VKT_ERR_ARG, "kernel %s: too many specialization constants", shader);
     // The workgroup size must fit the device: say so rather than let the driver fail.

@@ -38,7 +38,7 @@ vkt_status vkt_vk_fail(VkResult r, const char *call, const char *what, const cha
 _Noreturn void vkt_abort(const char *what, const char *file, int line);
 
 // ---------------------------------------------------------------------------------------------
-// Shaders embedded by the build (generated vkt_shaders.c)
+// Shaders embedded by the build (generated vkt_shaders.c, indexed by the ids of vkt_shaders.h)
 
 typedef struct vkt_shader_blob {
     const char *name;
@@ -46,7 +46,8 @@ typedef struct vkt_shader_blob {
     size_t size; // bytes
 } vkt_shader_blob;
 extern const vkt_shader_blob vkt_shader_blobs[];
-const vkt_shader_blob *vkt_shader_find(const char *name);
+// The SPIR-V of kernel id (a VKT_SHADER_* of vkt_shaders.h), or NULL when id is none.
+const vkt_shader_blob *vkt_shader_get(vkt_shader_id id);
 
 // ---------------------------------------------------------------------------------------------
 // Objects

@@ -66,6 +66,7 @@
 #include "tune.h"
 #include "vkt_abi.h"
 #include "vkt_internal.h"
+#include "vkt_shaders.h"
 
 _Static_assert(VKT_MM_NN == VKT_MM_FORM_NN && VKT_MM_NT == VKT_MM_FORM_NT &&
                    VKT_MM_TN == VKT_MM_FORM_TN,
@@ -80,68 +81,86 @@ _Static_assert(VKT_ACT_RELU == VKT_ACT_CODE_RELU && VKT_ACT_LEAKY_RELU == VKT_AC
 
 typedef enum mm_kind {
     MM_WIDE,   // matmul_wide.glsl: tile and width by specialization constants
-    MM_SCALAR, // matmul_scalar.glsl: tile compiled into the shader (shader name carries it)
+    MM_SCALAR, // matmul_scalar.glsl: tile compiled into the kernel (matmul_s<tm>x<tc>)
     MM_TILED,  // matmul_tiled.comp: wg x wg lanes, shared-memory slices w deep, any shape
 } mm_kind;
 
 typedef struct mm_variant {
     const char *name;
-    const char *shader;
+    // The kernel per form (NN, NT, TN): the same one for all three except SwiftShader's
+    // matmul_ss.glsl, which is built once per form.
+    vkt_shader_id kernel[3];
+    // The kernel that runs the optimizer epilogue (has_sgd): the texel-read variant's reads c and
+    // s as texels too (matmul_wide64t_sgd); the others' is their own kernel.
+    vkt_shader_id sgd_kernel;
     mm_kind kind;
     uint32_t wg;     // lanes per workgroup (x)
     uint32_t tm, tc; // rows per workgroup, columns per lane
     uint32_t w;      // wide: floats per load (4 = vec4, 8 = dvec4); scalar: 1
     uint32_t kc;     // k per dispatch (a multiple of w); 0 = the whole K in one dispatch
     bool texel;      // a and b bound as uniform texel buffers (matmul_wide64t)
+    bool ss;         // matmul_ss.glsl: broadcasts across its wg lanes, which must be one subgroup
 } mm_variant;
 
+// The kernels of a variant (kernel[3], sgd_kernel): one for every form; the texel-read one, whose
+// optimizer epilogue has a kernel of its own; SwiftShader's, one per form.
+#define ALL_FORMS(k) {k, k, k}, k
+#define TEXEL_FORMS                                                                                \
+    {VKT_SHADER_MATMUL_WIDE64T, VKT_SHADER_MATMUL_WIDE64T, VKT_SHADER_MATMUL_WIDE64T},             \
+        VKT_SHADER_MATMUL_WIDE64T_SGD
+#define SS_FORMS(r)                                                                                \
+    {VKT_SHADER_MATMUL_SS_##r##_NN, VKT_SHADER_MATMUL_SS_##r##_NT, VKT_SHADER_MATMUL_SS_##r##_TN}, \
+        VKT_SHADER_MATMUL_SS_##r##_NN
+
 static const mm_variant VARIANTS[] = {
-    // lavapipe: the wide64 tiles with a and b read as texel buffers (matmul_wide64t.comp): a
-    // texel fetch is a branch-free gather there, a storage-buffer load a branchy loop over lanes.
-    {"wide64t-r32c32-g8", "matmul_wide64t", MM_WIDE, 8, 32, 32, 8, 0, true},
-    {"wide64t-r32c16-g8", "matmul_wide64t", MM_WIDE, 8, 32, 16, 8, 0, true},
+    // lavapipe: the wide64 tiles with a and b read as texel buffers (matmul_wide64t): a texel
+    // fetch is a branch-free gather there, a storage-buffer load a branchy loop over lanes.
+    {"wide64t-r32c32-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 32, 8, 0, true, false},
+    {"wide64t-r32c16-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 16, 8, 0, true, false},
     // The same tiles through storage buffers: dvec4 pieces, one subgroup of 8 lanes per
     // workgroup; 32 rows x 16 columns per lane (LLVM compiles it in about 2.5 s on first use),
     // 32 x 32 (about 7 s). lavapipe keeps 32 x 16 as a candidate (views the texel limits refuse);
     // 32 x 32 is no one's candidate any more, kept for VKT_MATMUL_VARIANT comparisons.
-    {"wide64-r32c16-g8", "matmul_wide64", MM_WIDE, 8, 32, 16, 8, 0, false},
-    {"wide64-r32c32-g8", "matmul_wide64", MM_WIDE, 8, 32, 32, 8, 0, false},
+    {"wide64-r32c16-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 32, 16, 8, 0, false,
+     false},
+    {"wide64-r32c32-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 32, 32, 8, 0, false,
+     false},
     // Measured alternatives, kept for VKT_MATMUL_VARIANT: a smaller tile (1.5 s to compile, 43
     // GFLOP/s) and a K-split of 256 (slower here: every split reloads c).
-    {"wide64-r24c16-g8", "matmul_wide64", MM_WIDE, 8, 24, 16, 8, 0, false},
-    {"wide64-r32c16-g8-k256", "matmul_wide64", MM_WIDE, 8, 32, 16, 8, 256, false},
+    {"wide64-r24c16-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 24, 16, 8, 0, false,
+     false},
+    {"wide64-r32c16-g8-k256", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 32, 16, 8, 256,
+     false, false},
     // vec4 pieces: the lavapipe tile for CPU drivers without shaderFloat64, and a GPU-shaped one
     // (64 lanes, a small tile per lane) for everything else. Not measured here (no such device).
-    {"wide-r32c16-g8", "matmul_wide", MM_WIDE, 8, 32, 16, 4, 0, false},
-    {"wide-r16c8-g64", "matmul_wide", MM_WIDE, 64, 16, 8, 4, 0, false},
+    {"wide-r32c16-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE), MM_WIDE, 8, 32, 16, 4, 0, false, false},
+    {"wide-r16c8-g64", ALL_FORMS(VKT_SHADER_MATMUL_WIDE), MM_WIDE, 64, 16, 8, 4, 0, false, false},
     // Any shape.
-    {"scalar-r8c8-g8", "matmul_s8x8", MM_SCALAR, 8, 8, 8, 1, 0, false},
-    {"scalar-r8c8-g4", "matmul_s8x8", MM_SCALAR, 4, 8, 8, 1, 0, false},
-    {"scalar-r16c16-g4", "matmul_s16x16", MM_SCALAR, 4, 16, 16, 1, 0, false},
-    {"scalar-r4c4-g64", "matmul_s4x4", MM_SCALAR, 64, 4, 4, 1, 0, false},
+    {"scalar-r8c8-g8", ALL_FORMS(VKT_SHADER_MATMUL_S8X8), MM_SCALAR, 8, 8, 8, 1, 0, false, false},
+    {"scalar-r8c8-g4", ALL_FORMS(VKT_SHADER_MATMUL_S8X8), MM_SCALAR, 4, 8, 8, 1, 0, false, false},
+    {"scalar-r16c16-g4", ALL_FORMS(VKT_SHADER_MATMUL_S16X16), MM_SCALAR, 4, 16, 16, 1, 0, false,
+     false},
+    {"scalar-r4c4-g64", ALL_FORMS(VKT_SHADER_MATMUL_S4X4), MM_SCALAR, 64, 4, 4, 1, 0, false, false},
     // GPUs: shared-memory tiles, 16 x 16 lanes; 64 x 64 blocks of 4 x 4 per lane in slices of 16
     // k, or 128 x 128 blocks of 8 x 8 in slices of 8. Not measured on a GPU yet (none here); the
     // first use of a shape on a GPU measures them against the others.
-    {"tiled-r4c4-k16", "matmul_tiled", MM_TILED, 16, 4, 4, 16, 0, false},
-    {"tiled-r8c8-k8", "matmul_tiled", MM_TILED, 16, 8, 8, 8, 0, false},
+    {"tiled-r4c4-k16", ALL_FORMS(VKT_SHADER_MATMUL_TILED), MM_TILED, 16, 4, 4, 16, 0, false, false},
+    {"tiled-r8c8-k8", ALL_FORMS(VKT_SHADER_MATMUL_TILED), MM_TILED, 16, 8, 8, 8, 0, false, false},
     // SwiftShader (shaders/matmul_ss.glsl): one subgroup of 4 lanes, 16 columns per lane, the
-    // rows broadcast across the subgroup, vec4 loads, one shader per form. 32 rows for large
+    // rows broadcast across the subgroup, vec4 loads, one kernel per form. 32 rows for large
     // products (13.7-14 GFLOP/s at 1024^3 against 7 for scalar-r16c16-g4, but about 1.3 s to
     // compile per form), 16 rows otherwise (0.25 s).
-    {"ss-r32c16-g4", "matmul_ss_r32", MM_WIDE, 4, 32, 16, 4, 0, false},
-    {"ss-r16c16-g4", "matmul_ss_r16", MM_WIDE, 4, 16, 16, 4, 0, false},
+    {"ss-r32c16-g4", SS_FORMS(R32), MM_WIDE, 4, 32, 16, 4, 0, false, true},
+    {"ss-r16c16-g4", SS_FORMS(R16), MM_WIDE, 4, 16, 16, 4, 0, false, true},
 };
 #define NVARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
 
-// matmul_ss.glsl's kernels broadcast across their wg lanes, which must be one subgroup, and are
-// built once per form, as <shader>_nn, _nt and _tn.
-static bool is_ss(const mm_variant *v) { return strncmp(v->shader, "matmul_ss", 9) == 0; }
 // The kernels that include shaders/mm_epilogue.glsl (bindings 4 and 5, spec ids 7 and 8): all
 // but SwiftShader's (matmul_ss.glsl says why).
-static bool has_epilogue(const mm_variant *v) { return !is_ss(v); }
+static bool has_epilogue(const mm_variant *v) { return !v->ss; }
 // The kernels with the optimizer epilogue (VKT_MM_EPI_SGD): the wide kernel, in one dispatch (a
 // K-split's chunks would add onto the parameters).
-static bool has_sgd(const mm_variant *v) { return v->kind == MM_WIDE && !is_ss(v) && v->kc == 0; }
+static bool has_sgd(const mm_variant *v) { return v->kind == MM_WIDE && !v->ss && v->kc == 0; }
 
 static const mm_variant *variant_named(const char *name, size_t len) {
     for (int i = 0; i < NVARIANTS; i++)
@@ -217,7 +236,7 @@ static bool runs_on(const vkt_device_info *d, const mm_variant *v) {
         return v->wg * v->wg <= d->max_workgroup_invocations &&
                4ull * v->w * v->wg * (v->tm + v->tc) <= d->shared_memory_bytes;
     return v->wg <= d->max_workgroup_invocations && (v->w != 8 || d->shader_float64) &&
-           (!is_ss(v) || d->subgroup_size >= v->wg); // ss: one workgroup is one subgroup
+           (!v->ss || d->subgroup_size >= v->wg); // ss: one workgroup is one subgroup
 }
 
 // The device's candidates for a product of macs multiply-adds. VKT_MATMUL_VARIANT=name[,name]
@@ -617,11 +636,9 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     // The SwiftShader kernels are one shader per form (it does not fold the form's branches);
     // the texel-read kernel with the optimizer epilogue reads c and s as texels too (bindings 6
     // and 7).
-    const char *suffix = form == VKT_MM_NN ? "_nn" : form == VKT_MM_NT ? "_nt" : "_tn";
-    bool sgd_texel = v->texel && e->mode == VKT_MM_EPI_SGD;
-    char shader[64];
-    snprintf(shader, sizeof shader, "%s%s", v->shader, is_ss(v) ? suffix : sgd_texel ? "_sgd" : "");
-    if (sgd_texel) nbind = 8;
+    bool sgd = e->mode == VKT_MM_EPI_SGD;
+    vkt_shader_id shader = sgd ? v->sgd_kernel : v->kernel[form];
+    if (sgd && v->texel) nbind = 8;
     vkt_kernel *k = vkt_ops_kernel(ops, shader, spec, nspec);
     if (!k) return; // reported by vkt_ops_status
 

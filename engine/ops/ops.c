@@ -1,6 +1,6 @@
-// ops.c: the per-device kernel cache behind every vkt_op_* (engine/ops/ops_nn.c, engine/ops/matmul.c).
-// A kernel is keyed by shader name and specialization constants and built on first use, so a
-// device only compiles the variants it runs.
+// ops.c: the per-device kernel cache behind every vkt_op_* (engine/ops/ops_nn.c,
+// engine/ops/matmul.c). A kernel is keyed by shader id and specialization constants and built on
+// first use, so a device only compiles the variants it runs.
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +10,7 @@
 #define MAX_SPEC 16
 
 typedef struct cached_kernel {
-    const char *shader; // points into the embedded shader table (static)
+    vkt_shader_id shader;
     uint32_t spec[MAX_SPEC];
     int nspec;
     vkt_kernel *kernel;
@@ -41,18 +41,16 @@ void vkt_ops_destroy(vkt_ops *ops) {
 
 vkt_device *vkt_ops_device(const vkt_ops *ops) { return ops->dev; }
 
-vkt_kernel *vkt_ops_kernel(vkt_ops *ops, const char *shader, const uint32_t *spec, int nspec) {
+vkt_kernel *vkt_ops_kernel(vkt_ops *ops, vkt_shader_id shader, const uint32_t *spec, int nspec) {
     VKT_ASSERT(nspec <= MAX_SPEC);
     for (int i = 0; i < ops->n; i++) {
         cached_kernel *c = &ops->cache[i];
-        if (c->nspec == nspec && strcmp(c->shader, shader) == 0 &&
+        if (c->nspec == nspec && c->shader == shader &&
             memcmp(c->spec, spec, (size_t)nspec * sizeof *spec) == 0)
             return c->kernel;
     }
-    const vkt_shader_blob *blob = vkt_shader_find(shader);
     vkt_kernel *k = NULL;
-    vkt_status s = blob ? vkt_kernel_create(ops->dev, shader, spec, nspec, &k)
-                        : vkt_fail(VKT_ERR_ARG, "no shader named \"%s\" is built in", shader);
+    vkt_status s = vkt_kernel_create(ops->dev, shader, spec, nspec, &k);
     if (s != VKT_OK) {
         if (ops->err == VKT_OK) {
             ops->err = s;
@@ -72,7 +70,7 @@ vkt_kernel *vkt_ops_kernel(vkt_ops *ops, const char *shader, const uint32_t *spe
         ops->cap = cap;
     }
     cached_kernel *c = &ops->cache[ops->n++];
-    c->shader = blob->name;
+    c->shader = shader;
     memset(c->spec, 0, sizeof c->spec);
     memcpy(c->spec, spec, (size_t)nspec * sizeof *spec);
     c->nspec = nspec;

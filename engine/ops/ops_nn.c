@@ -17,6 +17,7 @@
 #include "ops.h"
 #include "vkt_abi.h"
 #include "vkt_internal.h"
+#include "vkt_shaders.h"
 
 // Rows of more columns than this get a team of lanes each (rows.glsl ROW_MODE 1); narrower rows
 // get an invocation each, which wastes no lanes on C = 10 classes.
@@ -58,7 +59,7 @@ static bool has_shuffle(vkt_ops *ops) {
            (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
 }
 
-static vkt_kernel *kernel_1d(vkt_ops *ops, const char *shader, uint32_t wg, uint32_t u3,
+static vkt_kernel *kernel_1d(vkt_ops *ops, vkt_shader_id shader, uint32_t wg, uint32_t u3,
                              uint32_t u4, int nuser) {
     uint32_t spec[5] = {wg, 1, 1, u3, u4};
     return vkt_ops_kernel(ops, shader, spec, 3 + nuser);
@@ -175,7 +176,7 @@ void vkt_op_bias_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view bias, uint
                      const char *label) {
     if (N == 0) return;
     uint32_t wg = wg_1d(ops);
-    vkt_kernel *k = kernel_1d(ops, "bias_add", wg, 0, 0, 0);
+    vkt_kernel *k = kernel_1d(ops, VKT_SHADER_BIAS_ADD, wg, 0, 0, 0);
     nn_arg args[2] = {{bias, 0, N}, {y, N, 0}};
     vkt_bias_push p = {.R = R, .N = N};
     nn_dispatch(cmd, ops, k, args, 2, &p, sizeof p,
@@ -190,7 +191,7 @@ void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint
         // A lane per 4 columns, 32 lanes per workgroup (fashion_mlp's 512 and 256 columns give
         // 4 and 2 workgroups for lavapipe's 2 threads).
         uint32_t wg = 32;
-        vkt_kernel *k = kernel_1d(ops, "bias_grad_texel", wg, 0, 0, 0);
+        vkt_kernel *k = kernel_1d(ops, VKT_SHADER_BIAS_GRAD_TEXEL, wg, 0, 0, 0);
         nn_arg args[2] = {{dy, N, 0}, {db, 0, N}};
         vkt_bias_push p = {.R = R, .N = N};
         nn_dispatch(
@@ -207,7 +208,7 @@ void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint
     const vkt_device_info *d = info_of(ops);
     if (ty > d->max_workgroup_size[1]) ty = d->max_workgroup_size[1];
     uint32_t spec[3] = {tx, ty, 1};
-    vkt_kernel *k = vkt_ops_kernel(ops, "bias_grad", spec, 3);
+    vkt_kernel *k = vkt_ops_kernel(ops, VKT_SHADER_BIAS_GRAD, spec, 3);
     nn_arg args[2] = {{dy, N, 0}, {db, 0, N}};
     vkt_bias_push p = {.R = R, .N = N};
     nn_dispatch(cmd, ops, k, args, 2, &p, sizeof p,
@@ -218,18 +219,22 @@ void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint
 // ---------------------------------------------------------------------------------------------
 // Activations
 
-// shaders/act_<name>_<fwd|bwd|bwdy>.comp (one shader each: see act.glsl for why). which: 0
+// The act_<name>_<fwd|bwd|bwdy> kernels (act.glsl, one each: see there for why). which: 0
 // forward, 1 backward from the input, 2 backward from the output (none for gelu).
-static const char *act_shader(vkt_act act, int which) {
-    static const char *names[][3] = {
-        [VKT_ACT_RELU] = {"act_relu_fwd", "act_relu_bwd", "act_relu_bwdy"},
-        [VKT_ACT_LEAKY_RELU] = {"act_leaky_relu_fwd", "act_leaky_relu_bwd", "act_leaky_relu_bwdy"},
-        [VKT_ACT_GELU] = {"act_gelu_fwd", "act_gelu_bwd", NULL},
-        [VKT_ACT_TANH] = {"act_tanh_fwd", "act_tanh_bwd", "act_tanh_bwdy"},
-        [VKT_ACT_SIGMOID] = {"act_sigmoid_fwd", "act_sigmoid_bwd", "act_sigmoid_bwdy"},
+static vkt_shader_id act_shader(vkt_act act, int which) {
+    static const vkt_shader_id ids[][3] = {
+        [VKT_ACT_RELU] = {VKT_SHADER_ACT_RELU_FWD, VKT_SHADER_ACT_RELU_BWD,
+                          VKT_SHADER_ACT_RELU_BWDY},
+        [VKT_ACT_LEAKY_RELU] = {VKT_SHADER_ACT_LEAKY_RELU_FWD, VKT_SHADER_ACT_LEAKY_RELU_BWD,
+                                VKT_SHADER_ACT_LEAKY_RELU_BWDY},
+        [VKT_ACT_GELU] = {VKT_SHADER_ACT_GELU_FWD, VKT_SHADER_ACT_GELU_BWD, VKT_SHADER_COUNT},
+        [VKT_ACT_TANH] = {VKT_SHADER_ACT_TANH_FWD, VKT_SHADER_ACT_TANH_BWD,
+                          VKT_SHADER_ACT_TANH_BWDY},
+        [VKT_ACT_SIGMOID] = {VKT_SHADER_ACT_SIGMOID_FWD, VKT_SHADER_ACT_SIGMOID_BWD,
+                             VKT_SHADER_ACT_SIGMOID_BWDY},
     };
-    VKT_ASSERT((unsigned)act < sizeof names / sizeof *names && names[act][which]);
-    return names[act][which];
+    VKT_ASSERT((unsigned)act < sizeof ids / sizeof *ids && ids[act][which] != VKT_SHADER_COUNT);
+    return ids[act][which];
 }
 
 bool vkt_act_grad_from_output(vkt_act act, float alpha) {
@@ -277,7 +282,7 @@ void vkt_op_act_backward_from_output(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, fl
 
 // The kernel and grid of a row op over B rows of C columns. write_preds is accuracy's constant
 // 5 (-1 for the other row ops, which have none).
-static vkt_kernel *row_kernel(vkt_ops *ops, const char *shader, uint32_t B, uint32_t C,
+static vkt_kernel *row_kernel(vkt_ops *ops, vkt_shader_id shader, uint32_t B, uint32_t C,
                               int write_preds, nn_grid *g) {
     uint32_t wg = wg_1d(ops), team = 1;
     if (C > ROW_TEAM_MIN_COLS && has_shuffle(ops)) {
@@ -297,7 +302,7 @@ void vkt_op_softmax_xent(vkt_cmd *cmd, vkt_ops *ops, vkt_view loss_rows, vkt_vie
                          const char *label) {
     VKT_ASSERT(C > 0);
     nn_grid g;
-    vkt_kernel *k = row_kernel(ops, "softmax_xent", B, C, -1, &g);
+    vkt_kernel *k = row_kernel(ops, VKT_SHADER_SOFTMAX_XENT, B, C, -1, &g);
     nn_arg args[4] = {{logits, C, 0}, {labels, 1, 0}, {loss_rows, 1, 0}, {dlogits, C, 0}};
     vkt_rows_push p = {.B = B, .C = C, .grad_scale = grad_scale};
     nn_dispatch(cmd, ops, k, args, 4, &p, sizeof p, g, label);
@@ -307,7 +312,7 @@ void vkt_op_mse(vkt_cmd *cmd, vkt_ops *ops, vkt_view loss_rows, vkt_view dpred, 
                 vkt_view target, uint32_t B, uint32_t N, float grad_scale, const char *label) {
     VKT_ASSERT(N > 0);
     nn_grid g;
-    vkt_kernel *k = row_kernel(ops, "mse", B, N, -1, &g);
+    vkt_kernel *k = row_kernel(ops, VKT_SHADER_MSE, B, N, -1, &g);
     nn_arg args[4] = {{pred, N, 0}, {target, N, 0}, {loss_rows, 1, 0}, {dpred, N, 0}};
     vkt_rows_push p = {.B = B, .C = N, .grad_scale = grad_scale};
     nn_dispatch(cmd, ops, k, args, 4, &p, sizeof p, g, label);
@@ -317,7 +322,7 @@ void vkt_op_accuracy(vkt_cmd *cmd, vkt_ops *ops, vkt_view correct, const vkt_vie
                      vkt_view logits, vkt_view labels, uint32_t B, uint32_t C, const char *label) {
     VKT_ASSERT(C > 0);
     nn_grid g;
-    vkt_kernel *k = row_kernel(ops, "accuracy", B, C, preds ? 1 : 0, &g);
+    vkt_kernel *k = row_kernel(ops, VKT_SHADER_ACCURACY, B, C, preds ? 1 : 0, &g);
     g.accumulates = true; // every slice adds into correct[0]
     // Without preds, binding 3 is never written: bind the counter, which the op writes anyway,
     // so that no other buffer looks written to the synchronization validation.
@@ -335,7 +340,7 @@ void vkt_op_accuracy(vkt_cmd *cmd, vkt_ops *ops, vkt_view correct, const vkt_vie
 void vkt_op_sumsq(vkt_cmd *cmd, vkt_ops *ops, vkt_view out, vkt_view x, uint32_t n,
                   const char *label) {
     uint32_t wg = wg_1d(ops);
-    vkt_kernel *k = kernel_1d(ops, "sumsq", wg, has_shuffle(ops) ? 1 : 0, 0, 1);
+    vkt_kernel *k = kernel_1d(ops, VKT_SHADER_SUMSQ, wg, has_shuffle(ops) ? 1 : 0, 0, 1);
     nn_arg args[3] = {EW_ARG(x), {out, 0, 1}};
     vkt_scale_push p = {.n = n};
     // One workgroup per block of x, up to SUMSQ_GROUPS (sumsq.comp), so that few partial sums
@@ -350,7 +355,7 @@ void vkt_op_sumsq(vkt_cmd *cmd, vkt_ops *ops, vkt_view out, vkt_view x, uint32_t
 void vkt_op_clip_scale(vkt_cmd *cmd, vkt_ops *ops, vkt_view g, vkt_view sumsq, uint32_t n,
                        float max_norm, const char *label) {
     uint32_t wg = wg_1d(ops);
-    vkt_kernel *k = kernel_1d(ops, "clip_scale", wg, 0, 0, 0);
+    vkt_kernel *k = kernel_1d(ops, VKT_SHADER_CLIP_SCALE, wg, 0, 0, 0);
     nn_arg args[3] = {{sumsq, 0, 1}, EW_ARG(g)};
     vkt_scale_push p = {.n = n, .s = max_norm};
     nn_dispatch(cmd, ops, k, args, 3, &p, sizeof p, grid_elems(n, wg), label);
@@ -358,7 +363,7 @@ void vkt_op_clip_scale(vkt_cmd *cmd, vkt_ops *ops, vkt_view g, vkt_view sumsq, u
 
 void vkt_op_scale(vkt_cmd *cmd, vkt_ops *ops, vkt_view g, float s, uint32_t n, const char *label) {
     uint32_t wg = wg_1d(ops);
-    vkt_kernel *k = kernel_1d(ops, "scale", wg, 0, 0, 0);
+    vkt_kernel *k = kernel_1d(ops, VKT_SHADER_SCALE, wg, 0, 0, 0);
     nn_arg args[2] = {EW_ARG(g)};
     vkt_scale_push p = {.n = n, .s = s};
     nn_dispatch(cmd, ops, k, args, 2, &p, sizeof p, grid_elems(n, wg), label);
@@ -367,7 +372,7 @@ void vkt_op_scale(vkt_cmd *cmd, vkt_ops *ops, vkt_view g, float s, uint32_t n, c
 void vkt_op_axpy(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x, float a, uint32_t n,
                  const char *label) {
     uint32_t wg = wg_1d(ops);
-    vkt_kernel *k = kernel_1d(ops, "axpy", wg, 0, 0, 0);
+    vkt_kernel *k = kernel_1d(ops, VKT_SHADER_AXPY, wg, 0, 0, 0);
     nn_arg args[2] = {{x, 1, 0}, {y, 1, 0}};
     vkt_axpy_push p = {.n = n, .a = a};
     // shaders/axpy.comp (the core's test kernel) takes one float per invocation.
@@ -378,7 +383,7 @@ void vkt_op_axpy(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x, float a, ui
 void vkt_op_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view z, vkt_view x, vkt_view y, float a, uint32_t n,
                 const char *label) {
     uint32_t wg = wg_1d(ops);
-    vkt_kernel *k = kernel_1d(ops, "add", wg, 0, 0, 0);
+    vkt_kernel *k = kernel_1d(ops, VKT_SHADER_ADD, wg, 0, 0, 0);
     nn_arg args[3] = {{x, 1, 0}, {y, 1, 0}, {z, 1, 0}};
     vkt_axpy_push p = {.n = n, .a = a};
     nn_dispatch(cmd, ops, k, args, 3, &p, sizeof p,
@@ -396,7 +401,7 @@ void vkt_op_sgd(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view buf
     vkt_view b = momentum != 0.0f ? buf : p;
     vkt_view reads[3] = {g, p, b};
     bool tex = texel_reads(ops, reads, 3, n);
-    vkt_kernel *k = kernel_1d(ops, tex ? "sgd_texel" : "sgd", wg, 0, 0, 0);
+    vkt_kernel *k = kernel_1d(ops, tex ? VKT_SHADER_SGD_TEXEL : VKT_SHADER_SGD, wg, 0, 0, 0);
     nn_arg args[9] = {EW_ARG(g), EW_ARG(p), EW_ARG(b), {g, 1, 0}, {p, 1, 0}, {b, 1, 0}};
     vkt_sgd_push push = {.n = n,
                          .lr = lr,
@@ -415,7 +420,7 @@ void vkt_op_adamw(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view m
     uint32_t wg = wg_1d(ops);
     vkt_view reads[4] = {g, p, m, v};
     bool tex = texel_reads(ops, reads, 4, n);
-    vkt_kernel *k = kernel_1d(ops, tex ? "adamw_texel" : "adamw", wg, 0, 0, 0);
+    vkt_kernel *k = kernel_1d(ops, tex ? VKT_SHADER_ADAMW_TEXEL : VKT_SHADER_ADAMW, wg, 0, 0, 0);
     nn_arg args[12] = {EW_ARG(g), EW_ARG(p), EW_ARG(m), EW_ARG(v),
                        {g, 1, 0}, {p, 1, 0}, {m, 1, 0}, {v, 1, 0}};
     // The bias corrections as PyTorch computes them (in double, on the host), then rounded.

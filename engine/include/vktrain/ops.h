@@ -19,7 +19,7 @@ vkt_device *vkt_ops_device(const vkt_ops *ops);
 // The kernel for (shader, spec), built on first use. Returns NULL and sets vkt_error() when the
 // pipeline cannot be built. Ops record nothing when it is NULL and report it from vkt_cmd_end
 // through vkt_ops_status.
-vkt_kernel *vkt_ops_kernel(vkt_ops *ops, const char *shader, const uint32_t *spec, int nspec);
+vkt_kernel *vkt_ops_kernel(vkt_ops *ops, vkt_shader_id shader, const uint32_t *spec, int nspec);
 // The first kernel-building error since the last call (VKT_OK if none), cleared by the call.
 vkt_status vkt_ops_status(vkt_ops *ops);
 // The pending failure vkt_ops_status would report, left pending.

@@ -180,13 +180,19 @@ uint64_t vkt_device_align(const vkt_device *dev, uint64_t size);
 
 typedef struct vkt_kernel vkt_kernel;
 
-// Fails with VKT_ERR_ARG when no shader has that name.
-vkt_status vkt_kernel_create(vkt_device *dev, const char *shader, const uint32_t *spec, int nspec,
+// An embedded shader: one of the VKT_SHADER_* identifiers that the build generates into
+// vkt_shaders.h from shaders/*.comp and the table of variants in shaders/variants.cmake
+// (VKT_SHADER_AXPY, VKT_SHADER_ACT_RELU_FWD, ...), so that a misspelt shader does not compile.
+typedef uint32_t vkt_shader_id;
+
+// Fails with VKT_ERR_ARG when shader is no embedded shader's id, or the workgroup size (spec[0..2])
+// exceeds the device's limits.
+vkt_status vkt_kernel_create(vkt_device *dev, vkt_shader_id shader, const uint32_t *spec, int nspec,
                              vkt_kernel **out);
 void vkt_kernel_destroy(vkt_kernel *k);
 int vkt_kernel_binding_count(const vkt_kernel *k);
-// Whether an embedded shader of that name exists.
-bool vkt_shader_exists(const char *name);
+// The name of an embedded shader ("axpy", "act_relu_fwd"), or NULL when id is none.
+const char *vkt_shader_name(vkt_shader_id id);
 
 // ---------------------------------------------------------------------------------------------
 // Command streams (engine/core/cmd.c): record many dispatches, copies and barriers into one command

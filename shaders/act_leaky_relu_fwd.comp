@@ -1,6 +1,0 @@
-// act_leaky_relu_fwd: y = f(x) for f = leaky_relu (slope p.alpha below 0), over n floats.
-// Bindings, shapes and body: act.glsl.
-#version 450
-#define ACT ACT_LEAKY_RELU
-#define BACKWARD 0
-#include "act.glsl"

@@ -1,6 +1,0 @@
-// act_tanh_bwdy: dx = dy * f'(x) computed from the forward's output y = f(x), for
-// f = tanh, over n floats. Bindings, shapes and body: act.glsl.
-#version 450
-#define ACT ACT_TANH
-#define BACKWARD 2
-#include "act.glsl"

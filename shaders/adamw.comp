@@ -1,3 +1,0 @@
-// adamw: adamw.glsl reading through storage buffers only.
-#version 450
-#include "adamw.glsl"

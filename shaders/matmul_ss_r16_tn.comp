@@ -1,7 +1,0 @@
-// matmul_ss_r16_tn: matmul_ss.glsl for the TN form with vec4 loads and 16 rows per workgroup; see
-// matmul_ss.glsl for the shapes it reads and writes.
-#version 450
-#define SS_G 4
-#define SS_FORM VKT_MM_FORM_TN
-#include "vkt_abi.h"
-#include "matmul_ss.glsl"

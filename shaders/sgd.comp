@@ -1,3 +1,0 @@
-// sgd: sgd.glsl reading through storage buffers only.
-#version 450
-#include "sgd.glsl"
