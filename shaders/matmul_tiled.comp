@@ -16,7 +16,7 @@
 // For GPUs (engine/ops/matmul.c lists it as a candidate for devices that are not CPU drivers, where
 // the first use of a shape measures it against the others). On the CPU drivers it runs (the
 // tests check it there) but slowly: barriers and shared-memory loads are what lavapipe does
-// worst (PLATFORM.md).
+// worst (docs/DRIVERS.md).
 #version 450
 #extension GL_EXT_control_flow_attributes : require
 #include "vkt_abi.h"

@@ -19,10 +19,10 @@
 // OpenBLAS's pthread workers busy-wait up to 2^28 cycles (~0.1 s) after a call before they
 // sleep, and between GPU runs they would take a core from lavapipe (avoided, not measured). The
 // GPU figures come from GPU timestamps around the dispatches and leave out the ~0.2 ms submit
-// (PLATFORM.md), which flatters the GPU at small sizes.
+// (docs/DRIVERS.md), which flatters the GPU at small sizes.
 //
 // A device's figure is measured alone (running several devices at once does not add throughput
-// on a 2-core machine, PLATFORM.md).
+// on a 2-core machine, docs/DRIVERS.md).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
