@@ -337,7 +337,7 @@ static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *see
         {VKT_MM_NN, 0.1f, 0.0f, 1e-2f, false, "wide-r16c8-g64"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (cases[i].variant) setenv("VKT_MATMUL_VARIANT", cases[i].variant, 1);
+        if (cases[i].variant) VT_OK(t, vkt_context_set_matmul_variant(t->ctx, cases[i].variant));
         for (int d = 0; d < t->ndev; d++) {
             if (!ops[d] || !cmd[d]) continue;
             bool ss = is_swiftshader(t->dev[d]);
@@ -354,16 +354,16 @@ static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *see
                      cases[i].momentum, cases[i].wd, cases[i].nesterov, (*seed)++,
                      cases[i].variant);
         }
-        unsetenv("VKT_MATMUL_VARIANT");
+        vkt_context_set_matmul_variant(t->ctx, NULL);
     }
 }
 
 int main(void) {
     // The variants are chosen here by the device's rule (or forced), never by measurement, so
     // that each run checks the same kernels; test_tune checks the measured choice.
-    setenv("VKT_TUNE", "off", 1);
     vt tv, *t = &tv;
     if (vt_init(t, "test_matmul")) return 1;
+    vkt_context_set_tune(t->ctx, VKT_TUNE_OFF);
     vkt_ops *ops[VT_MAX_DEVICES] = {0};
     vkt_cmd *cmd[VT_MAX_DEVICES] = {0};
     for (int d = 0; d < t->ndev; d++) {
@@ -400,7 +400,7 @@ int main(void) {
     const uint32_t tshape[][3] = {
         {1, 7, 33}, {33, 127, 7}, {127, 33, 513}, {128, 512, 784}, {130, 66, 17}};
     for (int tv_i = 0; tv_i < 2; tv_i++) {
-        setenv("VKT_MATMUL_VARIANT", tiled[tv_i], 1);
+        VT_OK(t, vkt_context_set_matmul_variant(t->ctx, tiled[tv_i]));
         for (int f = 0; f < 3; f++) {
             for (size_t i = 0; i < sizeof tshape / sizeof tshape[0]; i++) {
                 mm_case mc = {
@@ -415,7 +415,7 @@ int main(void) {
             VT_CHECK(t, got && !strcmp(got, tiled[tv_i]), "forced %s, ran %s", tiled[tv_i],
                      got ? got : "(none)");
         }
-        unsetenv("VKT_MATMUL_VARIANT");
+        vkt_context_set_matmul_variant(t->ctx, NULL);
     }
 
     // Aligned shapes: the wide kernel where the device has one, then the same forced onto the
@@ -437,7 +437,7 @@ int main(void) {
                              "wide64-r32c16-g8",
                              "none,scalar-r8c8-g4"};
     for (int pass = 0; pass < 7; pass++) {
-        if (passes[pass]) setenv("VKT_MATMUL_VARIANT", passes[pass], 1);
+        if (passes[pass]) VT_OK(t, vkt_context_set_matmul_variant(t->ctx, passes[pass]));
         for (int f = 0; f < 3; f++) {
             for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; i++) {
                 mm_case mc = {
@@ -447,7 +447,7 @@ int main(void) {
                 ncase++;
             }
         }
-        unsetenv("VKT_MATMUL_VARIANT");
+        vkt_context_set_matmul_variant(t->ctx, NULL);
     }
 
     // SwiftShader's kernels forced by name; each case checks that the forced kernel is the one
@@ -455,7 +455,7 @@ int main(void) {
     const uint32_t v4[5] = {4, 8, 36, 132, 516};
     const char *ss_variants[2] = {"ss-r16c16-g4", "ss-r32c16-g4"};
     for (int s = 0; s < 2; s++) {
-        setenv("VKT_MATMUL_VARIANT", ss_variants[s], 1);
+        VT_OK(t, vkt_context_set_matmul_variant(t->ctx, ss_variants[s]));
         for (int f = 0; f < 3; f++) {
             for (int i = 0; i < 5; i++) {
                 for (int rot = 1; rot <= 2; rot++) {
@@ -479,7 +479,7 @@ int main(void) {
                 }
             }
         }
-        unsetenv("VKT_MATMUL_VARIANT");
+        vkt_context_set_matmul_variant(t->ctx, NULL);
     }
 
     // The variant names are reported and differ between an aligned and an awkward shape on a
@@ -556,7 +556,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof wide_cases / sizeof wide_cases[0]; i++) {
         int a = wide_cases[i].act, mode = wide_cases[i].mode;
         bool split = wide_cases[i].K > 256;
-        if (wide_cases[i].variant) setenv("VKT_MATMUL_VARIANT", wide_cases[i].variant, 1);
+        if (wide_cases[i].variant)
+            VT_OK(t, vkt_context_set_matmul_variant(t->ctx, wide_cases[i].variant));
         mm_case mc = {wide_cases[i].form,
                       72,
                       136,
@@ -569,7 +570,7 @@ int main(void) {
                       acts[a].alpha,
                       mode == 1};
         run_on_all(t, ops, cmd, &mc, seed++, false);
-        unsetenv("VKT_MATMUL_VARIANT");
+        vkt_context_set_matmul_variant(t->ctx, NULL);
     }
 
     // SwiftShader's own kernels have no epilogue: forced, a product with one runs on a kernel
@@ -584,7 +585,7 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof ss_cases / sizeof ss_cases[0]; i++) {
         int a = ss_cases[i].act, mode = ss_cases[i].mode;
-        setenv("VKT_MATMUL_VARIANT", ss_cases[i].variant, 1);
+        VT_OK(t, vkt_context_set_matmul_variant(t->ctx, ss_cases[i].variant));
         mm_case mc = {ss_cases[i].form,
                       36,
                       132,
@@ -603,7 +604,7 @@ int main(void) {
                      "forced %s: the plain product would run %s", ss_cases[i].variant, got);
         }
         run_on_all(t, ops, cmd, &mc, seed++, true);
-        unsetenv("VKT_MATMUL_VARIANT");
+        vkt_context_set_matmul_variant(t->ctx, NULL);
     }
 
     test_sgd_epilogue(t, ops, cmd, &seed);

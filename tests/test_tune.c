@@ -1,12 +1,12 @@
 // test_tune.c: matmul variants chosen by measurement at first use and kept on disk per device and
-// driver build (engine/core/tune.c, engine/ops/matmul.c), and the pipeline cache files. On every device:
-// the first product of a shape measures every candidate that fits it (at least two on every
+// driver build (engine/core/tune.c, engine/ops/matmul.c), and the pipeline cache files. On every
+// device: the first product of a shape measures every candidate that fits it (at least two on every
 // device rule) and writes them to <key>.tune.json; the variant used is the fastest measured one
 // and its result matches the double reference; a new process (simulated by vkt_tune_forget)
 // reads the file and measures nothing; a damaged file is ignored, measured again and rewritten;
-// VKT_TUNE=off measures nothing and writes nothing; with Mesa's shader cache empty, no measured
-// time includes compiling (lavapipe compiles at a pipeline's first dispatch); a pipeline cache file
-// names its device, and a damaged one does not stop the device from opening.
+// tuning off (VKT_TUNE=off) measures nothing and writes nothing; with Mesa's shader cache empty, no
+// measured time includes compiling (lavapipe compiles at a pipeline's first dispatch); a pipeline
+// cache file names its device, and a damaged one does not stop the device from opening.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -66,9 +66,10 @@ static const char *run_product(vt *t, vkt_device *dev, const char *where) {
 
 // The entries of the tuning file for OP: their number, the variant with the least time, and
 // (worst, when not NULL) the greatest time.
-static int file_entries_worst(const vkt_device_info *d, char *fastest, size_t size, double *worst) {
+static int file_entries_worst(vt *t, const vkt_device_info *d, char *fastest, size_t size,
+                              double *worst) {
     char path[4400];
-    if (!vkt_cache_path(d, ".tune.json", path, sizeof path)) return -1;
+    if (!vkt_cache_path(t->ctx, d, ".tune.json", path, sizeof path)) return -1;
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
     static char text[1 << 16];
@@ -98,13 +99,13 @@ static int file_entries_worst(const vkt_device_info *d, char *fastest, size_t si
     return count;
 }
 
-static int file_entries(const vkt_device_info *d, char *fastest, size_t size) {
-    return file_entries_worst(d, fastest, size, NULL);
+static int file_entries(vt *t, const vkt_device_info *d, char *fastest, size_t size) {
+    return file_entries_worst(t, d, fastest, size, NULL);
 }
 
 static void check_pipeline_file(vt *t, const vkt_device_info *d) {
     char path[4400];
-    VT_CHECK(t, vkt_cache_path(d, ".pipelines", path, sizeof path), "%s", d->name);
+    VT_CHECK(t, vkt_cache_path(t->ctx, d, ".pipelines", path, sizeof path), "%s", d->name);
     FILE *f = fopen(path, "rb");
     uint32_t h[8] = {0};
     size_t n = f ? fread(h, 1, sizeof h, f) : 0;
@@ -118,7 +119,7 @@ static void check_pipeline_file(vt *t, const vkt_device_info *d) {
 int main(void) {
     char dir[] = "/tmp/vkt_test_tune_XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    setenv("VKT_CACHE_DIR", dir, 1);
+    setenv("VKT_CACHE_DIR", dir, 1); // vt_init maps it as the CLI does
     // Mesa's shader cache, empty: lavapipe then compiles each kernel's machine code at its first
     // dispatch (0.5-7 s), which the measurement must leave out.
     char mesa[sizeof dir + 8];
@@ -143,7 +144,7 @@ int main(void) {
         VT_CHECK(&t, s1.saved > s0.saved, "%s: nothing saved", d->name);
         char fastest[64] = "";
         double worst = 0;
-        int n = file_entries_worst(d, fastest, sizeof fastest, &worst);
+        int n = file_entries_worst(&t, d, fastest, sizeof fastest, &worst);
         VT_CHECK(&t, n >= 2, "%s: %d entries for %s in the file", d->name, n, OP);
         // 0.8 MFLOP takes under 10 ms on the slowest candidate of either CPU driver; a
         // compile inside the timed run takes 0.5 s or more (a cold first use measured 6-8 s for
@@ -174,24 +175,24 @@ int main(void) {
     for (int i = 0; i < t.ndev; i++) {
         const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
         char path[4400], fastest[64] = "";
-        VT_CHECK(&t, vkt_cache_path(d, ".tune.json", path, sizeof path), "%s", d->name);
+        VT_CHECK(&t, vkt_cache_path(t.ctx, d, ".tune.json", path, sizeof path), "%s", d->name);
         vt_write_file(path, "{\"format\": \"vktrain-tune-1\", \"entries\": [{\"op\": 3", 47);
         vkt_tune_stats s0 = vkt_tune_get_stats();
         run_product(&t, t.dev[i], d->name);
         vkt_tune_stats s1 = vkt_tune_get_stats();
         VT_CHECK(&t, s1.measured >= s0.measured + 2, "%s: damaged file not measured again",
                  d->name);
-        VT_CHECK(&t, file_entries(d, fastest, sizeof fastest) >= 2, "%s: file not rewritten",
+        VT_CHECK(&t, file_entries(&t, d, fastest, sizeof fastest) >= 2, "%s: file not rewritten",
                  d->name);
     }
 
-    // VKT_TUNE=off: nothing measured, nothing written.
+    // Tuning off (VKT_TUNE=off): nothing measured, nothing written.
     vkt_tune_forget();
-    setenv("VKT_TUNE", "off", 1);
+    vkt_context_set_tune(t.ctx, VKT_TUNE_OFF);
     for (int i = 0; i < t.ndev; i++) {
         const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
         char path[4400];
-        VT_CHECK(&t, vkt_cache_path(d, ".tune.json", path, sizeof path), "%s", d->name);
+        VT_CHECK(&t, vkt_cache_path(t.ctx, d, ".tune.json", path, sizeof path), "%s", d->name);
         unlink(path);
         vkt_tune_stats s0 = vkt_tune_get_stats();
         run_product(&t, t.dev[i], d->name);
@@ -200,7 +201,7 @@ int main(void) {
         VT_CHECK(&t, s1.measured == s0.measured && stat(path, &st) != 0,
                  "%s: VKT_TUNE=off measured or wrote", d->name);
     }
-    unsetenv("VKT_TUNE");
+    vkt_context_set_tune(t.ctx, VKT_TUNE_ON);
 
     // Pipeline caches: each device saves one that names it when it closes; a damaged one is
     // refused (a warning) and the device still opens and replaces it.
@@ -211,7 +212,7 @@ int main(void) {
         t.dev[i] = NULL;
         check_pipeline_file(&t, d);
         char path[4400];
-        vkt_cache_path(d, ".pipelines", path, sizeof path);
+        vkt_cache_path(t.ctx, d, ".pipelines", path, sizeof path);
         uint32_t junk[16] = {32, 1, 0xdead, 0xbeef};
         vt_write_file(path, junk, sizeof junk);
         VT_OK(&t, vkt_device_create(t.ctx, index, NULL, &t.dev[i]));

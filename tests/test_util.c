@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "env.h"
+
 static int icontains(const char *hay, const char *needle) {
     size_t n = strlen(needle);
     for (; *hay; hay++) {
@@ -28,11 +30,19 @@ int vt_find_device(vt *t, const char *needle) {
     return -1;
 }
 
+// The crash hook of VKT_TEST_CRASH_AFTER_BYTES, before main: test_checkpoint never calls vt_init,
+// and its child process sets the variable after fork().
+__attribute__((constructor)) static void vt_install_hooks(void) { cli_env_install_hooks(); }
+
 int vt_init(vt *t, const char *name) {
     memset(t, 0, sizeof *t);
     t->name = name;
-    vkt_context_desc desc = {.validation = 1};
-    if (vkt_context_create(&desc, &t->ctx) != VKT_OK) {
+    // The CLI's VKT_* variables (VKT_CACHE_DIR, VKT_TUNE, VKT_MATMUL_VARIANT, VKT_NET_FUSE), with
+    // validation always on.
+    cli_env env;
+    cli_env_read(&env);
+    env.context.validation = 1;
+    if (vkt_context_create(&env.context, &t->ctx) != VKT_OK) {
         fprintf(stderr, "%s: cannot start: %s\n", name, vkt_error());
         return 1;
     }

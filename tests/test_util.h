@@ -1,7 +1,9 @@
 // test_util.h: the harness every test binary uses. vt_init opens every Vulkan device the loader
-// sees with the Khronos validation layer (and synchronization validation) on; vt_finish fails the
-// test on any failed check or any validation message. Under CI=true a missing lavapipe or
-// SwiftShader is a failure, never a silent skip.
+// sees with the Khronos validation layer (and synchronization validation) on, and the other
+// fields of the context from the CLI's VKT_* variables (engine/cli/env.h), as the CLI would; a
+// test changes them on t->ctx (vkt_context_set_tune, ..._matmul_variant, ..._fuse). vt_finish
+// fails the test on any failed check or any validation message. Under CI=true a missing lavapipe
+// or SwiftShader is a failure, never a silent skip.
 #ifndef VKT_TEST_UTIL_H
 #define VKT_TEST_UTIL_H
 

@@ -1156,12 +1156,7 @@ vkt_status gfx_create(const gfx_desc *d, gfx **out) {
     gfx *g = calloc(1, sizeof *g);
     if (!g) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     g->window = d->window;
-    if (d->validation < 0) {
-        const char *env = getenv("VKT_VALIDATION");
-        g->validation = env && strcmp(env, "1") == 0;
-    } else {
-        g->validation = d->validation != 0;
-    }
+    g->validation = d->validation == 1;
     vkt_status s = init(g, d);
     if (s != VKT_OK) {
         gfx_destroy(g);

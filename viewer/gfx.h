@@ -16,7 +16,7 @@ typedef struct gfx_desc {
     GLFWwindow *window;      // NULL: headless (offscreen only)
     const uint8_t *atlas;    // R8 font atlas
     int atlas_w, atlas_h;
-    // Khronos validation: 1 on, 0 off, -1 from VKT_VALIDATION ("1" = on).
+    // Khronos validation: 1 on; 0 (or any other value) off.
     int validation;
 } gfx_desc;
 

@@ -1,7 +1,8 @@
 // ui.c: the viewer's draw list and its font. The font is DejaVu Sans (regular, and bold for
-// headings), baked once by stb_truetype's packer into one 8-bit atlas at the few sizes the
-// viewer uses, with 2x horizontal oversampling so that text placed at fractional x stays sharp.
-// Not here: anything Vulkan (gfx.c), what is drawn (scene.c).
+// headings), or the one file vkt_viewer_opts.font_path names, baked once by stb_truetype's packer
+// into one 8-bit atlas at the few sizes the viewer uses, with 2x horizontal oversampling so that
+// text placed at fractional x stays sharp. Not here: anything Vulkan (gfx.c), what is drawn
+// (scene.c).
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,7 +43,8 @@ uint32_t ui_alpha(uint32_t color, float a) {
 // ---------------------------------------------------------------------------------------------
 // Font
 
-// A font file's bytes (engine/core/fileio.c), or NULL when missing, unreadable, empty or over 64 MiB.
+// A font file's bytes (engine/core/fileio.c), or NULL when missing, unreadable, empty or over 64
+// MiB.
 static uint8_t *read_file(const char *path, size_t *size) {
     uint8_t *data = vkt_read_file(path, 64u << 20, size);
     if (data && *size == 0) {
@@ -52,9 +54,9 @@ static uint8_t *read_file(const char *path, size_t *size) {
     return data;
 }
 
-vkt_status ui_font_create(ui_font **out) {
+vkt_status ui_font_create(const char *font_path, ui_font **out) {
     *out = NULL;
-    const char *path = getenv("VKT_FONT") ? getenv("VKT_FONT") : FONT_PATH;
+    const char *path = font_path ? font_path : FONT_PATH;
     size_t size = 0, bold_size = 0;
     uint8_t *regular = read_file(path, &size);
     if (!regular)
@@ -62,7 +64,7 @@ vkt_status ui_font_create(ui_font **out) {
                         "the viewer's font %s cannot be read (%s): install it with "
                         "`apt-get install fonts-dejavu-core`, or point VKT_FONT at a .ttf file",
                         path, strerror(errno));
-    uint8_t *bold = getenv("VKT_FONT") ? NULL : read_file(FONT_BOLD_PATH, &bold_size);
+    uint8_t *bold = font_path ? NULL : read_file(FONT_BOLD_PATH, &bold_size);
     ui_font *f = calloc(1, sizeof *f);
     if (f) f->atlas = calloc(ATLAS_W, ATLAS_H);
     if (!f || !f->atlas) {

@@ -62,9 +62,10 @@ typedef struct ui_list {
 // ---------------------------------------------------------------------------------------------
 // Fonts
 
-// Bakes DejaVu Sans (and DejaVu Sans Bold when present) into an 8-bit atlas. Fails with
-// VKT_ERR_IO naming the font file and the package that installs it.
-vkt_status ui_font_create(ui_font **out);
+// Bakes the TrueType font at path (every face from it), or with path NULL DejaVu Sans (and
+// DejaVu Sans Bold when present), into an 8-bit atlas. Fails with VKT_ERR_IO naming the font
+// file and the package that installs it.
+vkt_status ui_font_create(const char *path, ui_font **out);
 void ui_font_destroy(ui_font *f);
 const uint8_t *ui_font_atlas(const ui_font *f, int *w, int *h);
 float ui_font_ascent(const ui_font *f, ui_face face); // pixels above the baseline

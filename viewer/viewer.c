@@ -122,7 +122,7 @@ vkt_status vkt_viewer_render_png(const vkt_trace *t, const vkt_viewer_opts *o,
     vkt_status s =
         rgba ? VKT_OK
              : vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory for a %dx%d picture", w, h);
-    if (s == VKT_OK) s = ui_font_create(&font);
+    if (s == VKT_OK) s = ui_font_create(o->font_path, &font);
     if (s == VKT_OK) {
         int aw, ah;
         const uint8_t *atlas = ui_font_atlas(font, &aw, &ah);
@@ -130,7 +130,7 @@ vkt_status vkt_viewer_render_png(const vkt_trace *t, const vkt_viewer_opts *o,
                       .atlas = atlas,
                       .atlas_w = aw,
                       .atlas_h = ah,
-                      .validation = -1};
+                      .validation = o->validation};
         s = gfx_create(&d, &g);
     }
     if (s == VKT_OK) s = vw_model_build(&model, t);
@@ -321,10 +321,7 @@ static void on_refresh(GLFWwindow *w) {
 
 static vkt_status open_window(const vkt_viewer_opts *o, const char *title, GLFWwindow **out) {
     *out = NULL;
-    const char *x11 = getenv("DISPLAY"), *wl = getenv("WAYLAND_DISPLAY");
-    if ((!x11 || !*x11) && (!wl || !*wl))
-        return vkt_fail(VKT_ERR_NO_DEVICE, "no display to open a window on (DISPLAY is not set): "
-                                           "render the trace to a file with --png OUT.png instead");
+    // No display (DISPLAY unset) is GLFW's to find: glfwInit fails and its message says so.
     glfwSetErrorCallback(on_glfw_error);
     if (!glfwInit())
         return vkt_fail(VKT_ERR_NO_DEVICE,
@@ -420,7 +417,7 @@ vkt_status vkt_viewer_run(vkt_trace *t, const vkt_viewer_opts *o) {
     ui_font *font = NULL;
     gfx *g = NULL;
     vkt_trace *copy = NULL;
-    vkt_status s = ui_font_create(&font);
+    vkt_status s = ui_font_create(o->font_path, &font);
     if (s == VKT_OK) s = open_window(o, title, &a.win);
     if (s != VKT_OK) {
         ui_font_destroy(font);
@@ -440,7 +437,7 @@ vkt_status vkt_viewer_run(vkt_trace *t, const vkt_viewer_opts *o) {
                   .atlas = atlas,
                   .atlas_w = aw,
                   .atlas_h = ah,
-                  .validation = -1};
+                  .validation = o->validation};
     s = gfx_create(&d, &g);
     // The picture is drawn from a private copy, so a trainer appending to t only ever waits
     // for the short copy of what is new.

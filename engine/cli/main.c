@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "env.h"
 #include "vktrain.h"
 
 static void usage(FILE *f) {
@@ -64,7 +65,14 @@ static void usage(FILE *f) {
         "\n"
         "environment:\n"
         "  VKT_VALIDATION=1        run with the Khronos validation layer and synchronization\n"
-        "                          validation; every message is printed\n",
+        "                          validation; every message is printed\n"
+        "  VKT_CACHE_DIR=DIR|off   where kernel measurements and pipeline caches are kept\n"
+        "                          (default $XDG_CACHE_HOME/vktrain or ~/.cache/vktrain)\n"
+        "  VKT_TUNE=off|force      never measure matmul variants, or measure them again\n"
+        "  VKT_MATMUL_VARIANT=N[,N]  use these matmul variants instead of measuring\n"
+        "  VKT_NET_FUSE=0|1        fuse activations and SGD into the matmuls: never, always\n"
+        "                          (default: where the device gains from it)\n"
+        "  VKT_FONT=FILE.ttf       the viewer's font (default DejaVu Sans)\n",
         VKT_VERSION);
 }
 
@@ -74,8 +82,9 @@ int cli_fail(const char *what) {
 }
 
 vkt_status cli_open_context(vkt_context **ctx) {
-    vkt_context_desc desc = {.validation = -1};
-    return vkt_context_create(&desc, ctx);
+    cli_env env;
+    cli_env_read(&env);
+    return vkt_context_create(&env.context, ctx);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -164,6 +173,7 @@ static int cmd_devices(int argc, char **argv) {
 // ---------------------------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
+    cli_env_install_hooks();
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -13,6 +13,7 @@
 #include <pthread.h>
 
 #include "cli.h"
+#include "env.h"
 #include "train.h"
 #include "viewer.h"
 
@@ -487,10 +488,14 @@ vkt_status cli_train_with_viewer(cli_run_options *c, vkt_train_result *r) {
         return vkt_train_run(&c->o, r); // no thread: train without the window
     char title[600];
     snprintf(title, sizeof title, "train %s", c->o.model_path);
+    cli_env env;
+    cli_env_read(&env);
     vkt_viewer_opts vo = {.device_spec = c->view_device,
                           .source = title,
                           .live = true,
-                          .exit_after_s = c->exit_after};
+                          .exit_after_s = c->exit_after,
+                          .validation = env.context.validation,
+                          .font_path = env.font};
     if (vkt_viewer_run(c->o.trace, &vo) != VKT_OK)
         fprintf(stderr, "vktrain: the viewer stopped (%s); training goes on\n", vkt_error());
     pthread_join(th, NULL);

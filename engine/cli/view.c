@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "env.h"
 #include "trace.h"
 #include "viewer.h"
 
@@ -129,7 +130,9 @@ static int view_replay(const vkt_trace *file, vkt_viewer_opts *o, double seconds
 int cmd_view(int argc, char **argv) {
     const char *file = NULL, *png = NULL;
     double replay_s = 0;
-    vkt_viewer_opts o = {0};
+    cli_env env;
+    cli_env_read(&env);
+    vkt_viewer_opts o = {.validation = env.context.validation, .font_path = env.font};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;

@@ -295,9 +295,22 @@ static vkt_status list_devices(vkt_context *ctx) {
 // ---------------------------------------------------------------------------------------------
 // Public
 
+// Copies s (NULL: "") into buf; false when it does not fit.
+static bool copy_option(char *buf, size_t size, const char *s) {
+    return snprintf(buf, size, "%s", s ? s : "") < (int)size;
+}
+
 vkt_status vkt_context_create(const vkt_context_desc *desc, vkt_context **out) {
     *out = NULL;
-    vkt_context_desc d = desc ? *desc : (vkt_context_desc){.validation = -1};
+    vkt_context_desc d = desc ? *desc : (vkt_context_desc){0};
+    char cache_dir[sizeof((vkt_context *)0)->cache_dir];
+    char variant[sizeof((vkt_context *)0)->matmul_variant];
+    if (!copy_option(cache_dir, sizeof cache_dir, d.cache_dir))
+        return vkt_fail(VKT_ERR_ARG, "the cache directory's path is longer than %zu bytes",
+                        sizeof cache_dir - 1);
+    if (!copy_option(variant, sizeof variant, d.matmul_variant))
+        return vkt_fail(VKT_ERR_ARG, "the matmul variant list is longer than %zu bytes",
+                        sizeof variant - 1);
     if (volkInitialize() != VK_SUCCESS)
         return vkt_fail(
             VKT_ERR_NO_DEVICE,
@@ -305,13 +318,12 @@ vkt_status vkt_context_create(const vkt_context_desc *desc, vkt_context **out) {
             "`apt-get install libvulkan1 mesa-vulkan-drivers` installs it with lavapipe");
     vkt_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-    if (d.validation < 0) {
-        const char *env = getenv("VKT_VALIDATION");
-        ctx->validation = env && strcmp(env, "1") == 0;
-    } else {
-        ctx->validation = d.validation != 0;
-    }
+    ctx->validation = d.validation == 1;
     ctx->quiet_validation = d.quiet_validation;
+    memcpy(ctx->cache_dir, cache_dir, sizeof cache_dir);
+    memcpy(ctx->matmul_variant, variant, sizeof variant);
+    ctx->tune = d.tune;
+    ctx->fuse = d.fuse;
     vkt_status s = create_instance(ctx);
     if (s == VKT_OK) s = list_devices(ctx);
     if (s != VKT_OK) {
@@ -329,6 +341,19 @@ void vkt_context_destroy(vkt_context *ctx) {
     free(ctx->devices);
     free(ctx);
 }
+
+void vkt_context_set_tune(vkt_context *ctx, vkt_tune_mode mode) { ctx->tune = mode; }
+
+vkt_status vkt_context_set_matmul_variant(vkt_context *ctx, const char *names) {
+    char v[sizeof ctx->matmul_variant];
+    if (!copy_option(v, sizeof v, names))
+        return vkt_fail(VKT_ERR_ARG, "the matmul variant list is longer than %zu bytes",
+                        sizeof v - 1);
+    memcpy(ctx->matmul_variant, v, sizeof v);
+    return VKT_OK;
+}
+
+void vkt_context_set_fuse(vkt_context *ctx, vkt_fuse_mode fuse) { ctx->fuse = fuse; }
 
 int vkt_context_device_count(const vkt_context *ctx) { return ctx->ndevices; }
 

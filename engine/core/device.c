@@ -138,7 +138,7 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     // The pipeline cache starts from what an earlier process of this device and driver build
     // saved (tune.c checks the header), so kernels it compiled are not compiled again.
     size_t cache_size = 0;
-    void *cache_data = vkt_pipeline_cache_load(dev->info, &cache_size);
+    void *cache_data = vkt_pipeline_cache_load(dev, &cache_size);
     VkPipelineCacheCreateInfo cci = {
         .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
         .initialDataSize = cache_size,
@@ -168,7 +168,7 @@ static void save_pipeline_cache(vkt_device *dev) {
     void *data = malloc(size);
     if (data &&
         dev->vk.vkGetPipelineCacheData(dev->handle, dev->pipeline_cache, &size, data) == VK_SUCCESS)
-        vkt_pipeline_cache_save(dev->info, data, size);
+        vkt_pipeline_cache_save(dev, data, size);
     free(data);
 }
 
@@ -194,6 +194,14 @@ uint64_t vkt_device_memory_used(const vkt_device *dev) { return dev->mem_used; }
 uint64_t vkt_device_memory_peak(const vkt_device *dev) { return dev->mem_peak; }
 uint64_t vkt_device_memory_limit(const vkt_device *dev) { return dev->mem_limit; }
 const char *vkt_device_label(const vkt_device *dev) { return dev->label; }
+
+int vkt_device_fuse_policy(const vkt_device *dev) {
+    switch (dev->ctx->fuse) {
+    case VKT_FUSE_OFF: return 0;
+    case VKT_FUSE_ON: return 1;
+    default: return -1;
+    }
+}
 
 uint64_t vkt_device_align(const vkt_device *dev, uint64_t size) {
     uint64_t a = dev->info->min_storage_buffer_offset_alignment;

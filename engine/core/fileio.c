@@ -3,8 +3,9 @@
 // target and fsyncs the directory: a reader sees the old file or the new one, never a part, and a
 // crash leaves at most a temporary file, which the next writer of that path removes.
 //
-// VKT_TEST_CRASH_AFTER_BYTES=N makes the writer kill itself (SIGKILL) after N bytes, so tests can
-// check that a crash mid-write keeps the previous file.
+// A test hook (vkt_test_set_crash_hook; the CLI's VKT_TEST_CRASH_AFTER_BYTES=N) makes the writer
+// kill itself (SIGKILL) after N bytes, so tests can check that a crash mid-write keeps the
+// previous file.
 //
 // Not here: locking between processes (two writers of one path each rename a complete file; the
 // last one wins).
@@ -89,11 +90,16 @@ static vkt_status io_fail(const char *what, const char *path, const char *tmp, c
                     what, path, step, tmp, strerror(err), what);
 }
 
+static vkt_crash_hook crash_hook; // atomic: set by the CLI or a test, read by any writer
+
+void vkt_test_set_crash_hook(vkt_crash_hook hook) {
+    __atomic_store_n(&crash_hook, hook, __ATOMIC_RELEASE);
+}
+
 vkt_status vkt_write_file_atomic(const char *path, const vkt_chunk *chunks, int nchunks,
                                  const char *what) {
-    uint64_t budget = UINT64_MAX;
-    const char *crash = getenv("VKT_TEST_CRASH_AFTER_BYTES");
-    if (crash && *crash) budget = strtoull(crash, NULL, 10);
+    vkt_crash_hook hook = __atomic_load_n(&crash_hook, __ATOMIC_ACQUIRE);
+    uint64_t budget = hook ? hook() : UINT64_MAX;
 
     char dir[4096], tmp[4200];
     const char *base;

@@ -1,6 +1,6 @@
 // tune.c: the disk caches described in tune.h (cache directory and key, pipeline cache files,
 // measured kernel variants), and the in-memory table of measurements shared by every device of
-// the process.
+// the process (per cache directory and device key). The directory is the device's context's.
 //
 // Not here: what to measure and how (engine/ops/matmul.c measures its variants), eviction (a file
 // holds one line per shape and variant met; a training run meets a handful of shapes).
@@ -19,52 +19,32 @@
 #define MAX_TUNE_FILE (16u << 20)
 #define MAX_PIPELINE_FILE (512u << 20)
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;       // the table and the directory
+// The table, and the contexts' cache_dir_tried / cache_dir_ok.
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t measure_mu = PTHREAD_MUTEX_INITIALIZER; // vkt_tune_lock
 
-vkt_tune_mode vkt_tune_mode_get(void) {
-    const char *e = getenv("VKT_TUNE");
-    if (!e || !*e) return VKT_TUNE_ON;
-    if (!strcmp(e, "0") || !strcmp(e, "off")) return VKT_TUNE_OFF;
-    if (!strcmp(e, "force")) return VKT_TUNE_FORCE;
-    return VKT_TUNE_ON;
-}
+vkt_tune_mode vkt_tune_mode_of(const vkt_device *dev) { return dev->ctx->tune; }
 
 // ---------------------------------------------------------------------------------------------
 // Directory and key
 
-static char dir_buf[4096];
-static bool dir_done, dir_ok;
-
-static const char *cache_dir_locked(void) {
-    if (dir_done) return dir_ok ? dir_buf : NULL;
-    dir_done = true;
-    const char *e = getenv("VKT_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
-               *home = getenv("HOME");
-    if (e) {
-        if (!*e || !strcmp(e, "off")) return NULL;
-        snprintf(dir_buf, sizeof dir_buf, "%s", e);
-    } else if (xdg && *xdg) {
-        snprintf(dir_buf, sizeof dir_buf, "%s/vktrain", xdg);
-    } else if (home && *home) {
-        snprintf(dir_buf, sizeof dir_buf, "%s/.cache/vktrain", home);
-    } else {
-        return NULL;
+static const char *cache_dir_locked(vkt_context *ctx) {
+    if (!ctx->cache_dir[0]) return NULL;
+    if (!ctx->cache_dir_tried) {
+        ctx->cache_dir_tried = true;
+        ctx->cache_dir_ok = vkt_mkdirs(ctx->cache_dir) == VKT_OK;
+        if (!ctx->cache_dir_ok)
+            fprintf(stderr,
+                    "vktrain: warning: %s; kernel measurements and compiled pipelines are not "
+                    "kept (set VKT_CACHE_DIR to a writable directory, or VKT_CACHE_DIR=off)\n",
+                    vkt_error());
     }
-    if (vkt_mkdirs(dir_buf) != VKT_OK) {
-        fprintf(stderr,
-                "vktrain: warning: %s; kernel measurements and compiled pipelines are not kept "
-                "(set VKT_CACHE_DIR to a writable directory, or VKT_CACHE_DIR=off)\n",
-                vkt_error());
-        return NULL;
-    }
-    dir_ok = true;
-    return dir_buf;
+    return ctx->cache_dir_ok ? ctx->cache_dir : NULL;
 }
 
-const char *vkt_cache_dir(void) {
+const char *vkt_cache_dir(vkt_context *ctx) {
     pthread_mutex_lock(&mu);
-    const char *d = cache_dir_locked();
+    const char *d = cache_dir_locked(ctx);
     pthread_mutex_unlock(&mu);
     return d;
 }
@@ -75,18 +55,17 @@ static void cache_key(const vkt_device_info *d, char *buf, size_t size) {
         n += snprintf(buf + n, size - (size_t)n, "%02x", d->uuid[i]);
 }
 
-static bool cache_path_locked(const vkt_device_info *d, const char *suffix, char *buf,
-                              size_t size) {
-    const char *dir = cache_dir_locked();
-    if (!dir) return false;
-    char key[128];
-    cache_key(d, key, sizeof key);
-    return snprintf(buf, size, "%s/%s%s", dir, key, suffix) < (int)size;
+// "<dir>/<key><suffix>"; false when dir is NULL or "" (no disk caches) or the path is too long.
+static bool path_in(const char *dir, const char *key, const char *suffix, char *buf, size_t size) {
+    return dir && *dir && snprintf(buf, size, "%s/%s%s", dir, key, suffix) < (int)size;
 }
 
-bool vkt_cache_path(const vkt_device_info *d, const char *suffix, char *buf, size_t size) {
+bool vkt_cache_path(vkt_context *ctx, const vkt_device_info *d, const char *suffix, char *buf,
+                    size_t size) {
+    char key[128];
+    cache_key(d, key, sizeof key);
     pthread_mutex_lock(&mu);
-    bool ok = cache_path_locked(d, suffix, buf, size);
+    bool ok = path_in(cache_dir_locked(ctx), key, suffix, buf, size);
     pthread_mutex_unlock(&mu);
     return ok;
 }
@@ -101,10 +80,11 @@ typedef struct pc_header {
 } pc_header;
 _Static_assert(sizeof(pc_header) == 32, "VkPipelineCacheHeaderVersionOne is 32 bytes");
 
-void *vkt_pipeline_cache_load(const vkt_device_info *d, size_t *size) {
+void *vkt_pipeline_cache_load(const vkt_device *dev, size_t *size) {
     *size = 0;
+    const vkt_device_info *d = dev->info;
     char path[4300];
-    if (!vkt_cache_path(d, ".pipelines", path, sizeof path)) return NULL;
+    if (!vkt_cache_path(dev->ctx, d, ".pipelines", path, sizeof path)) return NULL;
     size_t n;
     uint8_t *data = vkt_read_file(path, MAX_PIPELINE_FILE, &n);
     if (!data) return NULL; // none yet (or unreadable: then it is rewritten)
@@ -128,9 +108,9 @@ void *vkt_pipeline_cache_load(const vkt_device_info *d, size_t *size) {
     return data;
 }
 
-void vkt_pipeline_cache_save(const vkt_device_info *d, const void *data, size_t size) {
+void vkt_pipeline_cache_save(const vkt_device *dev, const void *data, size_t size) {
     char path[4300];
-    if (!vkt_cache_path(d, ".pipelines", path, sizeof path)) return;
+    if (!vkt_cache_path(dev->ctx, dev->info, ".pipelines", path, sizeof path)) return;
     vkt_chunk c = {data, size};
     if (vkt_write_file_atomic(path, &c, 1, "pipeline cache") != VKT_OK)
         fprintf(stderr, "vktrain: warning: %s\n", vkt_error());
@@ -146,8 +126,8 @@ typedef struct tune_entry {
 } tune_entry;
 
 typedef struct tune_device {
+    char dir[4096]; // the cache directory its file is in; "" = none
     char key[128];
-    const vkt_device_info *info;
     tune_entry *e;
     int n, cap;
 } tune_device;
@@ -156,9 +136,10 @@ static tune_device *devs;
 static int ndevs;
 static vkt_tune_stats stats;
 
-static void load_file(tune_device *t) {
-    char path[4300];
-    if (!cache_path_locked(t->info, ".tune.json", path, sizeof path)) return;
+// Reads t's file; its entries are stale (kept in the file, not used) under VKT_TUNE_FORCE.
+static void load_file(tune_device *t, bool stale) {
+    char path[4400];
+    if (!path_in(t->dir, t->key, ".tune.json", path, sizeof path)) return;
     size_t n;
     char *text = vkt_read_file(path, MAX_TUNE_FILE, &n);
     if (!text) return;
@@ -168,7 +149,6 @@ static void load_file(tune_device *t) {
     const cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, "entries");
     bool ok = cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "vktrain-tune-1") &&
               cJSON_IsArray(entries);
-    bool stale = vkt_tune_mode_get() == VKT_TUNE_FORCE;
     const cJSON *it;
     const cJSON *list = ok ? entries : NULL;
     cJSON_ArrayForEach(it, list) {
@@ -205,19 +185,21 @@ static void load_file(tune_device *t) {
     }
 }
 
-static tune_device *device_locked(const vkt_device_info *d) {
+static tune_device *device_locked(const vkt_device *dev) {
     char key[128];
-    cache_key(d, key, sizeof key);
+    cache_key(dev->info, key, sizeof key);
+    const char *dir = cache_dir_locked(dev->ctx);
+    if (!dir) dir = "";
     for (int i = 0; i < ndevs; i++)
-        if (!strcmp(devs[i].key, key)) return &devs[i];
+        if (!strcmp(devs[i].key, key) && !strcmp(devs[i].dir, dir)) return &devs[i];
     tune_device *nd = realloc(devs, (size_t)(ndevs + 1) * sizeof *nd);
     if (!nd) return NULL;
     devs = nd;
     tune_device *t = &devs[ndevs++];
     memset(t, 0, sizeof *t);
+    snprintf(t->dir, sizeof t->dir, "%s", dir);
     snprintf(t->key, sizeof t->key, "%s", key);
-    t->info = d;
-    load_file(t);
+    load_file(t, vkt_tune_mode_of(dev) == VKT_TUNE_FORCE);
     return t;
 }
 
@@ -230,19 +212,19 @@ static tune_entry *find(tune_device *t, const char *op, const char *variant) {
 void vkt_tune_lock(void) { pthread_mutex_lock(&measure_mu); }
 void vkt_tune_unlock(void) { pthread_mutex_unlock(&measure_mu); }
 
-bool vkt_tune_get(const vkt_device_info *d, const char *op, const char *variant, double *ms) {
+bool vkt_tune_get(const vkt_device *dev, const char *op, const char *variant, double *ms) {
     pthread_mutex_lock(&mu);
-    tune_entry *e = find(device_locked(d), op, variant);
+    tune_entry *e = find(device_locked(dev), op, variant);
     bool ok = e && !e->stale;
     if (ok) *ms = e->ms;
     pthread_mutex_unlock(&mu);
     return ok;
 }
 
-void vkt_tune_put(const vkt_device_info *d, const char *op, const char *variant, double ms) {
+void vkt_tune_put(const vkt_device *dev, const char *op, const char *variant, double ms) {
     pthread_mutex_lock(&mu);
     stats.measured++;
-    tune_device *t = device_locked(d);
+    tune_device *t = device_locked(dev);
     tune_entry *e = find(t, op, variant);
     if (!e && t && t->n == t->cap) {
         int cap = t->cap ? 2 * t->cap : 32;
@@ -264,13 +246,14 @@ void vkt_tune_put(const vkt_device_info *d, const char *op, const char *variant,
     pthread_mutex_unlock(&mu);
 }
 
-void vkt_tune_save(const vkt_device_info *d) {
+void vkt_tune_save(const vkt_device *dev) {
+    const vkt_device_info *d = dev->info;
     pthread_mutex_lock(&mu);
-    char path[4300];
-    tune_device *t = device_locked(d);
+    char path[4400];
+    tune_device *t = device_locked(dev);
     cJSON *root = NULL;
     char *text = NULL;
-    if (t && cache_path_locked(d, ".tune.json", path, sizeof path)) {
+    if (t && path_in(t->dir, t->key, ".tune.json", path, sizeof path)) {
         char ver[32];
         snprintf(ver, sizeof ver, "0x%x", d->driver_version);
         root = cJSON_CreateObject();
@@ -314,6 +297,5 @@ void vkt_tune_forget(void) {
     free(devs);
     devs = NULL;
     ndevs = 0;
-    dir_done = dir_ok = false;
     pthread_mutex_unlock(&mu);
 }

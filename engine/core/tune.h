@@ -1,17 +1,23 @@
 // tune.h: what the engine measures about a device once and keeps on disk: the Vulkan pipeline
-// cache and the measured speed of kernel variants (engine/ops/matmul.c chooses its variant per shape
-// by these measurements). Both are keyed by device and driver build, so a driver update or
+// cache and the measured speed of kernel variants (engine/ops/matmul.c chooses its variant per
+// shape by these measurements). Both are keyed by device and driver build, so a driver update or
 // another GPU starts afresh.
 //
-// Where: VKT_CACHE_DIR, else $XDG_CACHE_HOME/vktrain, else $HOME/.cache/vktrain. VKT_CACHE_DIR=off
-// keeps everything in memory (measurements are then repeated by each process). Files:
+// Where: the directory of the device's context (vkt_context_desc.cache_dir; the CLI's
+// VKT_CACHE_DIR, else $XDG_CACHE_HOME/vktrain, else $HOME/.cache/vktrain). Without one
+// (VKT_CACHE_DIR=off) everything is kept in memory (measurements are then repeated by each
+// process). Files:
 //   <key>.tune.json   measured variants: {"op": "matmul NT 128x512x784", "variant": ..., "ms": ...}
 //   <key>.pipelines   vkGetPipelineCacheData of the last process that built new pipelines
 // with key = "<vendorID>-<deviceID>-<driverVersion>-<pipelineCacheUUID>" in hex. Both are written
 // atomically; a damaged or foreign file is ignored (with one line on stderr) and replaced.
 //
-// VKT_TUNE=off: never measure (each op takes its first candidate); VKT_TUNE=force: ignore stored
-// measurements and measure again what this process meets (the file is then updated).
+// The context's vkt_tune_mode (VKT_TUNE=off: never measure, each op takes its first candidate;
+// VKT_TUNE=force: ignore stored measurements and measure again what this process meets, the file
+// is then updated).
+//
+// The measurements held in memory are shared by every device of the process with the same key
+// and cache directory, so that contexts with different directories never mix their files.
 #ifndef VKT_TUNE_H
 #define VKT_TUNE_H
 
@@ -21,28 +27,29 @@
 
 #include "vktrain.h"
 
-typedef enum vkt_tune_mode { VKT_TUNE_ON, VKT_TUNE_OFF, VKT_TUNE_FORCE } vkt_tune_mode;
-vkt_tune_mode vkt_tune_mode_get(void);
+// The device's context's tune mode (vkt_context_desc.tune, vkt_context_set_tune).
+vkt_tune_mode vkt_tune_mode_of(const vkt_device *dev);
 
-// The cache directory (created on first use), or NULL when the disk caches are off or the
-// directory cannot be made (said once on stderr).
-const char *vkt_cache_dir(void);
-// "<dir>/<key><suffix>" into buf; false when the disk caches are off.
-bool vkt_cache_path(const vkt_device_info *d, const char *suffix, char *buf, size_t size);
+// The context's cache directory (made on its first use), or NULL when the context has none or
+// the directory cannot be made (said once per context on stderr).
+const char *vkt_cache_dir(vkt_context *ctx);
+// "<dir>/<key><suffix>" for device d of ctx into buf; false when ctx has no disk caches.
+bool vkt_cache_path(vkt_context *ctx, const vkt_device_info *d, const char *suffix, char *buf,
+                    size_t size);
 
 // Pipeline cache data from disk whose header names this device and driver build (malloc'd), or
 // NULL. Used by vkt_device_create; vkt_device_destroy saves what the device built.
-void *vkt_pipeline_cache_load(const vkt_device_info *d, size_t *size);
-void vkt_pipeline_cache_save(const vkt_device_info *d, const void *data, size_t size);
+void *vkt_pipeline_cache_load(const vkt_device *dev, size_t *size);
+void vkt_pipeline_cache_save(const vkt_device *dev, const void *data, size_t size);
 
 // Measurements. op names the operation and its shape ("matmul NN 1024x1024x1024"); variant names
 // the kernel variant. Callers hold the tune lock around get-measure-put-save, so that two threads
 // (or two logical devices on one physical device) never measure at once.
 void vkt_tune_lock(void);
 void vkt_tune_unlock(void);
-bool vkt_tune_get(const vkt_device_info *d, const char *op, const char *variant, double *ms);
-void vkt_tune_put(const vkt_device_info *d, const char *op, const char *variant, double ms);
-void vkt_tune_save(const vkt_device_info *d); // writes the device's file (on error: one line)
+bool vkt_tune_get(const vkt_device *dev, const char *op, const char *variant, double *ms);
+void vkt_tune_put(const vkt_device *dev, const char *op, const char *variant, double ms);
+void vkt_tune_save(const vkt_device *dev); // writes the device's file (on error: one line)
 
 typedef struct vkt_tune_stats {
     uint64_t measured; // variant timings measured by this process

@@ -70,6 +70,13 @@ struct vkt_context {
     char deferred[4096];
     int ndevices;
     vkt_physical *devices;
+    // vkt_context_desc's knobs, read by the devices when they use them.
+    char cache_dir[4096];     // "" = no disk caches
+    bool cache_dir_tried;     // tune.c made (or failed to make) it: under tune.c's lock
+    bool cache_dir_ok;        // ... and it exists
+    vkt_tune_mode tune;       // matmul.c, tune.c
+    char matmul_variant[256]; // "" = choose by measurement (matmul.c)
+    vkt_fuse_mode fuse;       // vkt_device_fuse_policy
 };
 
 typedef struct vkt_staging {
@@ -122,6 +129,10 @@ struct vkt_kernel {
     VkPipeline pipeline;
 };
 
+// Whether networks fuse activations and the SGD step into matmul epilogues on this device (its
+// context's vkt_context_desc.fuse): -1 automatic (where vkt_matmul_epilogue_pays), 0 off, 1 on.
+int vkt_device_fuse_policy(const vkt_device *dev);
+
 // Whether a texel-buffer view may start at byte offset off on this device (matmul.c, ops_nn.c).
 static inline bool vkt_texel_offset_ok(const vkt_device_info *d, uint64_t off) {
     return d->min_texel_buffer_offset_alignment == 0 ||
@@ -153,6 +164,12 @@ vkt_status vkt_write_file_atomic(const char *path, const vkt_chunk *chunks, int 
                                  const char *what);
 // mkdir -p.
 vkt_status vkt_mkdirs(const char *path);
+// Test hook of vkt_write_file_atomic, process-wide (the CLI and the test harness map
+// VKT_TEST_CRASH_AFTER_BYTES onto it): called once per file written; after writing the number of
+// bytes it returns, the writer kills itself with SIGKILL, as a crash mid-write would (UINT64_MAX:
+// never), so that tests can check that the previous file survives. NULL (the default): never.
+typedef uint64_t (*vkt_crash_hook)(void);
+void vkt_test_set_crash_hook(vkt_crash_hook hook);
 // The whole file, NUL-terminated (malloc'd), or NULL when missing, unreadable or over max bytes.
 void *vkt_read_file(const char *path, size_t max, size_t *size);
 

@@ -11,8 +11,9 @@
 // W-wide loads; a scalar variant takes any M, N, K >= 1) are measured on scratch operands the
 // first time the shape is met, and the fastest is used from then on; tune.c keeps the
 // measurements on disk per device and driver build, so a later process measures nothing.
-// VKT_MATMUL_VARIANT=name[,name] fixes the choice (for benchmarks and experiments); VKT_TUNE=off
-// takes the first candidate that fits without measuring.
+// The context's matmul_variant (the CLI's VKT_MATMUL_VARIANT=name[,name]) fixes the choice (for
+// benchmarks and experiments); its tune mode VKT_TUNE_OFF (VKT_TUNE=off) takes the first
+// candidate that fits without measuring.
 //
 // vkt_op_matmul_ex adds an epilogue (shaders/mm_epilogue.glsl): in the wide, scalar and tiled
 // kernels an activation, f(z) for a dense layer's forward, optionally keeping z, or z * f' for the
@@ -173,7 +174,7 @@ static const mm_variant *variant_named(const char *name, size_t len) {
 // Which variants a device may use: the candidates of the first rule that matches, in order of
 // preference. Where more than one fits a product, the fastest is chosen by measurement at first
 // use (tune.c keeps the result on disk per device and driver build); without measurements
-// (VKT_TUNE=off, or a measurement that could not run) the first that fits is used.
+// (VKT_TUNE_OFF, or a measurement that could not run) the first that fits is used.
 
 // The size from which the big tiles are candidates: their compile time (about 7 s per form on
 // lavapipe) pays only for large products (training's 128 x 512 x 784 layers stay below it).
@@ -239,36 +240,35 @@ static bool runs_on(const vkt_device_info *d, const mm_variant *v) {
            (!v->ss || d->subgroup_size >= v->wg); // ss: one workgroup is one subgroup
 }
 
-// The device's candidates for a product of macs multiply-adds. VKT_MATMUL_VARIANT=name[,name]
-// fixes the choice instead (for benchmarks and experiments): a wide name replaces the wide
-// candidates, a scalar name the scalar ones, "none" drops the wide ones; *fixed is then set and
-// nothing is measured.
-static int candidates(const vkt_device_info *d, uint64_t macs, const mm_variant **out,
-                      bool *fixed) {
+// The device's candidates for a product of macs multiply-adds. The context's matmul_variant
+// ("name[,name]", the CLI's VKT_MATMUL_VARIANT) fixes the choice instead (for benchmarks and
+// experiments): a wide name replaces the wide candidates, a scalar name the scalar ones, "none"
+// drops the wide ones; *fixed is then set and nothing is measured.
+static int candidates(const vkt_device *dev, uint64_t macs, const mm_variant **out, bool *fixed) {
+    const vkt_device_info *d = dev->info;
     const mm_rule *rule = NULL;
     for (size_t i = 0; i < sizeof DEVICE_RULES / sizeof DEVICE_RULES[0] && !rule; i++)
         if (DEVICE_RULES[i].match(d)) rule = &DEVICE_RULES[i];
-    const mm_variant *env_wide = NULL, *env_scalar = NULL;
+    const mm_variant *fix_wide = NULL, *fix_scalar = NULL;
     bool no_wide = false;
     *fixed = false;
-    const char *env = getenv("VKT_MATMUL_VARIANT");
-    while (env && *env) {
-        size_t len = strcspn(env, ",");
-        const mm_variant *v = variant_named(env, len);
-        if (v && v->kind != MM_SCALAR) env_wide = v;
-        if (v && v->kind == MM_SCALAR) env_scalar = v;
-        if (len == 4 && strncmp(env, "none", 4) == 0) no_wide = true;
-        *fixed = *fixed || v || (len == 4 && strncmp(env, "none", 4) == 0);
-        env += len + (env[len] == ',');
+    for (const char *names = dev->ctx->matmul_variant; *names;) {
+        size_t len = strcspn(names, ",");
+        const mm_variant *v = variant_named(names, len);
+        if (v && v->kind != MM_SCALAR) fix_wide = v;
+        if (v && v->kind == MM_SCALAR) fix_scalar = v;
+        if (len == 4 && strncmp(names, "none", 4) == 0) no_wide = true;
+        *fixed = *fixed || v || (len == 4 && strncmp(names, "none", 4) == 0);
+        names += len + (names[len] == ',');
     }
     int n = 0;
-    if (env_wide && !no_wide && runs_on(d, env_wide)) out[n++] = env_wide;
-    if (env_scalar && runs_on(d, env_scalar)) out[n++] = env_scalar;
+    if (fix_wide && !no_wide && runs_on(d, fix_wide)) out[n++] = fix_wide;
+    if (fix_scalar && runs_on(d, fix_scalar)) out[n++] = fix_scalar;
     for (int i = 0; rule && i < MAX_CANDS && rule->cand[i].name && n < MAX_CANDS; i++) {
         const mm_variant *v = named(rule->cand[i].name);
         if (!runs_on(d, v) || macs < rule->cand[i].min_macs) continue;
-        if (v->kind != MM_SCALAR && (env_wide || no_wide)) continue;
-        if (v->kind == MM_SCALAR && env_scalar) continue;
+        if (v->kind != MM_SCALAR && (fix_wide || no_wide)) continue;
+        if (v->kind == MM_SCALAR && fix_scalar) continue;
         out[n++] = v;
     }
     // Always something that runs any shape on any device.
@@ -416,12 +416,13 @@ static bool wide_view_ok(const vkt_device_info *d, const mm_variant *v, const vk
 // The device's candidates that can run this product (views c, a, b; with an epilogue, its views
 // sv and zv too), in order of preference, into fit; returns their number (at least one, except
 // with sgd: the epilogue is VKT_MM_EPI_SGD, which only has_sgd variants run, and no fallback is
-// added). *fixed: VKT_MATMUL_VARIANT chose them.
-static int fitting(const vkt_device_info *d, vkt_mm_form form, const vkt_view *c, const vkt_view *a,
+// added). *fixed: the context's matmul_variant chose them.
+static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, const vkt_view *a,
                    const vkt_view *b, const vkt_view *sv, const vkt_view *zv, bool sgd, uint32_t M,
                    uint32_t N, uint32_t K, const mm_variant **fit, bool *fixed) {
+    const vkt_device_info *d = dev->info;
     const mm_variant *cand[MAX_CANDS];
-    int nc = candidates(d, (uint64_t)M * N * K, cand, fixed), nf = 0;
+    int nc = candidates(dev, (uint64_t)M * N * K, cand, fixed), nf = 0;
     for (int i = 0; i < nc; i++) {
         const mm_variant *v = cand[i];
         if (sv && !has_epilogue(v)) continue;
@@ -447,12 +448,12 @@ static void op_key(char *buf, size_t size, vkt_mm_form form, uint32_t M, uint32_
 static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *c,
                                 const vkt_view *a, const vkt_view *b, const vkt_view *sv,
                                 const vkt_view *zv, bool sgd, uint32_t M, uint32_t N, uint32_t K) {
-    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
+    const vkt_device *dev = vkt_ops_device(ops);
     const mm_variant *fit[MAX_CANDS];
     bool fixed;
-    int nf = fitting(d, form, c, a, b, sv, zv, sgd, M, N, K, fit, &fixed);
+    int nf = fitting(dev, form, c, a, b, sv, zv, sgd, M, N, K, fit, &fixed);
     if (nf == 0) return NULL; // sgd only: the caller asked vkt_matmul_sgd_fits first
-    if (nf == 1 || fixed || vkt_tune_mode_get() == VKT_TUNE_OFF) return fit[0];
+    if (nf == 1 || fixed || vkt_tune_mode_of(dev) == VKT_TUNE_OFF) return fit[0];
 
     char op[96];
     op_key(op, sizeof op, form, M, N, K);
@@ -462,17 +463,17 @@ static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *
     const mm_variant *todo[MAX_CANDS];
     int todo_at[MAX_CANDS], ntodo = 0;
     for (int i = 0; i < nf; i++) {
-        if (vkt_tune_get(d, op, fit[i]->name, &ms[i])) continue;
+        if (vkt_tune_get(dev, op, fit[i]->name, &ms[i])) continue;
         ms[i] = INFINITY;
         todo_at[ntodo] = i;
         todo[ntodo++] = fit[i];
     }
     if (ntodo > 0 && measure(ops, form, M, N, K, todo, ntodo, got)) {
         for (int i = 0; i < ntodo; i++) {
-            vkt_tune_put(d, op, todo[i]->name, got[i]);
+            vkt_tune_put(dev, op, todo[i]->name, got[i]);
             ms[todo_at[i]] = got[i];
         }
-        vkt_tune_save(d);
+        vkt_tune_save(dev);
     }
     vkt_tune_unlock();
     const mm_variant *best = fit[0];
@@ -504,25 +505,24 @@ bool vkt_matmul_epilogue_pays(vkt_ops *ops) {
 bool vkt_matmul_sgd_fits(vkt_ops *ops, vkt_mm_form form, const vkt_view *c, const vkt_view *a,
                          const vkt_view *b, const vkt_view *buf, uint32_t M, uint32_t N,
                          uint32_t K) {
-    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
     const mm_variant *fit[MAX_CANDS];
     bool fixed;
     const vkt_view *bv = buf ? buf : a, *zv = buf ? buf : c;
-    return fitting(d, form, c, a, b, bv, zv, true, M, N, K, fit, &fixed) > 0;
+    return fitting(vkt_ops_device(ops), form, c, a, b, bv, zv, true, M, N, K, fit, &fixed) > 0;
 }
 
 int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
                           const char **names, double *ms, int max) {
-    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
+    const vkt_device *dev = vkt_ops_device(ops);
     const mm_variant *fit[MAX_CANDS];
     bool fixed;
     vkt_view z = {0};
-    int nf = fitting(d, form, &z, &z, &z, NULL, NULL, false, M, N, K, fit, &fixed), n = 0;
+    int nf = fitting(dev, form, &z, &z, &z, NULL, NULL, false, M, N, K, fit, &fixed), n = 0;
     char op[96];
     op_key(op, sizeof op, form, M, N, K);
     for (; n < nf && n < max; n++) {
         names[n] = fit[n]->name;
-        if (!vkt_tune_get(d, op, fit[n]->name, &ms[n])) ms[n] = 0;
+        if (!vkt_tune_get(dev, op, fit[n]->name, &ms[n])) ms[n] = 0;
     }
     return n;
 }

@@ -100,8 +100,8 @@ bool vkt_matmul_sgd_fits(vkt_ops *ops, vkt_mm_form form, const vkt_view *c, cons
 // The variant vkt_op_matmul uses on this device for that shape (for benchmarks and logs).
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K);
 // The candidates for that shape on this device (views at offset 0) with their measured time in
-// ms (0 where not measured: a single candidate, VKT_TUNE=off, or a fixed VKT_MATMUL_VARIANT), at
-// most max of them; returns their number.
+// ms (0 where not measured: a single candidate, VKT_TUNE_OFF, or a matmul_variant fixed by the
+// context), at most max of them; returns their number.
 int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
                           const char **names, double *ms, int max);
 

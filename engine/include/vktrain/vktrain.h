@@ -84,19 +84,55 @@ typedef struct vkt_device_info {
     uint8_t uuid[16]; // pipelineCacheUUID, for caches keyed by driver build
 } vkt_device_info;
 
+// Whether the matmul measures its kernel variants (engine/ops/matmul.c, engine/core/tune.h).
+typedef enum vkt_tune_mode {
+    VKT_TUNE_ON = 0, // measure a shape's candidates at its first use unless stored (the default)
+    VKT_TUNE_OFF,    // never measure: each product takes its first candidate that fits
+    VKT_TUNE_FORCE,  // ignore stored measurements: measure again what this process meets
+} vkt_tune_mode;
+
+// Whether networks fuse activations and the SGD step into the epilogues of their matmuls.
+typedef enum vkt_fuse_mode {
+    VKT_FUSE_AUTO = 0, // where the device's kernels gain from it (vkt_matmul_epilogue_pays)
+    VKT_FUSE_OFF,
+    VKT_FUSE_ON,
+} vkt_fuse_mode;
+
+// How a context and every device opened on it behave. All zeros (or desc == NULL) is the default:
+// no validation, no disk caches, measure at first use, fuse where it pays. The library reads no
+// environment variable: the CLI fills these fields from VKT_VALIDATION, VKT_CACHE_DIR, VKT_TUNE,
+// VKT_MATMUL_VARIANT and VKT_NET_FUSE (engine/cli/env.c). Strings are copied.
 typedef struct vkt_context_desc {
-    // Khronos validation (with synchronization validation): 1 on, 0 off, -1 read VKT_VALIDATION
-    // from the environment ("1" turns it on). Tests always turn it on.
+    // Khronos validation (with synchronization validation): 1 on; 0 (or any other value) off.
+    // Tests always turn it on.
     int validation;
     // Print validation messages to stderr (they are counted either way).
     bool quiet_validation;
+    // The directory of the disk caches (kernel measurements and pipeline caches, keyed by device
+    // and driver build; engine/core/tune.h), made on first use. NULL or "": none, measurements are
+    // kept in memory and repeated by each process. The CLI's default is ~/.cache/vktrain.
+    const char *cache_dir;
+    vkt_tune_mode tune;
+    // Fixes the matmul's kernel variant instead of choosing by measurement (benchmarks,
+    // experiments): "name[,name]" with names of vkt_matmul_candidates; a wide name replaces the
+    // wide candidates, a scalar name the scalar ones, "none" drops the wide ones. NULL: choose.
+    const char *matmul_variant;
+    vkt_fuse_mode fuse;
 } vkt_context_desc;
 
 // Loads Vulkan, creates the instance and lists every physical device the loader sees. Fails with
 // VKT_ERR_NO_DEVICE (and a message saying how to install a driver) when there is no loader or no
-// device, or when validation is asked for and the layer is not installed.
+// device, or when validation is asked for and the layer is not installed; with VKT_ERR_ARG when
+// cache_dir or matmul_variant is too long (4095 and 255 bytes).
 vkt_status vkt_context_create(const vkt_context_desc *desc, vkt_context **out);
 void vkt_context_destroy(vkt_context *ctx);
+// Change tune, matmul_variant and fuse of a live context. Its devices read them when they next
+// choose a matmul variant or create a network, so a change applies to what is recorded or built
+// after it. Not while another thread uses a device of ctx. set_matmul_variant fails with
+// VKT_ERR_ARG (and changes nothing) when names is too long.
+void vkt_context_set_tune(vkt_context *ctx, vkt_tune_mode mode);
+vkt_status vkt_context_set_matmul_variant(vkt_context *ctx, const char *names);
+void vkt_context_set_fuse(vkt_context *ctx, vkt_fuse_mode fuse);
 int vkt_context_device_count(const vkt_context *ctx);
 const vkt_device_info *vkt_context_device_info(const vkt_context *ctx, int index);
 // Validation messages (warnings and errors) seen so far; tests fail when this is not zero.
