@@ -2,8 +2,8 @@
 // shaders/variants.cmake with ACT (one of act_fn.glsl's ACT_*) and BACKWARD (0 forward, 1 backward
 // from the input, 2 backward from the output) defined. The functions themselves live in
 // act_fn.glsl, shared with the matmul epilogue (mm_epilogue.glsl). They are separate kernels, not
-// specialization constants, because SwiftShader runs every branch on a specialization constant:
-// relu's backward took 6x as long there with all five activations behind one.
+// specialization constants, because SwiftShader runs every branch on a specialization constant
+// (docs/PERFORMANCE.md, "The other kernels").
 // Forward (BACKWARD = 0): reads x[n], writes out[n] = f(x) (out may alias x; bindings 2-3 are
 // unused and bound to x). Backward (1): reads x[n] (the forward's input) and dy[n], writes
 // out[n] = dy * f'(x) (out may alias dy). Backward from the output (2): the same with the

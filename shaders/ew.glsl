@@ -3,8 +3,9 @@
 //
 // Every array of n floats is bound twice, as float[] and as vec4[] (the same view): an invocation
 // handles EW_K vec4s (slots group*W*EW_K + k*W + l, so that neighbouring invocations touch
-// neighbouring vec4s), reading and writing them whole through the vec4 binding, which is 2-3x
-// faster than one float per invocation on lavapipe and SwiftShader; only the last, partial vec4
+// neighbouring vec4s), reading and writing them whole through the vec4 binding, which is several
+// times faster than one float per invocation on lavapipe and SwiftShader (docs/PERFORMANCE.md,
+// "The other kernels"); only the last, partial vec4
 // of an n that is not a multiple of 4 goes through the float binding (one lane, one workgroup),
 // never past element n-1.
 // Workgroups are folded into y (group = y * numX + x).
@@ -14,7 +15,7 @@ const uint EW_K = 4; // vec4s per invocation (ops_nn.c's EW_FLOATS = 4 * EW_K)
 
 // v = the vec4 at slot q of array a (vec4 view a4) when m = min(4, n - 4q) of its elements are
 // valid; missing lanes read 0. Statements, not expressions: a ?: over buffer loads compiles to a
-// select that performs the scalar loads too (2x slower on both drivers).
+// select that performs the scalar loads too (slower on both drivers).
 #define EW_LOAD(v, a, a4, q, m) EW_LOAD_FROM(v, a, a4[q], q, m)
 // The same with the whole vec4s read through a uniform texel buffer t of the array (vec4
 // texels): on lavapipe a texel fetch is a branch-free gather where a storage-buffer load is a
@@ -51,8 +52,7 @@ void ew_run(uint n) {
     }
     // The partial vec4, by one lane of the workgroup whose range holds it. The test is the same
     // for the whole workgroup: lavapipe and SwiftShader run both sides of a branch that may
-    // differ between lanes, and with the tail code in such a branch every op took 1.5-2.5x as
-    // long.
+    // differ between lanes, and with the tail code in such a branch every op took much longer.
     if (rest != 0u && group == nfull / (gl_WorkGroupSize.x * EW_K)) {
         if (gl_LocalInvocationID.x == 0u) ew_apply(nfull, rest);
     }

@@ -14,8 +14,9 @@
 // on load and skipped on store; any M, N, K >= 1 and any 4-byte-aligned view offsets work.
 //
 // The tile is a compile-time constant rather than a specialization constant because SwiftShader
-// does not unroll loops bounded by specialization constants and then keeps the tile in memory
-// (0.5 GFLOP/s instead of 3.5, measured). On SwiftShader every load with a computed index is a
+// does not unroll loops bounded by specialization constants and then keeps the tile in memory,
+// several times slower (docs/PERFORMANCE.md, "Why the matmul kernels look as they do"). On
+// SwiftShader every load with a computed index is a
 // per-lane gather whatever its width, so this is also its fast kernel.
 #version 450
 #extension GL_EXT_control_flow_attributes : require
@@ -80,7 +81,7 @@ void main() {
     }
 
     // Epilogue: bias, beta, and the bounds guard on the store (a loop that glslc leaves rolled,
-    // for the break: SwiftShader built the unrolled one 9x slower, 2.2 s for the 16 x 16 tile).
+    // for the break: SwiftShader builds the unrolled one many times slower).
     bool add_c = p.beta != 0.0 || p.k_begin > 0;
     float beta = p.k_begin > 0 ? 1.0 : p.beta;
     bool add_bias = p.has_bias != 0 && p.k_begin == 0;
@@ -98,11 +99,10 @@ void main() {
     }
     // The activation epilogue (mm_epilogue.glsl) on what the lane just stored (its own writes),
     // four outputs at a time, in a loop that is not unrolled. SwiftShader runs every block of a
-    // shader, taken or not: here the plain product pays one masked pass of this body (against the
-    // same source without it, in one process: 1-2% at K = 256 and 512, 5-7% at K = 10, where that
-    // is 0.02 ms), where an unrolled epilogue cost it 1.4x. The extra read and write of c cost the
-    // fused forms little on lavapipe, where this kernel serves only the shapes the wide one cannot
-    // take (K = 10: about the time of the product plus the separate act kernel).
+    // shader, taken or not: here the plain product pays one masked pass of this body, a few
+    // percent, where an unrolled epilogue cost far more (docs/PERFORMANCE.md, "Fused step"). The
+    // extra read and write of c cost the fused forms little on lavapipe, where this kernel serves
+    // only the shapes the wide one cannot take.
     [[dont_unroll]] for (uint i = 0; MM_EPI_ON && i < TM * TC / 4; i++) {
         uint r = i / (TC / 4), j4 = i % (TC / 4), m = m0 + r;
         vec4 z = vec4(0.0), s = vec4(0.0);

@@ -24,54 +24,17 @@
 // (NN, TN) or the last vec4 (NT) again with a multiplied by 0: exact for finite inputs (an inf
 // in that row can turn a +-inf result into NaN).
 //
-// The code is written with macros rather than loops and arrays: glslc -O took 12 s and 5.9 GB to
-// unroll the 16-row tile written as [[unroll]] loops over arrays, and 0.4 s / 50 MB for the same
-// code written out; SwiftShader also compiles the written-out form 3-4x faster.
+// The code is written with macros rather than loops and arrays: glslc -O takes many seconds and
+// gigabytes to unroll the tile written as [[unroll]] loops over arrays, and SwiftShader also
+// compiles the written-out form several times faster.
 //
-// What was measured (fp32, the team's 2-core machine, SwiftShader from chromium-common 156).
-// Instruction counts are read from the JIT code of the k loop (gdb attached to `vktrain bench
-// matmul`, the executable swiftshader_jit mapping dumped and disassembled) and are stable;
-// GFLOP/s are `vktrain bench matmul` medians, compared in one run, interleaved, with peak_fma at
-// 50-52 (both cores free; the machine is shared and often gives one: everything then halves).
-//  - Loads: a load whose index is not a compile-time constant is a gather emulated by Subzero:
-//    4 scalar loads, each behind a branch on its lane's mask bit, about 36 instructions per 4
-//    floats, also when the lanes read neighbouring floats or one address (both were measured:
-//    the old kernel's lane-uniform loads of a are such gathers). Reactor's source only takes the
-//    one-load paths for atomic or ordered loads (not tried). A vec4 load is 4 gathers; each access
-//    chain adds about 20 instructions (descriptor address, index scaling), so vec4 loads cost
-//    about 40% less per float than scalar ones: a scalar-load version of this kernel (any shape,
-//    selects for the k tail) ran 13.9-16.3 instructions per FMA and no faster than the old kernel.
-//  - Loop-carried values: each phi is merged with the lane mask at every back-edge, about 14
-//    instructions per SIMD value, so each accumulator takes all 8 k steps of an iteration in a
-//    row (1.75 instructions per FMA; with 4 steps 3.5). Accumulators in a local array instead
-//    (masked read-modify-write stores): 10.8 instructions per FMA instead of 9.3.
-//  - Subzero keeps one FMA chain in a register and the rest on the stack: an FMA is 4.2
-//    instructions (load, a store-back of the same slot for a multi-use operand, mulps, addps).
-//    Running 2, 4 or 8 chains side by side to reuse a loaded value spills the chains (12.5
-//    instead of 10.9); swapping the operands or making the broadcast an arithmetic result keeps
-//    the store-back.
-//  - subgroupBroadcast is about 10 instructions; subgroupQuadBroadcast more (12.1 against 10.7 per
-//    FMA for the whole loop).
-//  - Whole k loop, instructions per FMA and GFLOP/s at 1024^3 NN (old kernel, matmul_scalar.glsl
-//    16 x 16 with 4 lanes: 19.4 and 7.0-7.2), and SwiftShader's compile time per form with the
-//    first epilogue (one inlined store loop per row; the single loop now used takes 0.25 s for 16
-//    rows and 1.3 s for 32):
-//      16 rows x 16 columns per lane, 8 k steps:  10.9   11.1-11.7   (0.45 s to compile a form)
-//      16 rows, 16 k steps:                       10.2    12.1-12.2   (1.9 s)
-//      32 rows, 8 k steps:                         9.3    13.3-14.2   (2.9 s; NT 13.7-14.4,
-//                                                                        TN 13.2-13.7)
-//      32 rows, 16 k steps: 2.0-2.1x the old kernel at half the machine against 1.85x for 8
-//      steps, but 5.7 s to compile a form (glslc ran out of memory on its loop form).
-//    Smaller tiles are slower: registers only (4 rows x 4 columns per lane) 1.1, 4 x 3 2.9, 16 x 4
-//    with 4 k steps 5.1 GFLOP/s (25 instructions per FMA: gathers and merges dominate).
-//  - SwiftShader's compile time grows about quadratically with the loop body (and the epilogue
-//    written out per row took 45% of it), and code under a
-//    branch on a specialization constant is compiled anyway (three forms in one shader: 20 s for
-//    the 32-row kernel), hence one shader per form. Zeroing the steps past k_end with selects
-//    doubled the compile time; a multiply of a adds about 0.7 s.
-//  - SwiftShader runs workgroups on both cores (171% CPU during a benchmark).
-// Not done: the 16-step body (about +8%, 2x the compile time), a cheaper broadcast, shapes that
-// are not multiples of 4 (engine/ops/matmul.c runs scalar-r16c16-g4 for them).
+// Why this shape (what was measured: docs/PERFORMANCE.md, "Why the matmul kernels look as they
+// do", from the JIT code of the k loop and `vktrain bench matmul --device swiftshader`): Subzero
+// makes every load with a computed index a gather of scalar loads behind mask branches (so vec4
+// loads, the fewest per float), merges every loop-carried value with the lane mask at each
+// back-edge (so each accumulator takes 8 k steps in a row), keeps all but one FMA chain on the
+// stack, and compiles code under a branch on a specialization constant anyway (so one kernel per
+// form). 32 rows are the fastest tile whose compile time stays a few seconds.
 #version 450
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
@@ -179,7 +142,7 @@ uint M, N, n0;
 
 // The epilogue: bias, beta (or the partial sum of an earlier K chunk), bounds guard. The
 // accumulators go through a local array so that the store code exists once: 32 inlined copies of
-// it, one per row, took 45% of the 32-row kernel's compile time.
+// it, one per row, took almost half of the 32-row kernel's compile time.
 #define TOARR1(j, g, i) acc[(4 * g + i) * 16 + j] = c##g##i##_##j;
 #define TOARR_ROW(i, g, u2) FOR_J(TOARR1, g, i)
 #define TOARR_G(g, u1, u2) FOR_I(TOARR_ROW, g, 0)

@@ -23,7 +23,7 @@
 // the kernel reads few, wide pieces and reuses each for TM (or TC) FMAs. The tile is given by
 // specialization constants, which lavapipe's NIR unrolls after specialization (SwiftShader does
 // not, and uses matmul_scalar.glsl). The code avoids early exits and guarded loads in unrolled
-// loops: both made LLVM's compile time grow from seconds to a minute.
+// loops: both made LLVM's compile time grow many times.
 #version 450
 #extension GL_EXT_control_flow_attributes : require
 #include "vkt_abi.h"

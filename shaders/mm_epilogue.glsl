@@ -1,7 +1,7 @@
 // mm_epilogue.glsl: the activation epilogue of the matmul kernels (matmul_scalar.glsl,
 // matmul_wide.glsl, matmul_tiled.comp; any other matmul kernel adds it the same way). Not
 // SwiftShader's matmul_ss.glsl: added there as in matmul_scalar.glsl (one rolled loop after the
-// store), it cost the plain product 3-7%, and SwiftShader does not fuse (below); engine/ops/matmul.c
+// store), it slowed the plain product, and SwiftShader does not fuse (below); engine/ops/matmul.c
 // runs an epilogue on that device's scalar kernel instead. With z the kernel's result at
 // an output position (the product, plus bias, plus beta c), the epilogue makes c:
 //   VKT_MM_EPI_FORWARD     c = f(z)
@@ -23,22 +23,13 @@
 // mm_epi to four outputs at a time (any four: the functions are elementwise) and stores c under
 // its bounds guard.
 //
-// What the drivers do with the constants (fp32, this project's 2-core machine, GPU-timed):
-//  - lavapipe (and GPU drivers) fold them when they build the pipeline: each specialization runs
-//    only its own activation, and ACT_NONE compiles to the plain product (wide kernel at the
-//    training shapes: the same time as before the epilogue existed, within 2%).
-//  - SwiftShader does not fold them: it runs every block of a shader whether its condition holds
-//    or not (masked), on specialization constants too. With the selection in matmul_s16x16's
-//    unrolled epilogue the plain product took 1.4x as long at K = 256 and 2.9x at K = 10 (every
-//    activation computed for every output, then discarded); the same code under a loop whose
-//    condition is false on entry, just as long. What works is the epilogue's body in a loop that
-//    is not unrolled (matmul_scalar.glsl): the plain product pays for one masked pass of it
-//    (1-2% at K = 256, 5-7% at K = 10). A fused epilogue there still computes every activation
-//    for every output: relu forward at 128x512x256 took 1.3x the plain product, the product plus
-//    the separate act kernel 1.03x (at K = 10: 3.6x against 1.3x). A copy of the epilogue per
-//    (activation, mode), each under its own loop, made the shader 1 MB and the build 5 minutes.
-//    So the engine does not fuse on SwiftShader (vkt_matmul_epilogue_pays); these kernels serve
-//    it for correctness.
+// What the drivers do with the constants (measured: docs/PERFORMANCE.md, "Fused step"):
+// lavapipe (and GPU drivers) fold them when they build the pipeline, so each specialization runs
+// only its own activation and ACT_NONE compiles to the plain product. SwiftShader does not: it
+// runs every block of a shader whether its condition holds or not (masked), so a fused epilogue
+// computes every activation for every output, and only a body in a loop that is not unrolled
+// (matmul_scalar.glsl) keeps the plain product's cost small. So the engine does not fuse on
+// SwiftShader (vkt_matmul_epilogue_pays); these kernels serve it for correctness.
 #include "act_fn.glsl"
 #include "sgd_fn.glsl"
 

@@ -6,7 +6,7 @@
 // addend come from push constants so that the compiler cannot fold the chains.
 // CHAINS and UNROLL are compile-time constants, not specialization constants: SwiftShader does
 // not unroll loops whose bounds are specialization constants and then keeps the chains in memory
-// (1 GFLOP/s instead of 45).
+// (docs/PERFORMANCE.md, "Why the matmul kernels look as they do").
 #version 450
 #extension GL_EXT_control_flow_attributes : require
 #include "vkt_abi.h"

@@ -7,8 +7,8 @@
 //               neighbouring floats). TEAM divides the subgroup size, so a team lies inside one
 //               subgroup and combines its partials with subgroupShuffleXor butterflies: no
 //               shared memory and no barrier (each barrier costs microseconds on lavapipe and
-//               SwiftShader, which made one workgroup per row 3-6x slower than one invocation
-//               per row there). Every lane of a butterfly computes a+b as its partner computes
+//               SwiftShader, which made one workgroup per row several times slower than one
+//               invocation per row there). Every lane of a butterfly computes a+b as its partner computes
 //               b+a, so all lanes end with bitwise the same total.
 #extension GL_KHR_shader_subgroup_shuffle : enable
 

@@ -6,7 +6,7 @@
 // subgroup adds its lanes' sums by a shuffle-xor butterfly and one lane adds the subgroup's sum
 // into out[0]; with SUBGROUP = 0 (no shuffles on the device) every lane adds its own. There is no
 // barrier: on lavapipe and SwiftShader a barrier costs microseconds per workgroup, which made a
-// shared-memory reduction 10x slower than this. The adds into out[0] are a compare-and-swap loop
+// shared-memory reduction many times slower than this. The adds into out[0] are a compare-and-swap loop
 // on the float's bits (SwiftShader has no float atomics); capping the grid keeps them few (at most
 // 8k on lavapipe, whose subgroups are 8 wide) and the rounding small, but their order is up to the
 // device, so the last bits of out[0] may differ between runs.

@@ -23,36 +23,17 @@
 // not). In the wide kernel only (one dispatch, no K-split: has_sgd), the optimizer epilogue
 // VKT_MM_EPI_SGD: c holds the parameters, which take one SGD step from the product (their
 // gradient); matmul_wide64t_sgd reads them and the momentum buffer as texels. What the fusions
-// save per layer and step, measured on fashion_mlp: see engine/nn/network.c.
+// save per layer and step: docs/PERFORMANCE.md, "Fused step".
 //
-// What was measured (fp32 1024^3, this project's 2-core AVX-512 machine, lavapipe 22.3.6 and
-// SwiftShader/Subzero; PLATFORM.md has the setting):
-//  - lavapipe: inside a loop every storage-buffer load, workgroup-uniform or not, becomes a loop
-//    over the 8 lanes with a branch and a bounds check per lane and component (Mesa 22.3's
-//    emit_load_mem; about 37 instructions per lane and load), and FMAs are split into a multiply
-//    and an add. What pays is few, wide loads, each reused by many FMAs: dvec4 loads (8 floats;
-//    matmul_wide64) and a 32-row x 32-column tile per lane: 50-57 GFLOP/s at 1024^3 against
-//    27-30 for the vec4 8 x 16 tile that PLATFORM.md lists, with peak_fma at 94-119. Reading a
-//    and b through uniform texel buffers instead (matmul_wide64t: a texel fetch is a branch-free
-//    gather there) gave 65.6 at 1024^3 and 66.5 at 2048^3 NN (NT 65.6 / 66.1, TN 39.9 / 44.4)
-//    against 53.6 / 46.1 (NT 50.2 / 46.8, TN 32.5 / 44.3) for the same tile through storage
-//    buffers, in one quiet minute; at the training shapes 1.5 ms against 2.3 (NT 128x512x784)
-//    and 2.0 against 5.7 (TN 512x784x128). A uniform buffer for a (lavapipe loads a uniform
-//    address once) measured the same as the texel buffer in a prototype, and is limited to
-//    64 KiB per binding. 32 x 16 compiles in about 2.5 s instead of 5-7 on first use (Mesa's
-//    shader cache keeps them); 48 or 64 rows took 18-46 s to compile for no clear gain.
-//    Subgroup broadcasts of a (a loop over lanes in lavapipe 22.3), more k per iteration and
-//    K-splits (each dispatch's slice of b fits in L2) were measured and were slower.
-//    lavapipe compiles a pipeline's machine code at its first dispatch: measure() runs every
-//    candidate once untimed first.
-//  - SwiftShader: loads with a computed index are per-lane gathers whatever their width, a tile
-//    given by specialization constants is not unrolled (0.5 GFLOP/s), Subzero keeps every
-//    value in memory, and each loop-carried value costs a masked merge per iteration. Its
-//    kernels (matmul_ss.glsl, where the measurements are logged) broadcast the rows of a across
-//    one subgroup of 4 lanes and give each accumulator 8 k steps in a row: 13.7-14.0 GFLOP/s at
-//    1024^3 in every form against 6.6-7.2 for the scalar 16 x 16 tile (still used for shapes
-//    that are not multiples of 4), with peak_fma at 50-52.
-// The machine is shared; figures vary by +-25% from one minute to the next.
+// Why these kernels (the measurements: docs/PERFORMANCE.md, "Why the matmul kernels look as
+// they do"):
+//  - lavapipe turns every storage-buffer load inside a loop into a branchy loop over its 8 lanes:
+//    few, wide loads (dvec4) each reused by a 32-row tile of FMAs, and texel fetches (a
+//    branch-free gather there) in place of storage loads, are what pays. It compiles a pipeline's
+//    machine code at its first dispatch: measure() runs every candidate once untimed first.
+//  - SwiftShader makes every computed-index load a per-lane gather and does not unroll a tile
+//    given by specialization constants: its kernels (matmul_ss.glsl) broadcast the rows of a
+//    across one subgroup of 4 lanes; shapes that are not multiples of 4 take the scalar kernel.
 //
 // Not done here: no split of a product whose operands exceed maxStorageBufferRange (asserted), no
 // fp16. Views smaller than their shapes are bugs in the engine's layer code and are asserted, as
@@ -119,15 +100,15 @@ static const mm_variant VARIANTS[] = {
     {"wide64t-r32c32-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 32, 8, 0, true, false},
     {"wide64t-r32c16-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 16, 8, 0, true, false},
     // The same tiles through storage buffers: dvec4 pieces, one subgroup of 8 lanes per
-    // workgroup; 32 rows x 16 columns per lane (LLVM compiles it in about 2.5 s on first use),
-    // 32 x 32 (about 7 s). lavapipe keeps 32 x 16 as a candidate (views the texel limits refuse);
-    // 32 x 32 is no one's candidate any more, kept for VKT_MATMUL_VARIANT comparisons.
+    // workgroup; 32 rows x 16 columns per lane (LLVM compiles it in a third of 32 x 32's time).
+    // lavapipe keeps 32 x 16 as a candidate (views the texel limits refuse); 32 x 32 is no one's
+    // candidate any more, kept for comparisons under a fixed matmul_variant.
     {"wide64-r32c16-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 32, 16, 8, 0, false,
      false},
     {"wide64-r32c32-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 32, 32, 8, 0, false,
      false},
-    // Measured alternatives, kept for VKT_MATMUL_VARIANT: a smaller tile (1.5 s to compile, 43
-    // GFLOP/s) and a K-split of 256 (slower here: every split reloads c).
+    // Measured alternatives, kept for comparisons: a smaller tile (faster to compile, slower to
+    // run) and a K-split of 256 (slower here: every split reloads c).
     {"wide64-r24c16-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 24, 16, 8, 0, false,
      false},
     {"wide64-r32c16-g8-k256", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 32, 16, 8, 256,
@@ -149,8 +130,8 @@ static const mm_variant VARIANTS[] = {
     {"tiled-r8c8-k8", ALL_FORMS(VKT_SHADER_MATMUL_TILED), MM_TILED, 16, 8, 8, 8, 0, false, false},
     // SwiftShader (shaders/matmul_ss.glsl): one subgroup of 4 lanes, 16 columns per lane, the
     // rows broadcast across the subgroup, vec4 loads, one kernel per form. 32 rows for large
-    // products (13.7-14 GFLOP/s at 1024^3 against 7 for scalar-r16c16-g4, but about 1.3 s to
-    // compile per form), 16 rows otherwise (0.25 s).
+    // products (twice the scalar kernel's speed, but five times the 16-row tile's compile time),
+    // 16 rows otherwise.
     {"ss-r32c16-g4", SS_FORMS(R32), MM_WIDE, 4, 32, 16, 4, 0, false, true},
     {"ss-r16c16-g4", SS_FORMS(R16), MM_WIDE, 4, 16, 16, 4, 0, false, true},
 };
@@ -176,7 +157,7 @@ static const mm_variant *variant_named(const char *name, size_t len) {
 // use (tune.c keeps the result on disk per device and driver build); without measurements
 // (VKT_TUNE_OFF, or a measurement that could not run) the first that fits is used.
 
-// The size from which the big tiles are candidates: their compile time (about 7 s per form on
+// The size from which the big tiles are candidates: their compile time (seconds per form on
 // lavapipe) pays only for large products (training's 128 x 512 x 784 layers stay below it).
 #define BIG_MACS (1ull << 27)
 #define MAX_CANDS 8
@@ -210,7 +191,7 @@ static const mm_rule DEVICE_RULES[] = {
       {"wide64-r32c16-g8", 0},
       {"scalar-r8c8-g8", 0}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
-    // (about 2.9 s to compile per form against 0.45 s).
+    // (several times the 16-row tile's compile time).
     {is_swiftshader, {{"ss-r32c16-g4", BIG_MACS}, {"ss-r16c16-g4", 0}, {"scalar-r16c16-g4", 0}}},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
@@ -342,8 +323,8 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint
     vkt_view a = vkt_buffer_whole(ba), b = vkt_buffer_whole(bb), c = vkt_buffer_whole(bc);
     // Warm-up, untimed: each candidate once on one workgroup's share of the product (its own
     // rows and columns, the whole K). lavapipe compiles a pipeline's machine code at its first
-    // dispatch, not when it is created: with Mesa's shader cache cold, a first timed run measured
-    // 6-8 s of compiling for the 32 x 32 tile and every candidate lost to the scalar kernel.
+    // dispatch, not when it is created: with Mesa's shader cache cold, a first timed run held
+    // seconds of compiling and every candidate lost to the scalar kernel.
     if (ok) ok = vkt_cmd_begin(cmd, false) == VKT_OK;
     if (ok) {
         vkt_cmd_fill(cmd, a, 0x3c23d70a); // 0.01f: any finite values do (CPU drivers are not
@@ -493,12 +474,9 @@ const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint3
 }
 
 bool vkt_matmul_epilogue_pays(vkt_ops *ops) {
-    // Measured (GPU time, this machine; shaders/mm_epilogue.glsl): on lavapipe, which folds the
-    // epilogue's specialization constants, the fused forms took 2-11% less than the product plus
-    // the act kernel at the training shapes (wide kernel), and about the same on the scalar
-    // kernel (K = 10). SwiftShader runs every activation's code in a fused kernel: 1.3x the
-    // product at K = 256, where the separate kernel adds 3%. GPU drivers fold specialization
-    // constants as lavapipe does.
+    // Fusing pays where the driver folds the epilogue's specialization constants (lavapipe, GPU
+    // drivers); SwiftShader runs every activation's code in a fused kernel, which makes it slower
+    // than the separate act kernel (docs/PERFORMANCE.md, "Fused step").
     return !is_swiftshader(vkt_device_get_info(vkt_ops_device(ops)));
 }
 

@@ -8,7 +8,7 @@
 //
 // Shapes are checked against the views with VKT_ASSERT: a view too small for its shape is a bug
 // in the engine's layer code, not something a user can cause. The kernel shapes follow rules
-// measured on lavapipe and SwiftShader (the shaders' comments say what was measured); nothing
+// measured on lavapipe and SwiftShader (docs/PERFORMANCE.md, "The other kernels"); nothing
 // here times kernels at run time, and no op is fused with another (matmul.c fuses activations
 // into the product before them).
 #include <math.h>
@@ -36,8 +36,8 @@ static const vkt_device_info *info_of(vkt_ops *ops) {
 }
 
 // Invocations of a 1-D workgroup: 256, or fewer where the device allows fewer. lavapipe allows
-// 1024 but gained under 10% from it on elementwise ops (each workgroup is one thread's batch of
-// work either way), and 256 keeps bias_grad's shared-memory reduction short.
+// 1024 but gains little from it on elementwise ops (each workgroup is one thread's batch of work
+// either way), and 256 keeps bias_grad's shared-memory reduction short.
 static uint32_t wg_1d(vkt_ops *ops) {
     const vkt_device_info *d = info_of(ops);
     uint32_t wg = 256;
@@ -47,7 +47,7 @@ static uint32_t wg_1d(vkt_ops *ops) {
 }
 
 // Whether the device's compute shaders have subgroupShuffleXor (rows.glsl ROW_MODE 1,
-// sumsq.comp). One property query per recorded op: microseconds, against a dispatch's ~13 us.
+// sumsq.comp). One property query per recorded op: cheap beside the dispatch it records.
 static bool has_shuffle(vkt_ops *ops) {
     vkt_device *dev = vkt_ops_device(ops);
     VkPhysicalDeviceSubgroupProperties sg = {
@@ -148,11 +148,10 @@ static nn_grid grid_elems(uint32_t n, uint32_t wg) {
 
 // Whether an op reads its inputs (views v[0..nv), n floats each at most) through uniform texel
 // buffers of vec4 texels: the optimizers (sgd_texel, adamw_texel: the whole vec4s) and the bias
-// gradient (bias_grad_texel). Measured on lavapipe 22.3, where a storage-buffer load is a loop
-// over the 8 lanes with a branch per lane and component and a texel fetch a branch-free gather
-// (see engine/ops/matmul.c): fashion_mlp's SGD step (535k parameters) took a median 1399 us through
-// storage buffers and 1046 us through texel buffers, its bias gradients of 512 and 256 columns
-// (128 rows) 148 and 115 us, then 41-71 and 32-63 us. Other drivers keep the storage-buffer
+// gradient (bias_grad_texel). On lavapipe a storage-buffer load is a loop over the 8 lanes with a
+// branch per lane and component and a texel fetch a branch-free gather (engine/ops/matmul.c):
+// fashion_mlp's SGD step and bias gradients take a quarter to two thirds less time through texel
+// buffers (docs/PERFORMANCE.md, "Training step"). Other drivers keep the storage-buffer
 // kernels: SwiftShader allows only 65536 texels per view, and on GPUs a storage load is cheap. The
 // texel views must be whole texels (n % 4 == 0, so every slice nn_dispatch makes is too), aligned,
 // and within maxTexelBufferElements.
