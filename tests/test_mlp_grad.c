@@ -1,5 +1,5 @@
 // test_mlp_grad.c: the whole backward of small MLPs, on every device, with the activations fused
-// into the matmuls (VKT_NET_FUSE=1, engine/nn/network.c) and without (VKT_NET_FUSE=0). A
+// into the matmuls (vkt_context_desc.fuse on, engine/nn/network.c) and without (off). A
 // double-precision C reference of the network is checked against central finite differences of
 // its own loss, entry by entry, for every parameter and input; the GPU gradients are then checked
 // against the reference, entry by entry. The models sweep every activation through every path
@@ -212,11 +212,11 @@ static void record_step(run_ctx *c, vkt_net *net, vkt_cmd *cmd, bool split) {
     }
 }
 
-// The whole model on dev with a command stream, fused (VKT_NET_FUSE=1) or not, SGD with the given
+// The whole model on dev with a command stream, fused (VKT_FUSE_ON) or not, SGD with the given
 // momentum.
 static void open_net(vt *t, vkt_device *dev, vkt_ops *ops, const vkt_model_desc *m, bool fuse,
                      float momentum, vkt_net **net, vkt_cmd **cmd) {
-    setenv("VKT_NET_FUSE", fuse ? "1" : "0", 1);
+    vkt_context_set_fuse(t->ctx, fuse ? VKT_FUSE_ON : VKT_FUSE_OFF);
     vkt_net_desc d = {.model = m,
                       .first_layer = 0,
                       .last_layer = m->nlayers,
@@ -226,7 +226,7 @@ static void open_net(vt *t, vkt_device *dev, vkt_ops *ops, const vkt_model_desc 
     d.optim.momentum = momentum;
     VT_OK(t, vkt_net_create(dev, ops, &d, net));
     VT_OK(t, vkt_cmd_create(dev, cmd));
-    unsetenv("VKT_NET_FUSE");
+    vkt_context_set_fuse(t->ctx, VKT_FUSE_AUTO);
 }
 
 static void run_model(run_ctx *c) {
@@ -389,7 +389,7 @@ static void check_fused_sgd(vt *t, vkt_device *dev, vkt_ops *ops) {
     vkt_cmd *cmd[2] = {NULL, NULL};
     int nfused = -1;
     for (int k = 0; k < 2; k++) {
-        setenv("VKT_NET_FUSE", "1", 1);
+        vkt_context_set_fuse(t->ctx, VKT_FUSE_ON);
         vkt_net_desc d = {.model = &m,
                           .first_layer = 0,
                           .last_layer = m.nlayers,
@@ -401,7 +401,7 @@ static void check_fused_sgd(vt *t, vkt_device *dev, vkt_ops *ops) {
         d.optim.nesterov = true;
         d.optim.weight_decay = 1e-2f;
         VT_OK(t, vkt_net_create(dev, ops, &d, &net[k]));
-        unsetenv("VKT_NET_FUSE");
+        vkt_context_set_fuse(t->ctx, VKT_FUSE_AUTO);
         VT_OK(t, vkt_cmd_create(dev, &cmd[k]));
         if (!net[k] || !cmd[k]) goto out;
         VT_OK(t, vkt_net_init(net[k], 11));

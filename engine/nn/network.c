@@ -8,7 +8,7 @@
 // elementwise activation) right after a sibling whose kind `takes_epilogue` (a product) runs in
 // that product's epilogue (y = f(x W^T + b) in one dispatch), and its backward in the epilogue
 // of that product's input-gradient product (dZ = (dY W) * f'), where the device runs the
-// epilogue faster than the separate kernel (vkt_matmul_epilogue_pays; the context's fuse policy
+// epilogue faster than the separate kernel (vkt_matmul_epilogue_pays; vkt_context_desc.fuse
 // overrides). The pre-activation is then written only for activations whose derivative needs it
 // (vkt_act_grad_from_output). One SGD step of fashion_mlp records 17 dispatches and 14 barriers
 // unfused, 13 and 10 fused (test_mlp_grad checks the counts; docs/PERFORMANCE.md what it bought).
@@ -239,8 +239,8 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
         return s;
     }
     net->last_stage = desc->last_layer == desc->model->nlayers;
-    const char *fuse = getenv("VKT_NET_FUSE");
-    net->fuse = fuse && *fuse ? strcmp(fuse, "0") != 0 : vkt_matmul_epilogue_pays(ops);
+    int fuse = vkt_device_fuse_policy(dev); // the context's vkt_context_desc.fuse
+    net->fuse = fuse >= 0 ? fuse == 1 : vkt_matmul_epilogue_pays(ops);
     for (int n = 0; n < net->L.nnodes; n++)
         net->L.nodes[n].fused_fwd = fuses_forward(net, n);
     const stage_layout *L = &net->L;

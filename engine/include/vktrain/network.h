@@ -4,11 +4,12 @@
 // them; activations live in per-slot buffers so that several micro-batches can be in flight.
 //
 // Recording functions add work to a command stream and put barriers between dependent ops;
-// nothing here submits or waits except the host-side tensor reads and writes. An activation layer
-// right after a dense layer of the stage is recorded inside that layer's matmul (and its backward
-// inside the next dense layer's input-gradient matmul) where the device runs that faster
-// (vkt_matmul_epilogue_pays); VKT_NET_FUSE=0 or 1 in the environment at vkt_net_create turns that
-// off or on everywhere. The result is the same either way (network.c).
+// nothing here submits or waits except the host-side tensor reads and writes. What each layer
+// records is its kind's (engine/nn/layer.h). An activation right after a product (dense) of the
+// same sequence is recorded inside that product (and its backward inside the product's input
+// gradient) where the device runs that faster (vkt_matmul_epilogue_pays); the context's
+// vkt_context_desc.fuse, read at vkt_net_create, turns that off or on everywhere. The result is
+// the same either way (network.c).
 #ifndef VKT_NETWORK_H
 #define VKT_NETWORK_H
 
@@ -126,7 +127,7 @@ int vkt_net_last_layer(const vkt_net *net);
 void vkt_net_record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step);
 // vkt_net_record_backward (no input gradient) then vkt_net_record_step, for a step of one batch
 // on a whole model whose gradients nobody reads: with SGD, no clipping, and fusion on
-// (VKT_NET_FUSE), each weight gradient whose matmul can take the optimizer epilogue
+// (vkt_context_desc.fuse), each weight gradient whose matmul can take the optimizer epilogue
 // (vkt_matmul_sgd_fits) applies the SGD step to its weights there instead of storing the
 // gradient, and SGD runs separately only over the other tensors. The parameters come out as
 // vkt_net_record_backward + vkt_net_record_step make them, up to rounding; the gradient buffer
