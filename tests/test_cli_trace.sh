@@ -124,7 +124,8 @@ PY
     wait $pid
     rc=$?
     cat "$work/view.err"
-    [ $rc -eq 0 ]; check "train --view finishes (exit $rc) in $(($(date +%s) - start)) s" $?
+    took=$(($(date +%s) - start)) # before the test: a command substitution would reset $?
+    [ $rc -eq 0 ]; check "train --view finishes (exit $rc) in $took s" $?
     ! grep -qi "validation" "$work/view.err"; check "train --view: no validation message" $?
     [ $live -eq 0 ]; check "the live window shows the timeline colours and text" $?
 fi
