@@ -88,7 +88,7 @@ else
     pid=$!
     found=1
     for _ in $(seq 300); do
-        if xwininfo -root -tree -display "$display" 2> /dev/null | grep -q '"vktrain'; then found=0; break; fi
+        if xwininfo -root -tree -display "$display" 2> /dev/null | grep '"vktrain' > /dev/null; then found=0; break; fi
         sleep 0.1
     done
     check "train --view opens a window titled vktrain" $found
