@@ -45,6 +45,14 @@ typedef struct stage_layout {
     uint32_t in_features, out_features;
 } stage_layout;
 
+// Labels are handed to command streams, which keep the pointers until their timings are read:
+// they live in blocks that are never reallocated.
+#define LABELS_PER_BLOCK 64
+typedef struct label_block {
+    struct label_block *next;
+    char label[LABELS_PER_BLOCK][LABEL_LEN];
+} label_block;
+
 struct vkt_net {
     vkt_device *dev;
     vkt_ops *ops;
@@ -55,8 +63,8 @@ struct vkt_net {
     bool last_stage;
     bool fuse; // activations run in the matmul epilogues (see the header comment)
     int skip_barrier, barrier_count; // test hook: see vkt_net_test_skip_barrier
-    char (*labels)[LABEL_LEN];
-    int nlabels, cap_labels;
+    label_block *labels; // newest first; a label never moves once made (streams point at it)
+    int nlabels;         // in the newest block
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -273,7 +281,10 @@ void vkt_net_destroy(vkt_net *net) {
     vkt_buffer_destroy(net->grads);
     vkt_buffer_destroy(net->params);
     free_layout(&net->L);
-    free(net->labels);
+    for (label_block *b = net->labels, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
     free(net);
 }
 
@@ -479,17 +490,20 @@ const char *vkt_rec_label(const vkt_rec *r, int node, const char *phase, const c
     vkt_net *net = r->net;
     char buf[LABEL_LEN];
     snprintf(buf, sizeof buf, "%s:%s:%s", phase, vkt_rec_node(r, node)->path, what);
-    for (int i = 0; i < net->nlabels; i++)
-        if (strcmp(net->labels[i], buf) == 0) return net->labels[i];
-    if (net->nlabels == net->cap_labels) {
-        int cap = net->cap_labels ? 2 * net->cap_labels : 32;
-        char(*t)[LABEL_LEN] = realloc(net->labels, (size_t)cap * LABEL_LEN);
-        if (!t) return "unlabelled";
-        net->labels = t;
-        net->cap_labels = cap;
+    for (label_block *b = net->labels; b; b = b->next) {
+        int n = b == net->labels ? net->nlabels : LABELS_PER_BLOCK;
+        for (int i = 0; i < n; i++)
+            if (strcmp(b->label[i], buf) == 0) return b->label[i];
     }
-    memcpy(net->labels[net->nlabels], buf, LABEL_LEN);
-    return net->labels[net->nlabels++];
+    if (!net->labels || net->nlabels == LABELS_PER_BLOCK) {
+        label_block *b = malloc(sizeof *b);
+        if (!b) return "unlabelled";
+        b->next = net->labels;
+        net->labels = b;
+        net->nlabels = 0;
+    }
+    memcpy(net->labels->label[net->nlabels], buf, LABEL_LEN);
+    return net->labels->label[net->nlabels++];
 }
 
 bool vkt_rec_need_dx(const vkt_rec *r, int node) {
