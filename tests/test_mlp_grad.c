@@ -158,7 +158,7 @@ static void build_reference(run_ctx *c, vkt_net *net) {
         const vkt_net_tensor *nt = vkt_net_get_tensor(net, i);
         VT_OK(t, vkt_net_read_tensor(net, VKT_STORE_PARAM, i, buf));
         // PyTorch's Linear default: uniform within 1/sqrt(fan_in).
-        double bound = vkt_model_tensor_spec(m, nt).a;
+        double bound = vkt_tensor_spec(nt).a;
         VT_CHECK(t, vkt_ref_tensor_size(c->ref, i) == nt->count, "%s: size", nt->name);
         for (uint64_t k = 0; k < nt->count; k++) {
             vkt_ref_param(c->ref, i)[k] = buf[k];

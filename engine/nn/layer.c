@@ -78,8 +78,7 @@ int vkt_model_tensors(const vkt_model_desc *m, int lo, int hi, vkt_net_tensor *o
     return w.n;
 }
 
-vkt_param_spec vkt_model_tensor_spec(const vkt_model_desc *m, const vkt_net_tensor *t) {
-    (void)m;
+vkt_param_spec vkt_tensor_spec(const vkt_net_tensor *t) {
     vkt_param_spec ps[VKT_LAYER_MAX_PARAMS];
     int np = t->desc->type->params(t->desc, ps);
     VKT_ASSERT(t->param < np);
@@ -141,13 +140,19 @@ int vkt_model_matmuls(const vkt_model_desc *m, uint32_t B, vkt_mm_shape *out, in
 // ---------------------------------------------------------------------------------------------
 // PyTorch
 
-vkt_status vkt_model_torch(const vkt_model_desc *m, char *buf, size_t size) {
-    size_t n = (size_t)snprintf(buf, size, "nn.Sequential(");
-    for (int l = 0; l < m->nlayers && n < size; l++) {
+int vkt_layers_torch(const char *module, const vkt_layer_desc *ls, int nls, char *buf,
+                     size_t size) {
+    size_t n = (size_t)snprintf(buf, size, "%s(", module);
+    for (int l = 0; l < nls && n < size; l++) {
         if (l) n += (size_t)snprintf(buf + n, size - n, ", ");
-        if (n < size) n += (size_t)m->layers[l].type->torch(&m->layers[l], buf + n, size - n);
+        if (n < size) n += (size_t)ls[l].type->torch(&ls[l], buf + n, size - n);
     }
     if (n < size) n += (size_t)snprintf(buf + n, size - n, ")");
+    return n < size ? (int)n : (int)size; // size: it did not fit
+}
+
+vkt_status vkt_model_torch(const vkt_model_desc *m, char *buf, size_t size) {
+    size_t n = (size_t)vkt_layers_torch("nn.Sequential", m->layers, m->nlayers, buf, size);
     if (n >= size)
         return vkt_fail(VKT_ERR_ARG, "the PyTorch expression of %s is over %zu bytes", m->name,
                         size);

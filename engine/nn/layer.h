@@ -215,7 +215,11 @@ const vkt_layer_type *vkt_layer_type_find(const char *name);
 // The tensors of top-level layers [lo, hi) in model order, as a network lays them out (offset
 // 0); returns how many there are (more than max: only max written).
 int vkt_model_tensors(const vkt_model_desc *m, int lo, int hi, vkt_net_tensor *out, int max);
+// "module(l0, l1, ...)" from the layers' torch modules into buf (a container's body; the model
+// is "nn.Sequential"); returns the length written, or size when it did not fit.
+int vkt_layers_torch(const char *module, const vkt_layer_desc *ls, int nls, char *buf,
+                     size_t size);
 // The parameter spec of tensor t (as vkt_model_tensors returned it).
-vkt_param_spec vkt_model_tensor_spec(const vkt_model_desc *m, const vkt_net_tensor *t);
+vkt_param_spec vkt_tensor_spec(const vkt_net_tensor *t);
 
 #endif

@@ -361,16 +361,19 @@ static double rng_uniform(uint64_t *s) {
 }
 
 vkt_status vkt_net_init(vkt_net *net, uint64_t seed) {
-    // Each tensor's generator depends only on the seed and the tensor's place in the model (a
-    // top-level layer's index and which of its tensors; a nested tensor's name), so a stage of a
-    // split model gets exactly the parameters the whole model would.
+    // Each tensor's generator depends only on the seed and the tensor's place in the model, so a
+    // stage of a split model gets exactly the parameters the whole model would.
     VKT_TRY(zero_buffer(net->params)); // padding between tensors stays zero
     for (int i = 0; i < net->L.ntensors; i++) {
         const vkt_net_tensor *t = &net->L.tensors[i];
-        vkt_param_spec ps = vkt_model_tensor_spec(net->model, t);
+        vkt_param_spec ps = vkt_tensor_spec(t);
+        // A top-level layer's first two tensors keep the streams they had before layers nested
+        // (layer*2 + which: the same seed gives the same dense parameters as then); a nested
+        // layer's, and a third or later tensor (which layer*2 + which would share with the next
+        // layer), take the FNV-1a hash of the name.
         uint64_t stream = (uint64_t)t->layer * 2 + (uint64_t)t->param;
-        if (t->desc != &net->model->layers[t->layer]) {
-            stream = 0xcbf29ce484222325ull; // FNV-1a of the name, for a nested layer's tensor
+        if (t->desc != &net->model->layers[t->layer] || t->param >= 2) {
+            stream = 0xcbf29ce484222325ull;
             for (const char *c = t->name; *c; c++)
                 stream = (stream ^ (uint8_t)*c) * 0x100000001b3ull;
         }

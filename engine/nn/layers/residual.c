@@ -87,14 +87,7 @@ static void residual_ref_backward(vkt_ref *r, const vkt_layer_desc *l, double *c
 }
 
 static int residual_torch(const vkt_layer_desc *l, char *buf, size_t size) {
-    size_t n = (size_t)snprintf(buf, size, "Residual(");
-    for (int j = 0; j < l->nlayers; j++) {
-        if (j) n += (size_t)snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, ", ");
-        n += (size_t)l->layers[j].type->torch(&l->layers[j], buf + (n < size ? n : size),
-                                               n < size ? size - n : 0);
-    }
-    n += (size_t)snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, ")");
-    return (int)n;
+    return vkt_layers_torch("Residual", l->layers, l->nlayers, buf, size);
 }
 
 static const char *const residual_keys[] = {"layers", NULL};
