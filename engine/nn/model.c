@@ -152,7 +152,7 @@ vkt_status vkt_parse_uint(const vkt_layer_parse *p, const char *key, bool requir
     char path[256];
     key_path(p, key, path, sizeof path);
     if (!v) {
-        if (required) return bad(p->src, path, "missing (%s)", meaning);
+        if (required) return bad(p->src, path, "missing (%s is required)", meaning);
         return VKT_OK;
     }
     return get_uint(p->src, path, v, lo, hi, meaning, out);
@@ -215,8 +215,10 @@ static vkt_status parse_layer(const char *src, const char *path, const cJSON *j,
     }
     const char *keys[16] = {"type"};
     int nk = 1;
-    for (int i = 0; t->keys && t->keys[i] && nk < 15; i++)
+    for (int i = 0; t->keys && t->keys[i]; i++) {
+        VKT_ASSERT(nk < 15); // a kind's key list fits the table
         keys[nk++] = t->keys[i];
+    }
     keys[nk] = NULL;
     VKT_TRY(check_keys(src, j, path, keys));
     vkt_layer_parse p = {.src = src, .json = j};

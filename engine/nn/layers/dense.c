@@ -15,8 +15,7 @@
 static uint32_t last_dim(const vkt_shape *s) { return s->dim[s->ndim - 1]; }
 
 static vkt_status dense_parse(const vkt_layer_parse *p, vkt_layer_desc *l) {
-    VKT_TRY(vkt_parse_uint(p, "units", true, 1, 1u << 24,
-                                 "a dense layer needs its number of outputs", &l->units));
+    VKT_TRY(vkt_parse_uint(p, "units", true, 1, 1u << 24, "the number of outputs", &l->units));
     l->bias = true;
     VKT_TRY(vkt_parse_bool(p, "bias", &l->bias));
     l->out = l->in;
