@@ -31,7 +31,7 @@ check "the soname ($soname) is installed, libvktrain.so links to it" $?
 [ -f "$libdir/cmake/vktrain/vktrainConfig.cmake" ] &&
     [ -f "$libdir/cmake/vktrain/vktrainConfigVersion.cmake" ]
 check "the CMake package in ${libdir#$tmp/}/cmake/vktrain" $?
-headers=$(cd "$src/engine/include/vktrain" && ls *.h)
+headers="$(cd "$src/engine/include/vktrain" && ls *.h) vkt_shaders.h" # and the generated kernel ids
 missing=""
 for h in $headers; do [ -f "$prefix/include/vktrain/$h" ] || missing+=" $h"; done
 [ -z "$missing" ]; check "every public header in include/vktrain (missing:${missing:- none})" $?

@@ -195,13 +195,7 @@ uint64_t vkt_device_memory_peak(const vkt_device *dev) { return dev->mem_peak; }
 uint64_t vkt_device_memory_limit(const vkt_device *dev) { return dev->mem_limit; }
 const char *vkt_device_label(const vkt_device *dev) { return dev->label; }
 
-int vkt_device_fuse_policy(const vkt_device *dev) {
-    switch (dev->ctx->fuse) {
-    case VKT_FUSE_OFF: return 0;
-    case VKT_FUSE_ON: return 1;
-    default: return -1;
-    }
-}
+vkt_fuse_mode vkt_device_fuse_mode(const vkt_device *dev) { return dev->ctx->fuse; }
 
 uint64_t vkt_device_align(const vkt_device *dev, uint64_t size) {
     uint64_t a = dev->info->min_storage_buffer_offset_alignment;

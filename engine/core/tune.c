@@ -42,13 +42,6 @@ static const char *cache_dir_locked(vkt_context *ctx) {
     return ctx->cache_dir_ok ? ctx->cache_dir : NULL;
 }
 
-const char *vkt_cache_dir(vkt_context *ctx) {
-    pthread_mutex_lock(&mu);
-    const char *d = cache_dir_locked(ctx);
-    pthread_mutex_unlock(&mu);
-    return d;
-}
-
 static void cache_key(const vkt_device_info *d, char *buf, size_t size) {
     int n = snprintf(buf, size, "%x-%x-%x-", d->vendor_id, d->device_id, d->driver_version);
     for (int i = 0; i < 16 && n > 0 && (size_t)n + 2 < size; i++)

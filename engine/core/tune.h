@@ -30,9 +30,6 @@
 // The device's context's tune mode (vkt_context_desc.tune, vkt_context_set_tune).
 vkt_tune_mode vkt_tune_mode_of(const vkt_device *dev);
 
-// The context's cache directory (made on its first use), or NULL when the context has none or
-// the directory cannot be made (said once per context on stderr).
-const char *vkt_cache_dir(vkt_context *ctx);
 // "<dir>/<key><suffix>" for device d of ctx into buf; false when ctx has no disk caches.
 bool vkt_cache_path(vkt_context *ctx, const vkt_device_info *d, const char *suffix, char *buf,
                     size_t size);

@@ -76,7 +76,7 @@ struct vkt_context {
     bool cache_dir_ok;        // ... and it exists
     vkt_tune_mode tune;       // matmul.c, tune.c
     char matmul_variant[256]; // "" = choose by measurement (matmul.c)
-    vkt_fuse_mode fuse;       // vkt_device_fuse_policy
+    vkt_fuse_mode fuse;       // vkt_device_fuse_mode
 };
 
 typedef struct vkt_staging {
@@ -129,9 +129,9 @@ struct vkt_kernel {
     VkPipeline pipeline;
 };
 
-// Whether networks fuse activations and the SGD step into matmul epilogues on this device (its
-// context's vkt_context_desc.fuse): -1 automatic (where vkt_matmul_epilogue_pays), 0 off, 1 on.
-int vkt_device_fuse_policy(const vkt_device *dev);
+// Whether networks fuse activations and the SGD step into matmul epilogues on this device: its
+// context's vkt_context_desc.fuse (VKT_FUSE_AUTO: where vkt_matmul_epilogue_pays).
+vkt_fuse_mode vkt_device_fuse_mode(const vkt_device *dev);
 
 // Whether a texel-buffer view may start at byte offset off on this device (matmul.c, ops_nn.c).
 static inline bool vkt_texel_offset_ok(const vkt_device_info *d, uint64_t off) {

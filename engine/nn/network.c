@@ -247,8 +247,11 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
         return s;
     }
     net->last_stage = desc->last_layer == desc->model->nlayers;
-    int fuse = vkt_device_fuse_policy(dev); // the context's vkt_context_desc.fuse
-    net->fuse = fuse >= 0 ? fuse == 1 : vkt_matmul_epilogue_pays(ops);
+    switch (vkt_device_fuse_mode(dev)) { // the context's vkt_context_desc.fuse
+    case VKT_FUSE_ON: net->fuse = true; break;
+    case VKT_FUSE_OFF: net->fuse = false; break;
+    default: net->fuse = vkt_matmul_epilogue_pays(ops);
+    }
     for (int n = 0; n < net->L.nnodes; n++)
         net->L.nodes[n].fused_fwd = fuses_forward(net, n);
     const stage_layout *L = &net->L;

@@ -138,36 +138,43 @@ void vkt_dataset_free(vkt_dataset *ds) {
     memset(ds, 0, sizeof *ds);
 }
 
+vkt_status vkt_dataset_check(const vkt_dataset *ds, const char *who) {
+    if (!ds->x || !ds->y)
+        return vkt_fail(VKT_ERR_ARG, "%s: %s is NULL", who, !ds->x ? "x" : "y");
+    if (ds->n == 0 || ds->features == 0 || ds->classes == 0)
+        return vkt_fail(VKT_ERR_ARG,
+                        "%s: n (%u), features (%u) and classes (%u) must all be at least 1", who,
+                        ds->n, ds->features, ds->classes);
+    if (ds->classes > MAX_CLASSES)
+        return vkt_fail(VKT_ERR_ARG, "%s: %u classes; at most %u are supported", who, ds->classes,
+                        MAX_CLASSES);
+    size_t count = (size_t)ds->n * ds->features;
+    if (count / ds->features != ds->n || count > SIZE_MAX / sizeof(float))
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "%s: %u x %u features overflow", who, ds->n,
+                        ds->features);
+    for (uint32_t i = 0; i < ds->n; i++)
+        if (ds->y[i] >= ds->classes)
+            return vkt_fail(VKT_ERR_ARG,
+                            "%s: sample %u has label %u, but there are %u classes (labels must be "
+                            "0..%u)",
+                            who, i, ds->y[i], ds->classes, ds->classes - 1);
+    for (size_t k = 0; k < count; k++)
+        if (!isfinite(ds->x[k]))
+            return vkt_fail(VKT_ERR_ARG,
+                            "%s: sample %zu, feature %zu is %s; every feature must be finite", who,
+                            k / ds->features, k % ds->features,
+                            isnan(ds->x[k]) ? "NaN" : "infinite");
+    return VKT_OK;
+}
+
 vkt_status vkt_dataset_from_arrays(const float *x, const uint32_t *y, uint32_t n, uint32_t features,
                                    uint32_t classes, vkt_dataset *out) {
     memset(out, 0, sizeof *out);
-    if (!x || !y)
-        return vkt_fail(VKT_ERR_ARG, "vkt_dataset_from_arrays: %s is NULL", !x ? "x" : "y");
-    if (n == 0 || features == 0 || classes == 0)
-        return vkt_fail(VKT_ERR_ARG,
-                        "vkt_dataset_from_arrays: n (%u), features (%u) and classes (%u) must all "
-                        "be at least 1",
-                        n, features, classes);
-    if (classes > MAX_CLASSES)
-        return vkt_fail(VKT_ERR_ARG,
-                        "vkt_dataset_from_arrays: %u classes; at most %u are supported", classes,
-                        MAX_CLASSES);
+    // The arrays as a set that borrows them, checked as any set the caller hands a run.
+    vkt_dataset view = {.n = n, .features = features, .classes = classes, .x = (float *)x,
+                        .y = (uint32_t *)y};
+    VKT_TRY(vkt_dataset_check(&view, "vkt_dataset_from_arrays"));
     size_t count = (size_t)n * features;
-    if (count / features != n || count > SIZE_MAX / sizeof(float))
-        return vkt_fail(VKT_ERR_HOST_MEMORY, "vkt_dataset_from_arrays: %u x %u features overflow",
-                        n, features);
-    for (uint32_t i = 0; i < n; i++)
-        if (y[i] >= classes)
-            return vkt_fail(VKT_ERR_ARG,
-                            "vkt_dataset_from_arrays: sample %u has label %u, but there are %u "
-                            "classes (labels must be 0..%u)",
-                            i, y[i], classes, classes - 1);
-    for (size_t k = 0; k < count; k++)
-        if (!isfinite(x[k]))
-            return vkt_fail(VKT_ERR_ARG,
-                            "vkt_dataset_from_arrays: sample %zu, feature %zu is %s; every feature "
-                            "must be finite",
-                            k / features, k % features, isnan(x[k]) ? "NaN" : "infinite");
     vkt_status s = VKT_OK;
     out->x = xmalloc(count * sizeof(float), "the features", "arrays in memory", &s);
     if (s == VKT_OK)

@@ -297,30 +297,21 @@ static vkt_status check_fits(const run *r, const vkt_dataset *d) {
     return VKT_OK;
 }
 
-// A caller's data set: its arrays must be there and its labels below its classes (a set the
-// caller filled in by hand has not been through vkt_dataset_from_arrays' checks).
-static vkt_status check_borrowed(const vkt_dataset *d, const char *which) {
-    if (d->n && (!d->x || !d->y))
-        return vkt_fail(VKT_ERR_ARG, "%s has %u samples but no %s array", which, d->n,
-                        !d->x ? "x" : "y");
-    for (uint32_t i = 0; i < d->n; i++)
-        if (d->y[i] >= d->classes)
-            return vkt_fail(VKT_ERR_ARG, "%s: sample %u has label %u, but the set has %u classes",
-                            which, i, d->y[i], d->classes);
-    return VKT_OK;
-}
-
 static vkt_status load_data(run *r, bool need_train) {
     const vkt_train_opts *o = r->o;
+    if (need_train && !o->train_set && o->test_set)
+        return vkt_fail(VKT_ERR_ARG,
+                        "test_set is given without train_set: a run trains on the sets in memory "
+                        "or on files, not on both (give train_set too, or neither)");
     if (o->train_set || (!need_train && o->test_set)) {
         // In memory: shallow copies, so that the limits below shorten the copy and not the set.
         r->borrowed = true;
         if (o->train_set) {
-            VKT_TRY(check_borrowed(o->train_set, "train_set"));
+            VKT_TRY(vkt_dataset_check(o->train_set, "train_set"));
             r->train = *o->train_set;
         }
         if (o->test_set) {
-            VKT_TRY(check_borrowed(o->test_set, "test_set"));
+            VKT_TRY(vkt_dataset_check(o->test_set, "test_set"));
             r->test = *o->test_set;
         } else if (!need_train) {
             r->test = r->train; // evaluation without a test set: on the training set

@@ -161,6 +161,31 @@ int main(int argc, char **argv) {
                     vkt_error());
             rc = 1;
         }
+        // A test set alone would train on the files: refused.
+        bad = o;
+        bad.save_path = NULL;
+        bad.train_set = NULL;
+        s = vkt_train_run(&bad, &br);
+        if (s != VKT_ERR_ARG || !strstr(vkt_error(), "without train_set")) {
+            fprintf(stderr, "train_arrays: test_set without train_set gave %s: %s\n",
+                    vkt_status_name(s), vkt_error());
+            rc = 1;
+        }
+        // A label the set's classes do not allow, in a set the caller filled in by hand.
+        bad = o;
+        bad.save_path = NULL;
+        vkt_dataset hand = train;
+        uint32_t ybad[NTRAIN];
+        memcpy(ybad, train.y, sizeof ybad);
+        ybad[5] = CLASSES;
+        hand.y = ybad;
+        bad.train_set = &hand;
+        s = vkt_train_run(&bad, &br);
+        if (s != VKT_ERR_ARG || !strstr(vkt_error(), "train_set: sample 5")) {
+            fprintf(stderr, "train_arrays: a bad label in train_set gave %s: %s\n",
+                    vkt_status_name(s), vkt_error());
+            rc = 1;
+        }
     }
     if (train.n != NTRAIN || memcmp(train.x, xcopy, sizeof xcopy) != 0) {
         fprintf(stderr, "train_arrays: the run changed the caller's training set\n");

@@ -39,6 +39,11 @@ typedef struct vkt_dataset {
 // fields the caller filled, by pointer without copying it again.)
 vkt_status vkt_dataset_from_arrays(const float *x, const uint32_t *y, uint32_t n, uint32_t features,
                                    uint32_t classes, vkt_dataset *out);
+// Whether a set is one a run can use: x and y present, n, features and classes at least 1 (and
+// classes within the supported count), every label below classes, every feature finite. Fails with
+// VKT_ERR_ARG (or VKT_ERR_HOST_MEMORY when n x features overflows) and a message that starts with
+// who and names the first offending sample. vkt_train_run checks the sets it is given with it.
+vkt_status vkt_dataset_check(const vkt_dataset *ds, const char *who);
 // Reads an IDX image file (magic 0x00000803, u8, dims [n, rows, cols]) and an IDX label file
 // (magic 0x00000801, u8, dims [n]); either may be gzip-compressed. Fails with VKT_ERR_IO when a
 // file cannot be opened and VKT_ERR_FORMAT (naming the file, what was found and what was

@@ -219,6 +219,8 @@ typedef struct vkt_kernel vkt_kernel;
 // An embedded shader: one of the VKT_SHADER_* identifiers that the build generates into
 // vkt_shaders.h from shaders/*.comp and the table of variants in shaders/variants.cmake
 // (VKT_SHADER_AXPY, VKT_SHADER_ACT_RELU_FWD, ...), so that a misspelt shader does not compile.
+// vkt_shaders.h is installed beside this header (<vktrain/vkt_shaders.h>); the ids are valid for
+// the library they were built with only (a new shader renumbers them).
 typedef uint32_t vkt_shader_id;
 
 // Fails with VKT_ERR_ARG when shader is no embedded shader's id, or the workgroup size (spec[0..2])
