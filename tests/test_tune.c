@@ -170,6 +170,25 @@ int main(void) {
                  v ? v : "(none)", chosen[i]);
     }
 
+    // Forced after the table came from the file (VKT_TUNE=force set on a live context): the
+    // entries read from disk are not used, the candidates are measured again; once measured in
+    // this process, they answer.
+    vkt_context_set_tune(t.ctx, VKT_TUNE_FORCE);
+    for (int i = 0; i < t.ndev; i++) {
+        const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
+        vkt_tune_stats s0 = vkt_tune_get_stats();
+        run_product(&t, t.dev[i], d->name);
+        vkt_tune_stats s1 = vkt_tune_get_stats();
+        VT_CHECK(&t, s1.measured >= s0.measured + 2,
+                 "%s: force set after the file was loaded measured %llu variants, want >= 2",
+                 d->name, (unsigned long long)(s1.measured - s0.measured));
+        run_product(&t, t.dev[i], d->name);
+        vkt_tune_stats s2 = vkt_tune_get_stats();
+        VT_CHECK(&t, s2.measured == s1.measured, "%s: forced, measured twice in one process",
+                 d->name);
+    }
+    vkt_context_set_tune(t.ctx, VKT_TUNE_ON);
+
     // A damaged file: ignored, measured again, rewritten whole.
     vkt_tune_forget();
     for (int i = 0; i < t.ndev; i++) {

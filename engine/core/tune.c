@@ -115,7 +115,7 @@ void vkt_pipeline_cache_save(const vkt_device *dev, const void *data, size_t siz
 typedef struct tune_entry {
     char op[96], variant[64];
     double ms;
-    bool stale; // read from disk under VKT_TUNE=force: kept in the file, not used
+    bool from_disk; // read from the file, not measured by this process: not used under force
 } tune_entry;
 
 typedef struct tune_device {
@@ -129,8 +129,10 @@ static tune_device *devs;
 static int ndevs;
 static vkt_tune_stats stats;
 
-// Reads t's file; its entries are stale (kept in the file, not used) under VKT_TUNE_FORCE.
-static void load_file(tune_device *t, bool stale) {
+// Reads t's file. Its entries are marked from_disk: a device whose context tunes with
+// VKT_TUNE_FORCE does not use them (they stay in the file until measured again), whenever that
+// mode is set and whichever context first loaded the table.
+static void load_file(tune_device *t) {
     char path[4400];
     if (!path_in(t->dir, t->key, ".tune.json", path, sizeof path)) return;
     size_t n;
@@ -165,7 +167,7 @@ static void load_file(tune_device *t, bool stale) {
         snprintf(e->op, sizeof e->op, "%s", op->valuestring);
         snprintf(e->variant, sizeof e->variant, "%s", var->valuestring);
         e->ms = ms->valuedouble;
-        e->stale = stale;
+        e->from_disk = true;
         stats.loaded++;
     }
     cJSON_Delete(root);
@@ -192,7 +194,7 @@ static tune_device *device_locked(const vkt_device *dev) {
     memset(t, 0, sizeof *t);
     snprintf(t->dir, sizeof t->dir, "%s", dir);
     snprintf(t->key, sizeof t->key, "%s", key);
-    load_file(t, vkt_tune_mode_of(dev) == VKT_TUNE_FORCE);
+    load_file(t);
     return t;
 }
 
@@ -208,7 +210,7 @@ void vkt_tune_unlock(void) { pthread_mutex_unlock(&measure_mu); }
 bool vkt_tune_get(const vkt_device *dev, const char *op, const char *variant, double *ms) {
     pthread_mutex_lock(&mu);
     tune_entry *e = find(device_locked(dev), op, variant);
-    bool ok = e && !e->stale;
+    bool ok = e && !(e->from_disk && vkt_tune_mode_of(dev) == VKT_TUNE_FORCE);
     if (ok) *ms = e->ms;
     pthread_mutex_unlock(&mu);
     return ok;
@@ -234,7 +236,7 @@ void vkt_tune_put(const vkt_device *dev, const char *op, const char *variant, do
     }
     if (e) {
         e->ms = ms;
-        e->stale = false;
+        e->from_disk = false;
     }
     pthread_mutex_unlock(&mu);
 }
