@@ -513,7 +513,7 @@ static void test_sumsq_no_shuffle(dctx *c, uint32_t n, uint32_t groups, uint64_t
 }
 
 // sumsq then clip_scale of the same gradient, one command stream, max_norm below and above the
-// gradient's norm; and axpy.
+// gradient's norm; and add (z = x + 1.5 g, a residual block's sum) then axpy.
 static void test_clip_axpy(dctx *c, uint32_t n, uint64_t seed) {
     float *g = rand_floats(n, seed, -1, 1), *x = rand_floats(n, seed + 1, -1, 1);
     double *rg = to_double(g, n), *rx = to_double(x, n);
@@ -523,10 +523,12 @@ static void test_clip_axpy(dctx *c, uint32_t n, uint64_t seed) {
     for (int k = 0; k < 2; k++) {
         float max_norm = (float)(k == 0 ? 0.3 * norm : 2.0 * norm);
         vkt_buffer *bg = buf_new(c, n * 4ull, g, "g"), *bs = buf_new(c, 4, &zero, "sumsq");
-        vkt_buffer *bx = buf_new(c, n * 4ull, x, "x");
+        vkt_buffer *bx = buf_new(c, n * 4ull, x, "x"), *bz = buf_new(c, n * 4ull, NULL, "z");
         char what[96];
         snprintf(what, sizeof what, "clip_scale n=%u max_norm=%.3g*norm", n, max_norm / norm);
-        if (bg && bs && bx && begin(c)) {
+        if (bg && bs && bx && bz && begin(c)) {
+            vkt_op_add(c->cmd, c->ops, whole(bz), whole(bx), whole(bg), 1.5f, n, "add");
+            vkt_cmd_barrier(c->cmd); // axpy then writes x
             vkt_op_sumsq(c->cmd, c->ops, whole(bs), whole(bg), n, "sumsq");
             vkt_op_axpy(c->cmd, c->ops, whole(bx), whole(bg), -0.75f, n, "axpy");
             vkt_cmd_barrier(c->cmd);
@@ -543,10 +545,16 @@ static void test_clip_axpy(dctx *c, uint32_t n, uint64_t seed) {
                 read_back(c, bx, got, n * 4ull);
                 snprintf(what, sizeof what, "axpy n=%u", n);
                 compare(c, what, got, ref, n, 1e-6, 1e-6);
+                for (size_t i = 0; i < n; i++)
+                    ref[i] = rx[i] + 1.5 * (double)g[i];
+                read_back(c, bz, got, n * 4ull);
+                snprintf(what, sizeof what, "add n=%u", n);
+                compare(c, what, got, ref, n, 1e-6, 1e-6);
                 free(ref);
             }
         }
-        vkt_buffer_destroy(bx), vkt_buffer_destroy(bs), vkt_buffer_destroy(bg);
+        vkt_buffer_destroy(bz), vkt_buffer_destroy(bx), vkt_buffer_destroy(bs),
+            vkt_buffer_destroy(bg);
     }
     free(g), free(x), free(rg), free(rx), free(got);
 }

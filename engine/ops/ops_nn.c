@@ -379,14 +379,13 @@ void vkt_op_axpy(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x, float a, ui
                 (nn_grid){.units = n, .grid_per_unit = 1, .per_group = wg}, label);
 }
 
-void vkt_op_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view z, vkt_view x, vkt_view y, float a, uint32_t n,
-                const char *label) {
+void vkt_op_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view z, vkt_view x, vkt_view y, float a,
+                uint32_t n, const char *label) {
     uint32_t wg = wg_1d(ops);
     vkt_kernel *k = kernel_1d(ops, VKT_SHADER_ADD, wg, 0, 0, 0);
-    nn_arg args[3] = {{x, 1, 0}, {y, 1, 0}, {z, 1, 0}};
+    nn_arg args[6] = {EW_ARG(x), EW_ARG(y), EW_ARG(z)};
     vkt_axpy_push p = {.n = n, .a = a};
-    nn_dispatch(cmd, ops, k, args, 3, &p, sizeof p,
-                (nn_grid){.units = n, .grid_per_unit = 1, .per_group = wg}, label);
+    nn_dispatch(cmd, ops, k, args, 6, &p, sizeof p, grid_elems(n, wg), label);
 }
 
 // ---------------------------------------------------------------------------------------------
