@@ -172,6 +172,7 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
                     net, slot, (const char *)L->targets + (uint64_t)L->row0[k] * tgt_per * 4, R));
             VKT_TRY(vkt_cmd_begin(cmd, true));
             if (i == 0) vkt_net_record_zero_grads(net, cmd);
+            strategy_set_phase(s, net, true, L->step, L->row0[k]);
             vkt_net_record_forward(net, cmd, slot, R);
             if (last) vkt_net_record_loss(net, cmd, slot, R, scale);
         } else {
@@ -183,6 +184,7 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
             }
             VKT_TRY(vkt_cmd_begin(cmd, true));
             if (i == 0) vkt_net_record_zero_grads(net, cmd);
+            strategy_set_phase(s, net, true, L->step, L->row0[k]);
             vkt_net_record_backward(net, cmd, slot, R, !first);
         }
         VKT_TRY(vkt_net_status(net));
@@ -301,6 +303,7 @@ static vkt_status layers_eval(vkt_strategy *s, const float *x, const void *targe
                 vkt_cmd_fill(cmd, vkt_net_correct(net), 0);
                 vkt_cmd_barrier(cmd);
             }
+            strategy_set_phase(s, net, false, 0, 0);
             vkt_net_record_forward(net, cmd, 0, R);
             if (last) {
                 vkt_net_record_loss(net, cmd, 0, R, 1.0f);

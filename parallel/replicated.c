@@ -87,6 +87,7 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
             if (k == 0) {
                 vkt_net_record_zero_grads(net, cmd);
                 if (R) {
+                    strategy_set_phase(s, net, true, step, row0);
                     vkt_net_record_forward(net, cmd, 0, R);
                     vkt_net_record_loss(net, cmd, 0, R, scale);
                 }
@@ -159,6 +160,9 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
             total += ls;
         }
     }
+    // Each replica updated its running statistics from its own shard (per-device batch
+    // statistics, as DDP without SyncBatchNorm); device 0's are kept, as DDP's broadcast_buffers.
+    VKT_TRY(strategy_broadcast_state(s));
     int64_t t1 = vkt_trace_now_ns();
     for (int d = 0; d < n; d++)
         s->stats[d].wall_ns += (double)(t1 - t0);
@@ -218,6 +222,7 @@ static vkt_status measure_speed(vkt_strategy *s, int d, uint32_t rows, double *s
         vkt_cmd_fill(cmd, vkt_net_input(net, 0), 0);
         vkt_cmd_fill(cmd, vkt_net_targets(net, 0), 0);
         vkt_cmd_barrier(cmd);
+        strategy_set_phase(s, net, true, 1, 0);
         vkt_net_record_forward(net, cmd, 0, rows);
         vkt_net_record_loss(net, cmd, 0, rows, 1.0f);
         vkt_net_record_backward(net, cmd, 0, rows, false);

@@ -161,6 +161,7 @@ static vkt_status single_record(vkt_strategy *s, uint32_t B, uint32_t step, int6
     vkt_net *net = s->net[0];
     vkt_cmd *cmd = s->cmd[0];
     vkt_net_record_zero_grads(net, cmd);
+    strategy_set_phase(s, net, true, step, 0);
     vkt_net_record_forward(net, cmd, 0, B);
     vkt_net_record_loss(net, cmd, 0, B, 1.0f / (float)B);
     // One batch, one device, nobody reads the gradients: the weight updates may run in the
@@ -243,6 +244,7 @@ static vkt_status eval_on(vkt_strategy *s, int d, const float *x, const void *ta
     VKT_TRY(vkt_cmd_begin(cmd, false));
     vkt_cmd_fill(cmd, vkt_net_correct(net), 0);
     vkt_cmd_barrier(cmd);
+    strategy_set_phase(s, net, false, 0, 0);
     vkt_net_record_forward(net, cmd, 0, B);
     vkt_net_record_loss(net, cmd, 0, B, 1.0f / (float)B);
     if (vkt_net_model(net)->loss == VKT_LOSS_SOFTMAX_XENT) vkt_net_record_accuracy(net, cmd, 0, B);
@@ -383,7 +385,36 @@ vkt_status vkt_strategy_write(vkt_strategy *s, vkt_net_store store, int i, const
     return vkt_net_write_tensor(s->net[s->owner[i]], store, s->local[i], src);
 }
 
+void strategy_set_phase(const vkt_strategy *s, vkt_net *net, bool train, uint32_t step,
+                        uint32_t row0) {
+    vkt_net_phase ph = {.train = train, .seed = s->seed, .step = step, .row0 = row0};
+    vkt_net_set_phase(net, &ph);
+}
+
+vkt_status strategy_broadcast_state(vkt_strategy *s) {
+    vkt_net *src = s->net[0];
+    for (int i = 0; i < vkt_net_tensor_count(src); i++) {
+        const vkt_net_tensor *t = vkt_net_get_tensor(src, i);
+        if (!t->state) continue;
+        float *v = malloc(t->count * 4);
+        if (!v) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        vkt_status st = vkt_net_read_tensor(src, VKT_STORE_PARAM, i, v);
+        for (int d = 1; d < s->ndev && st == VKT_OK; d++)
+            st = vkt_net_write_tensor(s->net[d], VKT_STORE_PARAM, i, v);
+        free(v);
+        VKT_TRY(st);
+    }
+    return VKT_OK;
+}
+
+void vkt_strategy_set_lr(vkt_strategy *s, float lr) {
+    s->desc.optim.lr = lr;
+    for (int d = 0; d < s->ndev; d++)
+        if (s->net[d]) vkt_net_set_lr(s->net[d], lr);
+}
+
 vkt_status vkt_strategy_init(vkt_strategy *s, uint64_t seed) {
+    s->seed = seed;
     for (int d = 0; d < s->ndev; d++)
         if (s->net[d]) VKT_TRY(vkt_net_init(s->net[d], seed));
     return VKT_OK;

@@ -48,14 +48,23 @@ struct vkt_strategy {
     // copies its batch from one into the net while the host fills the other.
     vkt_buffer *ring[2];
     uint64_t ring_targets_off;
-    int ring_next;           // the area the next batch is written to
-    bool prefetched;         // the next step's batch is already in ring[pf_slot]
+    int ring_next;   // the area the next batch is written to
+    bool prefetched; // the next step's batch is already in ring[pf_slot]
     int pf_slot;
     const void *pf_x, *pf_t; // what was prefetched (the next submit must name the same)
     uint32_t pf_B;
     uint32_t run_B, run_step; // the running step
     int64_t run_t0;
+    uint64_t seed; // vkt_strategy_init's: dropout masks are drawn from it
 };
+
+// Sets net's phase for the next recording: training at step (rows from row0 of the whole batch)
+// or evaluation (train false).
+void strategy_set_phase(const vkt_strategy *s, vkt_net *net, bool train, uint32_t step,
+                        uint32_t row0);
+// Copies device 0's buffers (running statistics) to every other replica, as DDP's
+// broadcast_buffers does before each forward.
+vkt_status strategy_broadcast_state(vkt_strategy *s);
 
 // Opens desc->devices (each with the memory limit) with ops and a command stream each.
 vkt_status strategy_open_devices(vkt_strategy *s);

@@ -53,6 +53,8 @@ static void walk_tensors(tensor_walk *w, const vkt_layer_desc *l, const char *pa
         t->layer = w->top;
         t->desc = l;
         t->param = k;
+        t->state = ps[k].state;
+        t->int64 = ps[k].int64;
         t->ndim = ps[k].ndim;
         t->count = 1;
         for (int d = 0; d < ps[k].ndim; d++) {
@@ -92,7 +94,7 @@ uint64_t vkt_model_param_count(const vkt_model_desc *m) {
     vkt_model_tensors(m, 0, m->nlayers, t, n);
     uint64_t total = 0;
     for (int i = 0; i < n; i++)
-        total += t[i].count;
+        if (!t[i].state) total += t[i].count;
     free(t);
     return total;
 }
@@ -172,6 +174,7 @@ typedef struct ref_layer {
 struct vkt_ref {
     const vkt_model_desc *m;
     uint32_t B;
+    vkt_net_phase phase;
     int nlayers;
     ref_layer *layers;
     int ntensors;
@@ -201,6 +204,7 @@ vkt_ref *vkt_ref_create(const vkt_model_desc *m, uint32_t B) {
     if (!r) return NULL;
     r->m = m;
     r->B = B;
+    r->phase = (vkt_net_phase){.train = true, .step = 1};
     for (int l = 0; l < m->nlayers; l++)
         r->nlayers = count_layers(&m->layers[l], r->nlayers);
     r->layers = calloc((size_t)r->nlayers, sizeof *r->layers);
@@ -257,12 +261,19 @@ uint64_t vkt_ref_tensor_size(const vkt_ref *r, int i) { return r->count[i]; }
 double *vkt_ref_param(vkt_ref *r, int i) { return r->p[i]; }
 double *vkt_ref_grad(vkt_ref *r, int i) { return r->g[i]; }
 uint32_t vkt_ref_batch(const vkt_ref *r) { return r->B; }
+void vkt_ref_set_phase(vkt_ref *r, const vkt_net_phase *ph) { r->phase = *ph; }
+const vkt_net_phase *vkt_ref_phase(const vkt_ref *r) { return &r->phase; }
 
 static ref_layer *find(vkt_ref *r, const vkt_layer_desc *l) {
     for (int k = 0; k < r->nlayers; k++)
         if (r->layers[k].l == l) return &r->layers[k];
     VKT_ASSERT(!"a layer of another model");
     return NULL;
+}
+
+// The layers are listed in pre-order, as the network numbers its nodes.
+uint32_t vkt_ref_node_id(const vkt_ref *r, const vkt_layer_desc *l) {
+    return (uint32_t)(find((vkt_ref *)r, l) - r->layers);
 }
 
 static void seq_forward(vkt_ref *r, const vkt_layer_desc *ls, int n, const double *x, double *y) {
@@ -281,17 +292,16 @@ static void seq_backward(vkt_ref *r, const vkt_layer_desc *ls, int n, const doub
     size_t most = 0;
     for (int j = 0; j < n; j++)
         if (ls[j].in_features > most) most = ls[j].in_features;
-    double *d = malloc(sizeof(double) * r->B * (most > ls[n - 1].out_features
-                                                     ? most
-                                                     : ls[n - 1].out_features));
+    double *d = malloc(sizeof(double) * r->B *
+                       (most > ls[n - 1].out_features ? most : ls[n - 1].out_features));
     double *e = malloc(sizeof(double) * r->B * (most ? most : 1));
     VKT_ASSERT(d && e);
     memcpy(d, dy, sizeof(double) * r->B * ls[n - 1].out_features);
     for (int j = n - 1; j >= 0; j--) {
         ref_layer *rl = find(r, &ls[j]);
         memset(e, 0, sizeof(double) * r->B * ls[j].in_features);
-        ls[j].type->ref_backward(r, &ls[j], r->p + rl->tensor0, r->g + rl->tensor0, rl->x,
-                                 rl->y, d, e);
+        ls[j].type->ref_backward(r, &ls[j], r->p + rl->tensor0, r->g + rl->tensor0, rl->x, rl->y, d,
+                                 e);
         memcpy(d, e, sizeof(double) * r->B * ls[j].in_features);
     }
     if (dx) memcpy(dx, d, sizeof(double) * r->B * ls[0].in_features);

@@ -39,6 +39,14 @@ vkt_status vkt_parse_uint(const vkt_layer_parse *p, const char *key, bool requir
 vkt_status vkt_parse_bool(const vkt_layer_parse *p, const char *key, bool *out);
 // A finite number; absent: *out is left as it is.
 vkt_status vkt_parse_float(const vkt_layer_parse *p, const char *key, float *out);
+// A number in [lo, hi] (a probability, an epsilon); absent: *out is left as it is.
+vkt_status vkt_parse_range(const vkt_layer_parse *p, const char *key, double lo, double hi,
+                           bool lo_open, bool hi_open, const char *meaning, float *out);
+// A whole number in [lo, hi] for both of [h, w], or a list [h, w] of two (PyTorch's int or
+// tuple for kernel_size, stride, padding); absent: out is left as it is, or an error when
+// required.
+vkt_status vkt_parse_pair(const vkt_layer_parse *p, const char *key, bool required, uint32_t lo,
+                          uint32_t hi, const char *meaning, uint32_t out[2]);
 // A nested list of layers under key (a container's body), parsed from the input shape in: fills
 // l->layers, l->nlayers, and l->out with the last one's output shape.
 vkt_status vkt_parse_body(const vkt_layer_parse *p, const char *key, vkt_layer_desc *l);
@@ -57,6 +65,11 @@ typedef struct vkt_param_spec {
     uint32_t shape[4];
     vkt_init init;
     double a;
+    // A buffer, not a parameter (batchnorm's running_mean): in the state_dict and checkpoints,
+    // but no gradient, no optimizer state, not all-reduced; it lives in VKT_STORE_STATE.
+    bool state;
+    // Saved as int64 (num_batches_tracked): the device keeps it as a float (exact to 2^24).
+    bool int64;
 } vkt_param_spec;
 
 // ---------------------------------------------------------------------------------------------
@@ -65,15 +78,16 @@ typedef struct vkt_param_spec {
 
 typedef struct vkt_node {
     const vkt_layer_desc *desc;
-    int top;         // index of the top-level layer it belongs to (the unit of a split)
-    int parent;      // the container's node, -1 at the top level
-    int prev, next;  // siblings in the same sequence, -1 at its ends
-    int child0;      // a container's first child node (-1: none)
-    char path[48];   // the PyTorch module path: "2", "2.1"
+    int top;                    // index of the top-level layer it belongs to (the unit of a split)
+    int parent;                 // the container's node, -1 at the top level
+    int prev, next;             // siblings in the same sequence, -1 at its ends
+    int child0;                 // a container's first child node (-1: none)
+    char path[48];              // the PyTorch module path: "2", "2.1"
     uint64_t in_off, dx_off;    // its input and input gradient in a slot (a neighbour's)
     uint64_t out_off, grad_off; // its output and output gradient in a slot
     int tensor0, ntensors;      // its own parameter tensors in the network's list
-    bool fused_fwd;  // an activation run in the epilogue of prev's forward product
+    bool fused_fwd;             // an activation run in the epilogue of prev's forward product
+    uint64_t saved_off; // its own per-slot storage from forward to backward (kind's `saved`)
 } vkt_node;
 
 // What one recording call sees: the network, the stream, the slot and batch, and (backward) the
@@ -91,6 +105,11 @@ typedef struct vkt_rec {
     bool *fused_sgd;
     int nfused;
     int late; // a node whose backward_late runs after the next barrier (-1: none)
+    // The phase (vkt_net_set_phase): training (batch statistics, dropout masks) or evaluation,
+    // the run's seed and step, and the row of the whole batch this slot's row 0 is (a shard's
+    // or micro-batch's offset), so that masks drawn per sample are the same however the batch
+    // is cut.
+    vkt_net_phase phase;
 } vkt_rec;
 
 const vkt_node *vkt_rec_node(const vkt_rec *r, int node);
@@ -104,6 +123,14 @@ vkt_view vkt_rec_dx(const vkt_rec *r, int node);
 uint32_t vkt_rec_rows(const vkt_rec *r, int node);
 // The node's k-th parameter tensor in a store (parameters, gradients, optimizer state).
 vkt_view vkt_rec_param(const vkt_rec *r, int node, int k, vkt_net_store store);
+// The node's own per-slot storage (its kind's `saved` bytes at the net's batch).
+vkt_view vkt_rec_saved(const vkt_rec *r, int node);
+// The net's scratch buffer (the largest `scratch` of its kinds), shared by every node and slot:
+// valid only between the barriers around the node's own use of it.
+vkt_view vkt_rec_scratch(const vkt_rec *r);
+// A small integer that tells the node's dropout stream apart from the others' (its pre-order
+// index in the whole model, the same in every stage).
+uint32_t vkt_rec_node_id(const vkt_rec *r, int node);
 // The network tensor index of the node's k-th parameter.
 int vkt_rec_tensor(const vkt_rec *r, int node, int k);
 const vkt_optim_desc *vkt_rec_optim(const vkt_rec *r);
@@ -144,6 +171,11 @@ typedef struct vkt_ref vkt_ref;
 // For batches of B samples. NULL when out of host memory.
 vkt_ref *vkt_ref_create(const vkt_model_desc *m, uint32_t B);
 void vkt_ref_destroy(vkt_ref *r);
+// Training (the default) or evaluation, the seed, step and first row, as vkt_net_set_phase.
+void vkt_ref_set_phase(vkt_ref *r, const vkt_net_phase *ph);
+const vkt_net_phase *vkt_ref_phase(const vkt_ref *r);
+// The pre-order index of a layer in the model (vkt_rec_node_id of its node).
+uint32_t vkt_ref_node_id(const vkt_ref *r, const vkt_layer_desc *l);
 int vkt_ref_tensor_count(const vkt_ref *r);
 uint64_t vkt_ref_tensor_size(const vkt_ref *r, int i);
 double *vkt_ref_param(vkt_ref *r, int i);
@@ -186,12 +218,19 @@ struct vkt_layer_type {
     bool takes_epilogue;
     // The output is the input, reshaped (flatten): no memory, no work.
     bool aliases_input;
+    // Bytes per slot the node keeps from its forward to its backward besides its output (a
+    // batchnorm's batch statistics), at batch B (NULL: none).
+    uint64_t (*saved)(const vkt_layer_desc *l, uint32_t B);
+    // Bytes of temporary storage its recording needs at batch B (im2col columns), shared with
+    // every other node (NULL: none).
+    uint64_t (*scratch)(const vkt_layer_desc *l, uint32_t B);
     void (*forward)(vkt_rec *r, int node);
     // Accumulates its parameter gradients (+=); writes dx when vkt_rec_need_dx.
     void (*backward)(vkt_rec *r, int node);
     // Work the backward deferred past the next barrier (r->late = node asked for it).
     void (*backward_late)(vkt_rec *r, int node);
-    // Host reference over B samples; p/g: its own tensors. backward accumulates into g.
+    // Host reference over B samples; p/g: its own tensors (buffers included: a training forward
+    // updates them as the device does). backward accumulates into g.
     void (*ref_forward)(vkt_ref *r, const vkt_layer_desc *l, double *const *p, const double *x,
                         double *y);
     void (*ref_backward)(vkt_ref *r, const vkt_layer_desc *l, double *const *p, double *const *g,
@@ -217,8 +256,7 @@ const vkt_layer_type *vkt_layer_type_find(const char *name);
 int vkt_model_tensors(const vkt_model_desc *m, int lo, int hi, vkt_net_tensor *out, int max);
 // "module(l0, l1, ...)" from the layers' torch modules into buf (a container's body; the model
 // is "nn.Sequential"); returns the length written, or size when it did not fit.
-int vkt_layers_torch(const char *module, const vkt_layer_desc *ls, int nls, char *buf,
-                     size_t size);
+int vkt_layers_torch(const char *module, const vkt_layer_desc *ls, int nls, char *buf, size_t size);
 // The parameter spec of tensor t (as vkt_model_tensors returned it).
 vkt_param_spec vkt_tensor_spec(const vkt_net_tensor *t);
 

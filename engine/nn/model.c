@@ -161,7 +161,8 @@ vkt_status vkt_parse_uint(const vkt_layer_parse *p, const char *key, bool requir
 vkt_status vkt_parse_bool(const vkt_layer_parse *p, const char *key, bool *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->json, key);
     if (!v) return VKT_OK;
-    if (!cJSON_IsBool(v)) return vkt_parse_fail(p, key, "expected true or false, found %s", kind_of(v));
+    if (!cJSON_IsBool(v))
+        return vkt_parse_fail(p, key, "expected true or false, found %s", kind_of(v));
     *out = cJSON_IsTrue(v);
     return VKT_OK;
 }
@@ -172,6 +173,49 @@ vkt_status vkt_parse_float(const vkt_layer_parse *p, const char *key, float *out
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
         return vkt_parse_fail(p, key, "expected a finite number, found %s", kind_of(v));
     *out = (float)v->valuedouble;
+    return VKT_OK;
+}
+
+vkt_status vkt_parse_range(const vkt_layer_parse *p, const char *key, double lo, double hi,
+                           bool lo_open, bool hi_open, const char *meaning, float *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->json, key);
+    if (!v) return VKT_OK;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return vkt_parse_fail(p, key, "expected a number (%s), found %s", meaning, kind_of(v));
+    double d = v->valuedouble;
+    if (d < lo || d > hi || (lo_open && d == lo) || (hi_open && d == hi))
+        return vkt_parse_fail(p, key, "%g is out of range: %s must be in %c%g, %g%c", d, meaning,
+                              lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+    *out = (float)d;
+    return VKT_OK;
+}
+
+vkt_status vkt_parse_pair(const vkt_layer_parse *p, const char *key, bool required, uint32_t lo,
+                          uint32_t hi, const char *meaning, uint32_t out[2]) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->json, key);
+    char path[256];
+    key_path(p, key, path, sizeof path);
+    if (!v) {
+        if (required) return bad(p->src, path, "missing (%s is required)", meaning);
+        return VKT_OK;
+    }
+    if (cJSON_IsNumber(v)) {
+        uint32_t x;
+        VKT_TRY(get_uint(p->src, path, v, lo, hi, meaning, &x));
+        out[0] = out[1] = x;
+        return VKT_OK;
+    }
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
+        return bad(p->src, path, "expected a whole number or a list [h, w] of two (%s), found %s",
+                   meaning, cJSON_IsArray(v) ? "a list of another length" : kind_of(v));
+    uint32_t hw[2];
+    for (int i = 0; i < 2; i++) {
+        char sub[300];
+        snprintf(sub, sizeof sub, "%s[%d]", path, i);
+        VKT_TRY(get_uint(p->src, sub, cJSON_GetArrayItem(v, i), lo, hi, meaning, &hw[i]));
+    }
+    out[0] = hw[0];
+    out[1] = hw[1];
     return VKT_OK;
 }
 
@@ -229,8 +273,8 @@ static vkt_status parse_layer(const char *src, const char *path, const cJSON *j,
     VKT_TRY(t->parse(&p, l));
     uint64_t out = vkt_shape_elements(&l->out);
     if (out > MAX_UNITS)
-        return bad(src, path, "its output %s has %llu elements per sample, over %u",
-                   "shape", (unsigned long long)out, MAX_UNITS);
+        return bad(src, path, "its output %s has %llu elements per sample, over %u", "shape",
+                   (unsigned long long)out, MAX_UNITS);
     l->out_features = (uint32_t)out;
     return VKT_OK;
 }

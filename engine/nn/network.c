@@ -31,7 +31,10 @@
 
 typedef struct stage_layout {
     int first, last;
-    uint64_t param_bytes; // one packed buffer (params, grads and each optimizer state)
+    uint64_t param_bytes;   // one packed buffer (params, grads and each optimizer state)
+    uint64_t state_bytes;   // the buffers' (running statistics)
+    uint64_t scratch_bytes; // the largest scratch a node asks for
+    uint32_t node_base;     // nodes of the model before the stage's first layer
     int ntensors;
     vkt_net_tensor *tensors;
     int nnodes;
@@ -60,6 +63,8 @@ struct vkt_net {
     const vkt_model_desc *model;
     stage_layout L;
     vkt_buffer *params, *grads, *opt1, *opt2, *act, *scratch;
+    vkt_buffer *state, *work; // the buffers (running statistics); the nodes' shared scratch
+    vkt_net_phase phase;
     bool last_stage;
     bool fuse; // activations run in the matmul epilogues (see the header comment)
     int skip_barrier, barrier_count; // test hook: see vkt_net_test_skip_barrier
@@ -100,10 +105,24 @@ static int place(layout_walk *w, const vkt_layer_desc *l, int n, int top, int pa
                  const char *path, uint64_t in_off, uint64_t dx_off, bool last_child) {
     stage_layout *L = w->L;
     vkt_node *nd = &L->nodes[n];
-    *nd = (vkt_node){.desc = l, .top = top, .parent = parent, .prev = prev, .next = -1,
-                     .child0 = -1, .in_off = in_off, .dx_off = dx_off};
+    *nd = (vkt_node){.desc = l,
+                     .top = top,
+                     .parent = parent,
+                     .prev = prev,
+                     .next = -1,
+                     .child0 = -1,
+                     .in_off = in_off,
+                     .dx_off = dx_off};
     snprintf(nd->path, sizeof nd->path, "%s", path);
     uint64_t bytes = w->B * l->out_features * 4;
+    if (l->type->saved) {
+        nd->saved_off = w->s;
+        w->s = align_up(w->s + l->type->saved(l, (uint32_t)w->B), w->align);
+    }
+    if (l->type->scratch) {
+        uint64_t sb = l->type->scratch(l, (uint32_t)w->B);
+        if (sb > L->scratch_bytes) L->scratch_bytes = sb;
+    }
     if (l->type->aliases_input) {
         nd->out_off = in_off;
         nd->grad_off = dx_off;
@@ -161,12 +180,16 @@ static vkt_status make_layout(const vkt_net_desc *d, uint64_t align, stage_layou
         return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory laying out the network");
     }
     vkt_model_tensors(m, L->first, L->last, L->tensors, L->ntensors);
-    uint64_t off = 0;
+    uint64_t off = 0, soff = 0;
     for (int i = 0; i < L->ntensors; i++) {
-        L->tensors[i].offset = off;
-        off = align_up(off + L->tensors[i].count * 4, align);
+        uint64_t *o = L->tensors[i].state ? &soff : &off;
+        L->tensors[i].offset = *o;
+        *o = align_up(*o + L->tensors[i].count * 4, align);
     }
     L->param_bytes = off ? off : align;
+    L->state_bytes = soff;
+    for (int l = 0; l < L->first; l++)
+        L->node_base += (uint32_t)count_nodes(&m->layers[l]);
 
     // Activations, per slot: the stage input and its gradient, then every node's output and
     // output gradient (none for a reshape, which is its input), the targets and the loss rows.
@@ -209,7 +232,7 @@ vkt_net_memory vkt_net_estimate(const vkt_net_desc *desc, uint64_t align) {
     int nopt = desc->optim.kind == VKT_OPTIM_ADAMW ? 2 : (desc->optim.momentum != 0 ? 1 : 0);
     m.optim = (uint64_t)nopt * L->param_bytes;
     m.activations = L->act_bytes;
-    m.io = align; // clipping scratch
+    m.io = align + L->state_bytes + L->scratch_bytes; // clipping, buffers, scratch
     m.total = m.params + m.grads + m.optim + m.activations + m.io;
     free_layout(L);
     free(L);
@@ -241,6 +264,7 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
     net->desc = *desc;
     net->model = desc->model;
     net->skip_barrier = -1;
+    net->phase = (vkt_net_phase){.train = true, .step = 1};
     vkt_status s = make_layout(desc, vkt_device_align(dev, 1), &net->L);
     if (s != VKT_OK) {
         free(net);
@@ -267,6 +291,10 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
     if (s == VKT_OK) s = vkt_buffer_create(dev, L->act_bytes, "activations", &net->act);
     if (s == VKT_OK)
         s = vkt_buffer_create(dev, vkt_device_align(dev, 4), "clip scratch", &net->scratch);
+    if (s == VKT_OK && L->state_bytes)
+        s = vkt_buffer_create(dev, L->state_bytes, "buffers (running statistics)", &net->state);
+    if (s == VKT_OK && L->scratch_bytes)
+        s = vkt_buffer_create(dev, L->scratch_bytes, "layer scratch", &net->work);
     if (s != VKT_OK) {
         vkt_net_destroy(net);
         return s;
@@ -277,6 +305,8 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
 
 void vkt_net_destroy(vkt_net *net) {
     if (!net) return;
+    vkt_buffer_destroy(net->work);
+    vkt_buffer_destroy(net->state);
     vkt_buffer_destroy(net->scratch);
     vkt_buffer_destroy(net->act);
     vkt_buffer_destroy(net->opt2);
@@ -304,7 +334,7 @@ vkt_device *vkt_net_device(const vkt_net *net) { return net->dev; }
 uint64_t vkt_net_param_count(const vkt_net *net) {
     uint64_t n = 0;
     for (int i = 0; i < net->L.ntensors; i++)
-        n += net->L.tensors[i].count;
+        if (!net->L.tensors[i].state) n += net->L.tensors[i].count;
     return n;
 }
 
@@ -324,21 +354,30 @@ static vkt_buffer *store_buffer(vkt_net *net, vkt_net_store store) {
     return NULL;
 }
 
+// The buffer that holds tensor i in store (a buffer's only store is its state), or NULL.
+static vkt_buffer *tensor_buffer(vkt_net *net, vkt_net_store store, int i) {
+    if (i < 0 || i >= net->L.ntensors) return NULL;
+    if (net->L.tensors[i].state) return store == VKT_STORE_PARAM ? net->state : NULL;
+    return store_buffer(net, store);
+}
+
 vkt_status vkt_net_read_tensor(vkt_net *net, vkt_net_store store, int i, float *dst) {
-    vkt_buffer *b = store_buffer(net, store);
-    if (!b || i < 0 || i >= net->L.ntensors)
-        return vkt_fail(VKT_ERR_ARG, "no such tensor or store (%d, %d)", i, (int)store);
+    vkt_buffer *b = tensor_buffer(net, store, i);
+    if (!b) return vkt_fail(VKT_ERR_ARG, "no such tensor or store (%d, %d)", i, (int)store);
     const vkt_net_tensor *t = &net->L.tensors[i];
     return vkt_buffer_read(b, t->offset, dst, t->count * 4);
 }
 
 vkt_status vkt_net_write_tensor(vkt_net *net, vkt_net_store store, int i, const float *src) {
-    vkt_buffer *b = store_buffer(net, store);
-    if (!b || i < 0 || i >= net->L.ntensors)
-        return vkt_fail(VKT_ERR_ARG, "no such tensor or store (%d, %d)", i, (int)store);
+    vkt_buffer *b = tensor_buffer(net, store, i);
+    if (!b) return vkt_fail(VKT_ERR_ARG, "no such tensor or store (%d, %d)", i, (int)store);
     const vkt_net_tensor *t = &net->L.tensors[i];
     return vkt_buffer_write(b, t->offset, src, t->count * 4);
 }
+
+void vkt_net_set_phase(vkt_net *net, const vkt_net_phase *ph) { net->phase = *ph; }
+const vkt_net_phase *vkt_net_get_phase(const vkt_net *net) { return &net->phase; }
+void vkt_net_set_lr(vkt_net *net, float lr) { net->desc.optim.lr = lr; }
 
 static vkt_status zero_buffer(vkt_buffer *b) {
     if (!b) return VKT_OK;
@@ -367,6 +406,7 @@ vkt_status vkt_net_init(vkt_net *net, uint64_t seed) {
     // Each tensor's generator depends only on the seed and the tensor's place in the model, so a
     // stage of a split model gets exactly the parameters the whole model would.
     VKT_TRY(zero_buffer(net->params)); // padding between tensors stays zero
+    VKT_TRY(zero_buffer(net->state));
     for (int i = 0; i < net->L.ntensors; i++) {
         const vkt_net_tensor *t = &net->L.tensors[i];
         vkt_param_spec ps = vkt_tensor_spec(t);
@@ -384,8 +424,8 @@ vkt_status vkt_net_init(vkt_net *net, uint64_t seed) {
         float *v = malloc(t->count * 4);
         if (!v) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
         for (uint64_t k = 0; k < t->count; k++)
-            v[k] = ps.init == VKT_INIT_CONST ? (float)ps.a
-                                             : (float)((2 * rng_uniform(&s) - 1) * ps.a);
+            v[k] =
+                ps.init == VKT_INIT_CONST ? (float)ps.a : (float)((2 * rng_uniform(&s) - 1) * ps.a);
         vkt_status st = vkt_net_write_tensor(net, VKT_STORE_PARAM, i, v);
         free(v);
         VKT_TRY(st);
@@ -483,10 +523,29 @@ int vkt_rec_tensor(const vkt_rec *r, int node, int k) {
     return n->tensor0 + k;
 }
 
-static vkt_buffer *store_buffer(vkt_net *net, vkt_net_store store);
+static vkt_buffer *tensor_buffer(vkt_net *net, vkt_net_store store, int i);
 
 vkt_view vkt_rec_param(const vkt_rec *r, int node, int k, vkt_net_store store) {
-    return tensor_view(store_buffer(r->net, store), &r->net->L.tensors[vkt_rec_tensor(r, node, k)]);
+    int i = vkt_rec_tensor(r, node, k);
+    vkt_buffer *b = tensor_buffer(r->net, store, i);
+    VKT_ASSERT(b); // a buffer has no gradient or optimizer state
+    return tensor_view(b, &r->net->L.tensors[i]);
+}
+
+vkt_view vkt_rec_saved(const vkt_rec *r, int node) {
+    const vkt_node *n = vkt_rec_node(r, node);
+    VKT_ASSERT(n->desc->type->saved);
+    return act_view(r->net, r->slot, n->saved_off,
+                    n->desc->type->saved(n->desc, r->net->desc.max_batch));
+}
+
+vkt_view vkt_rec_scratch(const vkt_rec *r) {
+    VKT_ASSERT(r->net->work);
+    return vkt_buffer_whole(r->net->work);
+}
+
+uint32_t vkt_rec_node_id(const vkt_rec *r, int node) {
+    return r->net->L.node_base + (uint32_t)node;
 }
 
 const vkt_optim_desc *vkt_rec_optim(const vkt_rec *r) { return &r->net->desc.optim; }
@@ -571,8 +630,7 @@ static bool fuses_backward(const vkt_rec *r, int n) {
     const vkt_node *nd = vkt_rec_node(r, n);
     vkt_act act;
     float alpha;
-    return r->net->fuse && nd->next >= 0 &&
-           vkt_rec_node(r, nd->next)->desc->type->takes_epilogue &&
+    return r->net->fuse && nd->next >= 0 && vkt_rec_node(r, nd->next)->desc->type->takes_epilogue &&
            epilogue_of(r->net, n, &act, &alpha) && nd->top >= r->lo &&
            vkt_rec_node(r, nd->next)->top < r->hi && vkt_rec_need_dx(r, n);
 }
@@ -625,8 +683,15 @@ void vkt_net_record_zero_grads(vkt_net *net, vkt_cmd *cmd) {
 }
 
 static vkt_rec rec_make(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
-    return (vkt_rec){.net = net, .cmd = cmd, .ops = net->ops, .slot = slot, .B = B,
-                     .lo = net->L.first, .hi = net->L.last, .late = -1};
+    return (vkt_rec){.net = net,
+                     .cmd = cmd,
+                     .ops = net->ops,
+                     .slot = slot,
+                     .B = B,
+                     .lo = net->L.first,
+                     .hi = net->L.last,
+                     .late = -1,
+                     .phase = net->phase};
 }
 
 // A sequence of siblings from node n on: each layer, then a barrier (a fused activation ran in
@@ -694,7 +759,7 @@ void vkt_net_param_range(const vkt_net *net, int lo, int hi, uint64_t *off, uint
     uint64_t a = UINT64_MAX, b = 0;
     for (int i = 0; i < net->L.ntensors; i++) {
         const vkt_net_tensor *t = &net->L.tensors[i];
-        if (t->layer < lo || t->layer >= hi) continue;
+        if (t->layer < lo || t->layer >= hi || t->state) continue;
         if (t->offset < a) a = t->offset;
         if (t->offset + t->count * 4 > b) b = t->offset + t->count * 4;
     }
@@ -756,6 +821,8 @@ int vkt_net_record_backward_step(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t 
     // that lies contiguous in the packed buffers (with the alignment padding between: zeros, which
     // SGD keeps zero, as vkt_net_record_step's whole-buffer pass does).
     uint64_t al = vkt_device_align(net->dev, 1);
+    for (int i = 0; i < net->L.ntensors; i++)
+        if (net->L.tensors[i].state) fused[i] = true; // not in the packed buffers
     for (int i = 0; i < net->L.ntensors;) {
         if (fused[i]) {
             i++;

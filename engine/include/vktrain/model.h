@@ -49,10 +49,14 @@ typedef struct vkt_layer_type vkt_layer_type;
 typedef struct vkt_layer_desc {
     const vkt_layer_type *type; // the kind ("dense", "relu", "residual", ...)
     // The keys a kind reads, as parsed (each kind's file says which it uses).
-    uint32_t units; // dense: outputs (the last dimension)
-    bool bias;      // dense: has a bias vector
+    uint32_t units; // dense: outputs (the last dimension); conv2d: out_channels
+    bool bias;      // dense, conv2d: has a bias vector
     vkt_act act;    // activations
     float alpha;    // leaky_relu: negative slope
+    // conv2d, pooling: [h, w] of the window, its stride and the zero padding on each side
+    uint32_t kernel[2], stride[2], padding[2];
+    float eps, momentum; // batchnorm2d, layernorm
+    float p;             // dropout: the probability of zeroing an element
     // Shapes of one sample, filled by the parser from the layers before.
     vkt_shape in, out;
     uint32_t in_features, out_features; // elements of one sample: vkt_shape_elements of in, out
@@ -68,8 +72,8 @@ typedef struct vkt_model_desc {
     int nlayers;
     vkt_layer_desc *layers; // [nlayers], owned: the top-level layers (the units of a split)
     vkt_loss loss;
-    vkt_shape output;          // the last layer's output shape
-    uint32_t output_features;  // its product
+    vkt_shape output;         // the last layer's output shape
+    uint32_t output_features; // its product
 } vkt_model_desc;
 
 // Reads and parses a model file. Fails with VKT_ERR_IO when the file cannot be read and as
@@ -81,7 +85,8 @@ vkt_status vkt_model_load(const char *path, vkt_model_desc *out);
 // and what is expected. On failure *out is left empty (safe to vkt_model_free).
 vkt_status vkt_model_parse(const char *json_text, const char *source_name, vkt_model_desc *out);
 void vkt_model_free(vkt_model_desc *m);
-// Trainable parameters of every layer, nested ones included.
+// Trainable parameters of every layer, nested ones included (not the buffers a layer keeps
+// beside them, such as batchnorm's running statistics).
 uint64_t vkt_model_param_count(const vkt_model_desc *m);
 // The names used in model files: "relu", "softmax_cross_entropy", ... ("?" if out of range).
 const char *vkt_model_act_name(vkt_act act);

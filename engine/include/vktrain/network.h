@@ -42,12 +42,26 @@ typedef struct vkt_net_desc {
 } vkt_net_desc;
 
 // Which of the packed buffers a tensor is read from or written to.
+// A tensor that is a buffer (vkt_net_tensor.state: batchnorm's running statistics) lives in
+// the state store only, which VKT_STORE_PARAM reads and writes for it; it has no gradient or
+// optimizer state.
 typedef enum vkt_net_store {
     VKT_STORE_PARAM,
     VKT_STORE_GRAD,
     VKT_STORE_OPT1, // SGD momentum buffer / AdamW exp_avg
     VKT_STORE_OPT2, // AdamW exp_avg_sq
 } vkt_net_store;
+
+// What a forward (and the backward of the same rows) computes: training (batch statistics,
+// dropout) or evaluation (running statistics, no dropout), with the seed and step that draw a
+// dropout mask and the row of the whole batch that a slot's row 0 is (a shard's or a
+// micro-batch's offset), so that a mask per sample does not depend on how the batch is cut.
+typedef struct vkt_net_phase {
+    bool train;
+    uint64_t seed;
+    uint32_t step;
+    uint32_t row0;
+} vkt_net_phase;
 
 struct vkt_layer_desc;
 
@@ -59,7 +73,9 @@ typedef struct vkt_net_tensor {
     int ndim;
     uint32_t shape[4]; // as PyTorch's: a dense weight [out, in], a bias [out]
     uint64_t count;    // elements
-    uint64_t offset;   // bytes into each packed buffer
+    uint64_t offset;   // bytes into each packed buffer (the state buffer for a buffer)
+    bool state;        // a buffer (running statistics), not a trained parameter
+    bool int64;        // saved as int64 (num_batches_tracked); a float on the device
 } vkt_net_tensor;
 
 typedef struct vkt_net vkt_net;
@@ -72,7 +88,7 @@ void vkt_net_destroy(vkt_net *net);
 // Bytes the stage would allocate on a device for a given batch and slot count, without
 // allocating: parameters, gradients, optimizer state, activations (for the memory planner).
 typedef struct vkt_net_memory {
-    uint64_t params, grads, optim, activations, io, total;
+    uint64_t params, grads, optim, activations, io, total; // io: buffers, scratch, clipping
 } vkt_net_memory;
 vkt_net_memory vkt_net_estimate(const vkt_net_desc *desc, uint64_t align);
 
@@ -88,6 +104,14 @@ vkt_status vkt_net_write_tensor(vkt_net *net, vkt_net_store store, int i, const 
 vkt_status vkt_net_init(vkt_net *net, uint64_t seed);
 // Zeroes optimizer state (a fresh optimizer).
 vkt_status vkt_net_reset_optimizer(vkt_net *net);
+
+// The phase the next recorded forward and backward compute in (until the next call); a new net
+// is in training at step 1, seed 0, row 0. A backward must be recorded in the phase of its
+// forward.
+void vkt_net_set_phase(vkt_net *net, const vkt_net_phase *ph);
+const vkt_net_phase *vkt_net_get_phase(const vkt_net *net);
+// The learning rate the next recorded optimizer steps use (a schedule's rate for the step).
+void vkt_net_set_lr(vkt_net *net, float lr);
 
 // Views for feeding the stage and passing activations between stages. slot < slots.
 uint32_t vkt_net_in_features(const vkt_net *net);

@@ -81,7 +81,11 @@ vkt_status vkt_strategy_read(vkt_strategy *s, vkt_net_store store, int i, float 
 vkt_status vkt_strategy_write(vkt_strategy *s, vkt_net_store store, int i, const float *src);
 const vkt_optim_desc *vkt_strategy_optim(const vkt_strategy *s);
 bool vkt_strategy_has_store(const vkt_strategy *s, vkt_net_store store);
+// Initialises every device's parameters from seed (the same on every device) and keeps seed for
+// the dropout masks of every later step.
 vkt_status vkt_strategy_init(vkt_strategy *s, uint64_t seed);
+// The learning rate of the next steps (a schedule sets it before each step).
+void vkt_strategy_set_lr(vkt_strategy *s, float lr);
 
 // One training step on x[B, in] with targets (uint32 labels [B], or floats [B, out] for MSE):
 // forward, loss, backward, gradient exchange, update. *loss_sum receives the sum of the
@@ -93,10 +97,9 @@ vkt_status vkt_strategy_step(vkt_strategy *s, const float *x, const void *target
 // vkt_strategy_prefetch may hand over the next batch (copied where the next step reads it; the
 // next begin must name the same x, targets and B), and end waits and gives the loss. Strategies
 // that cannot split a step run it whole in begin (prefetch then does nothing).
-vkt_status vkt_strategy_step_begin(vkt_strategy *s, const float *x, const void *targets,
-                                   uint32_t B, uint32_t step);
-vkt_status vkt_strategy_prefetch(vkt_strategy *s, const float *x, const void *targets,
-                                 uint32_t B);
+vkt_status vkt_strategy_step_begin(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                                   uint32_t step);
+vkt_status vkt_strategy_prefetch(vkt_strategy *s, const float *x, const void *targets, uint32_t B);
 vkt_status vkt_strategy_step_end(vkt_strategy *s, double *loss_sum);
 // Whether host work done between begin and end runs beside the devices' work. Not on a CPU
 // driver: its "device" is the host's own cores, so the host's work would only take them from it

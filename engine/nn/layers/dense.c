@@ -25,15 +25,19 @@ static vkt_status dense_parse(const vkt_layer_parse *p, vkt_layer_desc *l) {
 
 static int dense_params(const vkt_layer_desc *l, vkt_param_spec *out) {
     double bound = 1.0 / sqrt((double)last_dim(&l->in));
-    out[0] = (vkt_param_spec){"weight", 2, {l->units, last_dim(&l->in)}, VKT_INIT_UNIFORM, bound};
+    out[0] = (vkt_param_spec){.name = "weight",
+                              .ndim = 2,
+                              .shape = {l->units, last_dim(&l->in)},
+                              .init = VKT_INIT_UNIFORM,
+                              .a = bound};
     if (!l->bias) return 1;
-    out[1] = (vkt_param_spec){"bias", 1, {l->units}, VKT_INIT_UNIFORM, bound};
+    out[1] = (vkt_param_spec){
+        .name = "bias", .ndim = 1, .shape = {l->units}, .init = VKT_INIT_UNIFORM, .a = bound};
     return 2;
 }
 
 static void dense_cost(const vkt_layer_desc *l, vkt_layer_cost *c) {
-    double rows = (double)l->in_features / last_dim(&l->in), in = last_dim(&l->in),
-           out = l->units;
+    double rows = (double)l->in_features / last_dim(&l->in), in = last_dim(&l->in), out = l->units;
     c->fwd_flops = 2 * rows * in * out;
     c->bwd_flops = 4 * rows * in * out; // weight and input gradients
     c->fwd_bytes = 4 * (rows * (in + out)) + 4 * (in * out + (l->bias ? out : 0));
@@ -111,8 +115,8 @@ static void dense_backward(vkt_rec *r, int node) {
             dense_fused_dweight(r, node);
     } else {
         // dW[out,in] += dy[rows,out]^T x[rows,in]
-        vkt_op_matmul(r->cmd, r->ops, VKT_MM_TN, vkt_rec_param(r, node, 0, VKT_STORE_GRAD), dy,
-                      x, NULL, 1.0f, l->units, in, rows, vkt_rec_label(r, node, "bwd", "dweight"));
+        vkt_op_matmul(r->cmd, r->ops, VKT_MM_TN, vkt_rec_param(r, node, 0, VKT_STORE_GRAD), dy, x,
+                      NULL, 1.0f, l->units, in, rows, vkt_rec_label(r, node, "bwd", "dweight"));
     }
     // db[out] += column sums of dy
     if (l->bias)
@@ -141,8 +145,8 @@ static void dense_ref_forward(vkt_ref *r, const vkt_layer_desc *l, double *const
 }
 
 static void dense_ref_backward(vkt_ref *r, const vkt_layer_desc *l, double *const *p,
-                               double *const *g, const double *x, const double *y,
-                               const double *dy, double *dx) {
+                               double *const *g, const double *x, const double *y, const double *dy,
+                               double *dx) {
     (void)y;
     uint64_t rows = (uint64_t)vkt_ref_batch(r) * (l->in_features / last_dim(&l->in));
     uint32_t in = last_dim(&l->in), out = l->units;
