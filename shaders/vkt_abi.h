@@ -1,4 +1,5 @@
-// vkt_abi.h: the one header that C and GLSL share. Push-constant layouts and the specialization
+// vkt_abi.h: the header that C and GLSL share (with the *_abi.h of the ops beside it, which include
+// it). Push-constant layouts and the specialization
 // constant ids live here so that the host and the shaders can never disagree about them.
 //
 // GLSL sees it with VKT_GLSL defined (glslc -DVKT_GLSL=1); C sees plain structs. Every member is
