@@ -9,6 +9,6 @@ need_torch
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rc=0
-/usr/bin/python3 "$src/tests/torch_equiv.py" "$bin" "$src" "$work/lvp" --device llvmpipe || rc=1
+/usr/bin/python3 "$src/tests/torch_equiv.py" "$bin" "$src" "$work/lvp" --device llvmpipe --parallel || rc=1
 /usr/bin/python3 "$src/tests/torch_equiv.py" "$bin" "$src" "$work/ss" --device swiftshader || rc=1
 exit $rc

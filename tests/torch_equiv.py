@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
 """torch_equiv.py: vktrain trains exactly as PyTorch does.
 
-For each model (assets/models/fashion_mlp.json and residual_mlp.json, built in PyTorch from
-`vktrain model --torch`, scripts/vkt_torch.py), from the same initial parameters (written here by PyTorch, read by vktrain with --init) and the
-same batches (--no-shuffle: file order), vktrain's parameters after 1, 3 and 10 steps must equal
-those of torch.nn.Sequential trained with torch.optim.SGD (momentum 0.9, nesterov, weight decay)
-and torch.optim.AdamW, within fp32 rounding: |p_vk - p_torch| <= 1e-5 + 1e-4 |p_torch|, except
+For each model (assets/models/fashion_mlp.json, residual_mlp.json, fashion_cnn.json and
+resnet_small.json, built in PyTorch from `vktrain model --torch`, scripts/vkt_torch.py), from the
+same initial parameters (written here by PyTorch, read by vktrain with --init) and the same
+batches (--no-shuffle: file order), vktrain's parameters (and batchnorm's running statistics and
+num_batches_tracked) after 1, 3 and 10 steps must equal those of torch.nn.Sequential trained with
+torch.optim.SGD (momentum 0.9, nesterov, weight decay) and torch.optim.AdamW (for the CNNs under a
+cosine schedule with warmup, compared after 10 steps), within fp32 rounding:
+|p_vk - p_torch| <= 1e-5 + 1e-4 |p_torch|, except
 AdamW entries whose gradient cancelled to about eps (sqrt(v_hat) < 100 eps), where any rounding
 of the gradient moves Adam's step; those are held to lr * steps.
 
-usage: torch_equiv.py VKTRAIN_BINARY SOURCE_DIR WORKDIR [--device SPEC]
+With --parallel, fashion_cnn is also trained on two devices (layers with one and two
+micro-batches, replicated) and compared with PyTorch computing the same split (compare_parallel).
+
+usage: torch_equiv.py VKTRAIN_BINARY SOURCE_DIR WORKDIR [--device SPEC] [--models A,B] [--parallel]
 Exits 0 when every comparison passes, 1 otherwise; prints one line per comparison.
 """
 import gzip
@@ -41,8 +47,10 @@ def read_idx(path):
 def write_safetensors(path, tensors):
     header, blobs, off = {}, [], 0
     for name, t in tensors.items():
-        b = t.detach().contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        i64 = t.dtype == torch.int64
+        b = t.detach().contiguous().numpy().astype("<i8" if i64 else "<f4").tobytes()
+        header[name] = {"dtype": "I64" if i64 else "F32", "shape": list(t.shape),
+                        "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header).encode()
@@ -61,33 +69,135 @@ def read_safetensors(path):
         if name == "__metadata__":
             continue
         b, e = info["data_offsets"]
+        dt = {"F32": "<f4", "I64": "<i8"}[info["dtype"]]
         out[name] = torch.from_numpy(
-            np.frombuffer(data[8 + n + b:8 + n + e], dtype="<f4").reshape(info["shape"]).copy())
+            np.frombuffer(data[8 + n + b:8 + n + e], dtype=dt).reshape(info["shape"]).copy())
     return out
 
 
-MODELS = ("fashion_mlp", "residual_mlp")
+# The SGD and AdamW runs every model gets: (name, vktrain flags, torch optimizer, steps compared).
+SGD = ("sgd", ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--nesterov",
+               "--weight-decay", "0.001"],
+       lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.001),
+       None, (1, 3, 10))
+ADAMW = ("adamw", ["--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01"],
+         lambda p: torch.optim.AdamW(p, lr=0.001, weight_decay=0.01), None, (1, 3, 10))
+# AdamW under a cosine schedule over the run's 10 steps (one epoch of 10 batches), after 2 steps
+# of linear warmup: the rates of torch's SequentialLR(LinearLR, CosineAnnealingLR) (engine/run
+# documents the expression).
+ADAMW_COSINE = ("adamw+cosine", ["--optimizer", "adamw", "--lr", "0.002", "--weight-decay", "0.01",
+                                 "--lr-schedule", "cosine", "--warmup-steps", "2"],
+                lambda p: torch.optim.AdamW(p, lr=0.002, weight_decay=0.01),
+                "cosine_warmup2", (10,))
+
+# model: the runs it gets. The CNNs have batchnorm: their running statistics and
+# num_batches_tracked are compared with the parameters.
+MODELS = (("fashion_mlp", (SGD, ADAMW)), ("residual_mlp", (SGD, ADAMW)),
+          ("fashion_cnn", (SGD, ADAMW_COSINE)), ("resnet_small", (SGD, ADAMW_COSINE)))
+BATCH = 64
 
 
 def main():
     vktrain, src, work = sys.argv[1], sys.argv[2], sys.argv[3]
     device = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "llvmpipe"
+    only = sys.argv[sys.argv.index("--models") + 1].split(",") if "--models" in sys.argv else None
+    parallel = "--parallel" in sys.argv
     os.makedirs(work, exist_ok=True)
     torch.manual_seed(0)
     torch.set_num_threads(1)
     x_all = read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz"))
     y_all = read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz"))
     failures = 0
-    for model_name in MODELS:
-        failures += compare(vktrain, os.path.join(src, "assets/models/%s.json" % model_name), work,
-                            device, x_all, y_all)
+    for model_name, runs in MODELS:
+        if only and model_name not in only:
+            continue
+        path = os.path.join(src, "assets/models/%s.json" % model_name)
+        failures += compare(vktrain, path, work, device, x_all, y_all, runs)
+        if parallel and model_name == "fashion_cnn":
+            failures += compare_parallel(vktrain, path, work, device, x_all, y_all)
     print("torch_equiv: %d failed" % failures)
     return 1 if failures else 0
 
 
-def compare(vktrain, model_path, work, device, x_all, y_all):
-    """SGD and AdamW runs of one model; returns the number of failed comparisons."""
-    batch = 64
+def make_scheduler(kind, opt):
+    if kind is None:
+        return None
+    assert kind == "cosine_warmup2"
+    warm = torch.optim.lr_scheduler.LinearLR(opt, start_factor=1.0 / 3, end_factor=1.0,
+                                             total_iters=2)
+    cos = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=8, eta_min=0.0)
+    return torch.optim.lr_scheduler.SequentialLR(opt, [warm, cos], milestones=[2])
+
+
+def batch_of(spec, x_all, y_all, step):
+    xb = torch.from_numpy(x_all[step * BATCH:(step + 1) * BATCH].astype(np.float32) / 255.0)
+    xb = xb.reshape([xb.shape[0]] + spec["input"])
+    yb = torch.from_numpy(y_all[step * BATCH:(step + 1) * BATCH].astype(np.int64))
+    return xb, yb
+
+
+def torch_step(model, opt, xb, yb, cuts=None, buffers="sequential"):
+    """One step; cuts: row ranges forwarded on their own (shards or micro-batches), each with
+    its own batch statistics, their gradients summed as parts of the whole batch's mean.
+    buffers: "sequential" (each part's forward updates the running statistics in turn, as a
+    pipeline's stage does micro-batch after micro-batch) or "first" (replicas: the first
+    part's statistics are kept, as DDP broadcasts rank 0's buffers)."""
+    opt.zero_grad()
+    cuts = cuts or [(0, xb.shape[0])]
+    kept = None
+    for i, (a, b) in enumerate(cuts):
+        loss = torch.nn.functional.cross_entropy(model(xb[a:b]), yb[a:b], reduction="sum")
+        (loss / xb.shape[0]).backward()
+        if buffers == "first" and i == 0:
+            kept = {k: v.clone() for k, v in model.named_buffers()}
+    if kept is not None:
+        with torch.no_grad():
+            for k, v in model.named_buffers():
+                v.copy_(kept[k])
+    opt.step()
+
+
+def run_vktrain(vktrain, model_path, init_path, out, device, steps, flags):
+    cmd = [vktrain, "train", "--model", model_path, "--init", init_path, "--no-shuffle",
+           "--batch", str(BATCH), "--max-steps", str(steps), "--epochs", "1",
+           "--limit-train", str(BATCH * 10), "--no-eval", "--quiet", "--device", device,
+           "--save", out] + flags
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL %s: %s\n%s" % (" ".join(cmd), r.stdout, r.stderr))
+        return None
+    return read_safetensors(out)
+
+
+def differences(model, got, steps, weak_ever=None, lr=0.001):
+    """(worst, entries out of tolerance, loose entries) of a checkpoint against the model's
+    state_dict, buffers included."""
+    worst, bad, loose = 0.0, 0, 0
+    params = dict(model.named_parameters())
+    for k, v in model.state_dict().items():
+        if k not in got:
+            print("  missing tensor %s in the vktrain checkpoint" % k)
+            bad += 1
+            continue
+        g = got[k].to(torch.float64)
+        v = v.to(torch.float64)
+        d = (g - v).abs()
+        tol = 1e-5 + 1e-4 * v.abs()
+        if weak_ever is not None and k in params:
+            # Where sqrt(v_hat) was ever not far above eps, the gradient is a sum that cancelled
+            # to ~1e-10: its fp32 rounding (summation order) is a large relative change, and
+            # Adam's step g/(sqrt(v)+eps) follows it. Those entries are held to the bound of
+            # Adam's step itself, lr per step.
+            weak = weak_ever[k].to(torch.bool)
+            loose += int(weak.sum())
+            tol = torch.where(weak, torch.full_like(tol, lr * steps), tol)
+        worst = max(worst, float(d.max()) if d.numel() else 0.0)
+        bad += int((d > tol).sum())
+    return worst, bad, loose
+
+
+def compare(vktrain, model_path, work, device, x_all, y_all, runs):
+    """The runs of one model; returns the number of failed comparisons."""
     name0 = os.path.splitext(os.path.basename(model_path))[0]
     spec = vkt_torch.build(vktrain, model_path)[1]
 
@@ -97,62 +207,37 @@ def compare(vktrain, model_path, work, device, x_all, y_all):
     init = build()
     init_path = os.path.join(work, "%s_init.safetensors" % name0)
     write_safetensors(init_path, init.state_dict())
-
-    optimizers = {
-        "sgd": (["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--nesterov",
-                 "--weight-decay", "0.001"],
-                lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.001)),
-        "adamw": (["--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01"],
-                  lambda p: torch.optim.AdamW(p, lr=0.001, weight_decay=0.01)),
-    }
     failures = 0
-    for name, (flags, make_opt) in optimizers.items():
+    for name, flags, make_opt, sched, compare_at in runs:
         model = build()
         model.load_state_dict(read_safetensors(init_path))
         opt = make_opt(model.parameters())
+        scheduler = make_scheduler(sched, opt)
+        lr = opt.param_groups[0]["lr"]
         done = 0
         weak_ever = {}
-        for steps in (1, 3, 10):
+        for steps in compare_at:
             while done < steps:
-                xb = torch.from_numpy(x_all[done * batch:(done + 1) * batch].astype(np.float32) / 255.0)
-                xb = xb.reshape([xb.shape[0]] + spec["input"])
-                yb = torch.from_numpy(y_all[done * batch:(done + 1) * batch].astype(np.int64))
-                opt.zero_grad()
-                loss = torch.nn.functional.cross_entropy(model(xb), yb)
-                loss.backward()
-                opt.step()
+                xb, yb = batch_of(spec, x_all, y_all, done)
+                torch_step(model, opt, xb, yb)
+                if scheduler:
+                    scheduler.step()
                 done += 1
-                if name == "adamw":  # entries whose Adam step was ill-conditioned at any step
-                    for q in model.parameters():
+                if isinstance(opt, torch.optim.AdamW):  # entries ever ill-conditioned
+                    for k, q in model.named_parameters():
                         st = opt.state[q]
                         vhat = st["exp_avg_sq"] / (1 - 0.999 ** st["step"])
                         w = vhat.sqrt() < 100 * 1e-8
-                        weak_ever[q] = w if q not in weak_ever else (weak_ever[q] | w)
-            out = os.path.join(work, "%s_%s_%d.safetensors" % (name0, name, steps))
-            cmd = [vktrain, "train", "--model", model_path, "--init", init_path, "--no-shuffle",
-                   "--batch", str(batch), "--max-steps", str(steps), "--epochs", "1",
-                   "--limit-train", str(batch * 10), "--no-eval", "--quiet", "--device", device,
-                   "--save", out] + flags
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                print("FAIL %s: %s\n%s" % (" ".join(cmd), r.stdout, r.stderr))
+                        weak_ever[k] = w if k not in weak_ever else (weak_ever[k] | w)
+            tag = name.replace("+", "_")
+            out = os.path.join(work, "%s_%s_%d.safetensors" % (name0, tag, steps))
+            got = run_vktrain(vktrain, model_path, init_path, out, device, steps, flags)
+            if got is None:
                 failures += 1
                 continue
-            got = read_safetensors(out)
-            worst, bad, loose = 0.0, 0, 0
-            for (k, v), param in zip(model.state_dict().items(), model.parameters()):
-                d = (got[k] - v).abs()
-                tol = 1e-5 + 1e-4 * v.abs()
-                if name == "adamw":
-                    # Where sqrt(v_hat) was ever not far above eps, the gradient is a sum that cancelled
-                    # to ~1e-10: its fp32 rounding (summation order) is a large relative change,
-                    # and Adam's step g/(sqrt(v)+eps) follows it. Those entries are held to the
-                    # bound of Adam's step itself, lr per step.
-                    weak = weak_ever[param]
-                    loose += int(weak.sum())
-                    tol = torch.where(weak, torch.full_like(tol, 0.001 * steps), tol)
-                worst = max(worst, float(d.max()))
-                bad += int((d > tol).sum())
+            worst, bad, loose = differences(model, got, steps,
+                                            weak_ever if isinstance(opt, torch.optim.AdamW)
+                                            else None, lr)
             ok = bad == 0
             failures += not ok
             print("%s %s %s after %2d steps on %s: max |p_vktrain - p_torch| = %.3g%s%s" %
@@ -168,6 +253,50 @@ def compare(vktrain, model_path, work, device, x_all, y_all):
     except Exception as e:  # noqa: BLE001 -- any failure to load is the finding
         print("FAIL %s load_state_dict: %s" % (name0, e))
         failures += 1
+    return failures
+
+
+def compare_parallel(vktrain, model_path, work, device, x_all, y_all):
+    """fashion_cnn's 10 SGD steps split over two devices: layers with one micro-batch is the
+    single-device run; layers with two micro-batches normalises each micro-batch on its own
+    (as GPipe does), and replicated each device's shard (DDP's per-device batch statistics,
+    device 0's running statistics kept). Each is checked against PyTorch doing exactly that."""
+    name0 = os.path.splitext(os.path.basename(model_path))[0]
+    spec = vkt_torch.build(vktrain, model_path)[1]
+    init_path = os.path.join(work, "%s_init.safetensors" % name0)
+    _, flags, make_opt, _, _ = SGD
+    two = "%s,%s" % (device, device)
+    half = BATCH // 2
+    cases = (("layers, 1 micro-batch", ["--strategy", "layers", "--micro-batches", "1"], None,
+              "sequential"),
+             ("layers, 2 micro-batches", ["--strategy", "layers", "--micro-batches", "2"],
+              [(0, half), (half, BATCH)], "sequential"),
+             ("replicated", ["--strategy", "replicated"], [(0, half), (half, BATCH)], "first"))
+    failures = 0
+    single = None
+    for label, sflags, cuts, buffers in cases:
+        model = vkt_torch.build(vktrain, model_path)[0]
+        model.load_state_dict(read_safetensors(init_path))
+        opt = make_opt(model.parameters())
+        for step in range(10):
+            xb, yb = batch_of(spec, x_all, y_all, step)
+            torch_step(model, opt, xb, yb, cuts, buffers)
+        if single is None:
+            single = {k: v.clone() for k, v in model.state_dict().items()}
+        out = os.path.join(work, "%s_par_%s.safetensors" % (name0, sflags[1] + sflags[-1]))
+        got = run_vktrain(vktrain, model_path, init_path, out, two, 10, flags + sflags)
+        if got is None:
+            failures += 1
+            continue
+        worst, bad, _ = differences(model, got, 10)
+        dev_single = max(float((got[k].double() - v.double()).abs().max()) for k, v in single.items()
+                         if v.numel())
+        ok = bad == 0
+        failures += not ok
+        print("%s %s sgd after 10 steps, %s on %s: max |p_vktrain - p_torch| = %.3g "
+              "(and %.3g from the single-device parameters)%s" %
+              ("ok  " if ok else "FAIL", name0, label, two, worst, dev_single,
+               "" if ok else " (%d entries out of tolerance)" % bad))
     return failures
 
 
