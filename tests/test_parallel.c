@@ -2,7 +2,8 @@
 // and the same batches (file order), 20 SGD-with-momentum steps of fashion_mlp.json on
 // Fashion-MNIST give the same parameters on one device, replicated over 2 and 3 devices, and
 // split into 2 and 3 stages under GPipe and 1F1B with 1 and 4 micro-batches, on
-// llvmpipe+llvmpipe and on llvmpipe+SwiftShader; residual_mlp.json under a few of them. Also:
+// llvmpipe+llvmpipe and on llvmpipe+SwiftShader; residual_mlp.json and fashion_cnn.json under a
+// few of them (fashion_cnn's batchnorm: see the case). Also:
 // the losses agree step by step, the
 // evaluation agrees, and a replicated run refuses a model that does not fit.
 //
@@ -85,12 +86,15 @@ static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt
         rows = vkt_batcher_get(&b, STEPS, x, y);
         st = vkt_strategy_eval(s, x, y, rows, &out->eval_loss, &out->eval_correct);
     }
+    // The trained parameters (buffers, such as batchnorm's running statistics, apart: their
+    // values depend on how the batch was cut).
     out->n = 0;
     for (int i = 0; i < vkt_strategy_tensor_count(s); i++)
-        out->n += vkt_strategy_tensor(s, i)->count;
+        if (!vkt_strategy_tensor(s, i)->state) out->n += vkt_strategy_tensor(s, i)->count;
     out->params = malloc(out->n * 4);
     uint64_t at = 0;
     for (int i = 0; i < vkt_strategy_tensor_count(s) && st == VKT_OK; i++) {
+        if (vkt_strategy_tensor(s, i)->state) continue;
         st = vkt_strategy_read(s, VKT_STORE_PARAM, i, out->params + at);
         at += vkt_strategy_tensor(s, i)->count;
     }
@@ -100,7 +104,9 @@ static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt
     return st;
 }
 
-static void compare(vt *t, const char *what, const run_result *ref, const run_result *got) {
+// eval: also the evaluation's count (not where the runs' running statistics differ).
+static void compare_ex(vt *t, const char *what, const run_result *ref, const run_result *got,
+                       bool eval) {
     VT_CHECK(t, got->n == ref->n, "%s: %llu parameters, want %llu", what,
              (unsigned long long)got->n, (unsigned long long)ref->n);
     if (got->n != ref->n) return;
@@ -117,13 +123,17 @@ static void compare(vt *t, const char *what, const run_result *ref, const run_re
         worst_loss = fmax(worst_loss, fabs(got->loss[i] - ref->loss[i]));
     VT_CHECK(t, worst_loss < 1e-3, "%s: losses differ by %g", what, worst_loss);
     VT_CHECK(t,
-             got->eval_correct == ref->eval_correct ||
+             !eval || got->eval_correct == ref->eval_correct ||
                  fabs((double)got->eval_correct - ref->eval_correct) <= 1,
              "%s: evaluation counted %llu correct, single %llu", what,
              (unsigned long long)got->eval_correct, (unsigned long long)ref->eval_correct);
     printf("test_parallel: %-44s max |dp| %.2e, max |dloss| %.2e, loss %.4f -> %.4f\n", what, worst,
            worst_loss, got->loss[0], got->loss[STEPS - 1]);
     free(r);
+}
+
+static void compare(vt *t, const char *what, const run_result *ref, const run_result *got) {
+    compare_ex(t, what, ref, got, true);
 }
 
 int main(void) {
@@ -165,8 +175,11 @@ int main(void) {
     }
     // Misuse is refused: a step begun twice, a step on another batch than the one prefetched.
     {
-        vkt_strategy_desc d = {.kind = VKT_STRATEGY_SINGLE, .ctx = t->ctx, .model = &m,
-                               .batch = BATCH, .optim = vkt_optim_default(VKT_OPTIM_SGD),
+        vkt_strategy_desc d = {.kind = VKT_STRATEGY_SINGLE,
+                               .ctx = t->ctx,
+                               .model = &m,
+                               .batch = BATCH,
+                               .optim = vkt_optim_default(VKT_OPTIM_SGD),
                                .force_upload_areas = true};
         VT_OK(t, vkt_context_select(t->ctx, "llvmpipe", d.devices, 1, &d.ndevices));
         vkt_strategy *s = NULL;
@@ -180,8 +193,9 @@ int main(void) {
                      "a second begin was accepted");
             VT_OK(t, vkt_strategy_prefetch(s, x, y, BATCH));
             VT_OK(t, vkt_strategy_step_end(s, &ls));
-            VT_CHECK(t, vkt_strategy_step_begin(s, x2, y, 1, 2) == VKT_ERR_ARG &&
-                            strstr(vkt_error(), "prefetched"),
+            VT_CHECK(t,
+                     vkt_strategy_step_begin(s, x2, y, 1, 2) == VKT_ERR_ARG &&
+                         strstr(vkt_error(), "prefetched"),
                      "a step on another batch than the prefetched one: %s", vkt_error());
             VT_CHECK(t, vkt_strategy_step_end(s, &ls) == VKT_ERR_ARG, "end without a step");
             VT_OK(t, vkt_strategy_step(s, x, y, BATCH, 2, &ls));
@@ -254,6 +268,52 @@ int main(void) {
         }
         free(rref.params);
         vkt_model_free(&rm);
+    }
+
+    // fashion_cnn.json (conv2d, batchnorm2d, maxpool2d). Split into stages with one micro-batch,
+    // every layer sees the whole batch: the single-device training. Cut into two shards
+    // (replicated) or two micro-batches (layers), batchnorm normalises each half with its own
+    // statistics (DDP's per-device statistics; GPipe's per micro-batch): the two cuts compute
+    // the same gradients, so their parameters agree with each other (their running statistics
+    // do not: a pipeline updates them with both halves, replicas keep device 0's).
+    {
+        vkt_model_desc cm;
+        VT_OK(t, vkt_model_load(VKT_SOURCE_DIR "/assets/models/fashion_cnn.json", &cm));
+        run_result cref = {0}, halves = {0};
+        VT_OK(t, run(t, &cm, &ds, VKT_STRATEGY_SINGLE, "llvmpipe", 1, VKT_SCHEDULE_GPIPE, false,
+                     &cref));
+        VT_CHECK(t, cref.loss[STEPS - 1] < cref.loss[0], "fashion_cnn did not learn: %g -> %g",
+                 cref.loss[0], cref.loss[STEPS - 1]);
+        VT_OK(t, run(t, &cm, &ds, VKT_STRATEGY_REPLICATED, "llvmpipe,llvmpipe", 1,
+                     VKT_SCHEDULE_GPIPE, false, &halves));
+        const cfg ccfgs[] = {
+            {VKT_STRATEGY_LAYERS, "llvmpipe,llvmpipe", 1, VKT_SCHEDULE_GPIPE, false},
+            {VKT_STRATEGY_LAYERS, "llvmpipe,swiftshader", 1, VKT_SCHEDULE_1F1B, true},
+        };
+        for (size_t i = 0; i < sizeof ccfgs / sizeof ccfgs[0] && cref.params; i++) {
+            const cfg *c = &ccfgs[i];
+            if (c->needs_ss && !have_ss) continue;
+            char what[128];
+            snprintf(what, sizeof what, "fashion_cnn %s on %s, M=%d", vkt_strategy_name(c->kind),
+                     c->devices, c->micro);
+            run_result got = {0};
+            vkt_status st = run(t, &cm, &ds, c->kind, c->devices, c->micro, c->sched, false, &got);
+            VT_CHECK(t, st == VKT_OK, "%s: %s", what, vkt_error());
+            if (st == VKT_OK) compare(t, what, &cref, &got);
+            free(got.params);
+        }
+        if (halves.params) {
+            run_result got = {0};
+            vkt_status st = run(t, &cm, &ds, VKT_STRATEGY_LAYERS, "llvmpipe,llvmpipe", 2,
+                                VKT_SCHEDULE_GPIPE, false, &got);
+            VT_CHECK(t, st == VKT_OK, "fashion_cnn layers M=2: %s", vkt_error());
+            if (st == VKT_OK)
+                compare_ex(t, "fashion_cnn layers M=2 against replicated x2", &halves, &got, false);
+            free(got.params);
+        }
+        free(cref.params);
+        free(halves.params);
+        vkt_model_free(&cm);
     }
 
     // A replica that cannot fit is refused before anything is allocated, with a message that

@@ -20,7 +20,7 @@ static bool contains(const vkt_layer_desc *l, const vkt_layer_desc *d) {
     return false;
 }
 
-// Parameters of l, its body's included.
+// Trained parameters of l, its body's included (not its buffers).
 static uint64_t layer_params(const vkt_model_desc *m, const vkt_layer_desc *l) {
     int n = vkt_model_tensors(m, 0, m->nlayers, NULL, 0);
     vkt_net_tensor *t = calloc((size_t)n + 1, sizeof *t);
@@ -28,7 +28,7 @@ static uint64_t layer_params(const vkt_model_desc *m, const vkt_layer_desc *l) {
     if (!t) return 0;
     vkt_model_tensors(m, 0, m->nlayers, t, n);
     for (int i = 0; i < n; i++)
-        if (contains(l, t[i].desc)) sum += t[i].count;
+        if (!t[i].state && contains(l, t[i].desc)) sum += t[i].count;
     free(t);
     return sum;
 }
