@@ -20,11 +20,41 @@ class Residual(nn.Sequential):
         return x + super().forward(x)
 
 
+class CausalSelfAttention(nn.MultiheadAttention):
+    """Self-attention (query = key = value = x, batch_first) under a causal mask: position t
+    attends to positions <= t. Its parameters are nn.MultiheadAttention's: in_proj_weight,
+    in_proj_bias, out_proj.weight, out_proj.bias."""
+
+    def forward(self, x):  # noqa: D102 -- as the class says
+        t = x.shape[-2]
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool, device=x.device), diagonal=1)
+        return super().forward(x, x, x, attn_mask=mask, need_weights=False)[0]
+
+
+class PositionEmbedding(nn.Module):
+    """x + weight[:T]: a learned position embedding of max_len positions, added to [B, T, C]."""
+
+    def __init__(self, max_len, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(max_len, dim))
+
+    def forward(self, x):  # noqa: D102 -- as the class says
+        return x + self.weight[:x.shape[-2]]
+
+
+class TokenEmbedding(nn.Embedding):
+    """nn.Embedding over token ids that arrive as floats (vktrain's inputs are fp32)."""
+
+    def forward(self, x):  # noqa: D102 -- as the class says
+        return super().forward(x.long())
+
+
 def build(vktrain, model_path):
     """The model as a torch.nn.Sequential, and its JSON description (input shape and the rest)."""
     expr = subprocess.run([vktrain, "model", model_path, "--torch"], check=True,
                           capture_output=True, text=True).stdout.strip()
-    module = eval(expr, {"__builtins__": {}}, {"nn": nn, "Residual": Residual})  # noqa: S307
+    module = eval(expr, {"__builtins__": {}}, {"nn": nn, "Residual": Residual, "CausalSelfAttention": CausalSelfAttention,
+                   "PositionEmbedding": PositionEmbedding, "TokenEmbedding": TokenEmbedding})  # noqa: S307
     with open(model_path) as f:
         spec = json.load(f)
     return module, spec
