@@ -148,7 +148,7 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
     const vkt_model_desc *m = s->desc.model;
     bool first = d == 0, last = d == L->S - 1;
     uint32_t in = vkt_net_in_features(net), out = vkt_net_out_features(net);
-    uint64_t tgt_per = m->loss == VKT_LOSS_MSE ? m->output_features : 1;
+    uint64_t tgt_per = vkt_model_targets_per_sample(m);
     float scale = 1.0f / (float)L->B;
     for (int i = 0; i < L->nsched[d]; i++) {
         op o = L->sched[d][i];
@@ -278,7 +278,7 @@ static vkt_status layers_eval(vkt_strategy *s, const float *x, const void *targe
                               double *loss_sum, uint64_t *correct) {
     layers_impl *L = s->impl;
     const vkt_model_desc *m = s->desc.model;
-    uint64_t tgt_per = m->loss == VKT_LOSS_MSE ? m->output_features : 1;
+    uint64_t tgt_per = vkt_model_targets_per_sample(m);
     cut_batch(L, B);
     *loss_sum = 0;
     *correct = 0;

@@ -68,7 +68,7 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
     shard_rows(r, n, B, rows);
     int64_t t0 = vkt_trace_now_ns();
     const vkt_model_desc *m = s->desc.model;
-    uint64_t tgt_per = m->loss == VKT_LOSS_MSE ? m->output_features : 1;
+    uint64_t tgt_per = vkt_model_targets_per_sample(m);
     float scale = 1.0f / (float)B;
     uint32_t row0 = 0;
     // Record and submit every bucket of every device; the devices run while the host reduces.
@@ -176,7 +176,7 @@ static vkt_status repl_eval(vkt_strategy *s, const float *x, const void *targets
     uint32_t rows[VKT_MAX_DEVICES];
     shard_rows(r, s->ndev, B, rows);
     const vkt_model_desc *m = s->desc.model;
-    uint64_t tgt_per = m->loss == VKT_LOSS_MSE ? m->output_features : 1;
+    uint64_t tgt_per = vkt_model_targets_per_sample(m);
     uint32_t row0 = 0;
     *loss_sum = 0;
     *correct = 0;

@@ -83,7 +83,7 @@ vkt_status strategy_upload_input(vkt_net *net, int slot, const float *x, uint32_
 
 vkt_status strategy_upload_targets(vkt_net *net, int slot, const void *targets, uint32_t B) {
     vkt_view v = vkt_net_targets(net, slot);
-    uint64_t per = vkt_net_model(net)->loss == VKT_LOSS_MSE ? vkt_net_out_features(net) : 1;
+    uint64_t per = vkt_model_targets_per_sample(vkt_net_model(net));
     return vkt_buffer_write(v.buffer, v.offset, targets, (uint64_t)B * per * 4);
 }
 
@@ -91,6 +91,7 @@ vkt_status strategy_read_loss(vkt_net *net, int slot, uint32_t B, double *sum) {
     float buf[1024];
     vkt_view v = vkt_net_loss_rows(net, slot);
     double total = 0;
+    B *= vkt_net_loss_rows_per_sample(net);
     for (uint32_t r = 0; r < B; r += 1024) {
         uint32_t n = B - r < 1024 ? B - r : 1024;
         VKT_TRY(vkt_buffer_read(v.buffer, v.offset + (uint64_t)r * 4, buf, (uint64_t)n * 4));
@@ -144,7 +145,7 @@ static void collect_tensors(vkt_strategy *s) {
 // and converting the next batch while the step runs.
 
 static uint64_t targets_per_row(const vkt_net *net) {
-    return vkt_net_model(net)->loss == VKT_LOSS_MSE ? vkt_net_out_features(net) : 1;
+    return vkt_model_targets_per_sample(vkt_net_model(net));
 }
 
 static vkt_status ring_write(vkt_strategy *s, int slot, const float *x, const void *targets,

@@ -76,7 +76,8 @@ vkt_status strategy_account_cmd(vkt_strategy *s, int d, vkt_cmd *cmd, int step);
 // Uploads rows into a net slot's input and targets.
 vkt_status strategy_upload_input(vkt_net *net, int slot, const float *x, uint32_t B);
 vkt_status strategy_upload_targets(vkt_net *net, int slot, const void *targets, uint32_t B);
-// Sums a slot's per-sample losses (read back from the device) in double precision.
+// Sums the losses of a slot's B samples (every position's, vkt_net_loss_rows_per_sample), read
+// back from the device, in double precision.
 vkt_status strategy_read_loss(vkt_net *net, int slot, uint32_t B, double *sum);
 
 // Forward, loss and accuracy of one batch on net d (slot 0).

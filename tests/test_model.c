@@ -133,21 +133,23 @@ static void test_residual(vt *t) {
         " \"loss\": \"softmax_cross_entropy\"}";
     VT_OK(t, vkt_model_parse(json, "res.json", &m));
     if (t->failures) return;
-    VT_CHECK(t, m.nlayers == 5 && m.layers[1].nlayers == 3 && m.layers[2].nlayers == 2 &&
-                    m.layers[2].layers[1].nlayers == 1,
+    VT_CHECK(t,
+             m.nlayers == 5 && m.layers[1].nlayers == 3 && m.layers[2].nlayers == 2 &&
+                 m.layers[2].layers[1].nlayers == 1,
              "the tree: %d top-level layers", m.nlayers);
-    VT_CHECK(t, m.layers[1].out.ndim == 2 && m.layers[1].out.dim[1] == 8 &&
-                    m.layers[3].out.ndim == 1 && m.layers[3].out.dim[0] == 16 &&
-                    m.output_features == 3,
+    VT_CHECK(t,
+             m.layers[1].out.ndim == 2 && m.layers[1].out.dim[1] == 8 &&
+                 m.layers[3].out.ndim == 1 && m.layers[3].out.dim[0] == 16 &&
+                 m.output_features == 3,
              "shapes through the blocks and the flatten");
     uint64_t want = (6 * 8 + 8) + (8 * 5 + 5 + 5 * 8 + 8) + 8 * 8 + (16 * 3 + 3);
     VT_CHECK(t, vkt_model_param_count(&m) == want, "param count %llu, want %llu",
              (unsigned long long)vkt_model_param_count(&m), (unsigned long long)want);
     vkt_net_tensor ts[16];
     int n = vkt_model_tensors(&m, 0, m.nlayers, ts, 16);
-    static const char *names[] = {"0.weight",   "0.bias",   "1.0.weight", "1.0.bias",
-                                  "1.2.weight", "1.2.bias", "2.1.0.weight", "4.weight",
-                                  "4.bias"};
+    static const char *names[] = {"0.weight",     "0.bias",     "1.0.weight",
+                                  "1.0.bias",     "1.2.weight", "1.2.bias",
+                                  "2.1.0.weight", "4.weight",   "4.bias"};
     VT_CHECK(t, n == 9, "%d tensors, want 9", n);
     for (int i = 0; i < n && i < 9; i++)
         VT_CHECK(t, strcmp(ts[i].name, names[i]) == 0, "tensor %d is %s, want %s", i, ts[i].name,
@@ -258,9 +260,9 @@ static const struct bad_case {
     {"{\"input\": [4], \"layers\": [{\"type\": \"residual\", \"layers\": [{\"type\": "
      "\"dense\", \"units\": 4}, {\"type\": \"flatten\"}]}], \"loss\": \"mse\"}",
      {"layers[0].layers: the body may not end in a flatten"}},
-    {"{\"input\": [2, 4], \"layers\": [{\"type\": \"dense\", \"units\": 3}], \"loss\": "
+    {"{\"input\": [3, 4], \"layers\": [{\"type\": \"dense\", \"units\": 1}], \"loss\": "
      "\"softmax_cross_entropy\"}",
-     {"loss: softmax_cross_entropy takes one label per sample", "[2, 3]", "flatten"}},
+     {"loss: softmax_cross_entropy scores classes along the output's last dimension", "[3, 1]"}},
     {"{\"input\": [4], \"layers\": " GOOD_LAYERS "}", {"loss: missing"}},
     {"{\"input\": [4], \"layers\": " GOOD_LAYERS ", \"loss\": \"hinge\"}",
      {"loss: unknown loss \"hinge\"", "softmax_cross_entropy, mse"}},

@@ -428,13 +428,13 @@ static vkt_status parse_root(const char *src, const cJSON *root, vkt_model_desc 
                        "softmax_cross_entropy needs at least 2 outputs (one per class), the last "
                        "layer has %u",
                        m->output_features);
-        if (m->output_features != m->output.dim[m->output.ndim - 1]) {
+        uint32_t classes = m->output.dim[m->output.ndim - 1];
+        if (classes < 2) {
             char sh[96];
             vkt_shape_format(&m->output, sh, sizeof sh);
             return bad(src, "loss",
-                       "softmax_cross_entropy takes one label per sample, so the output must be "
-                       "one vector of class scores, but it is %s: end the model with "
-                       "{\"type\": \"flatten\"} and a dense layer",
+                       "softmax_cross_entropy scores classes along the output's last dimension, "
+                       "which must be at least 2; the output is %s",
                        sh);
         }
     } else if (strcmp(loss->valuestring, "mse") == 0) {
@@ -444,6 +444,14 @@ static vkt_status parse_root(const char *src, const cJSON *root, vkt_model_desc 
                    loss->valuestring);
     }
     return VKT_OK;
+}
+
+uint32_t vkt_model_classes(const vkt_model_desc *m) {
+    return m->loss == VKT_LOSS_SOFTMAX_XENT ? m->output.dim[m->output.ndim - 1] : 0;
+}
+
+uint32_t vkt_model_targets_per_sample(const vkt_model_desc *m) {
+    return m->loss == VKT_LOSS_MSE ? m->output_features : m->output_features / vkt_model_classes(m);
 }
 
 vkt_status vkt_model_parse(const char *json_text, const char *source_name, vkt_model_desc *out) {

@@ -211,9 +211,10 @@ static vkt_status make_layout(const vkt_net_desc *d, uint64_t align, stage_layou
         n = next;
     }
     VKT_ASSERT(n == L->nnodes && w.tensor == L->ntensors);
-    uint64_t tgt = B * (m->loss == VKT_LOSS_MSE ? L->out_features : 1) * 4;
+    uint64_t tgt = B * vkt_model_targets_per_sample(m) * 4;
+    uint64_t rows = m->loss == VKT_LOSS_MSE ? 1 : vkt_model_targets_per_sample(m);
     L->targets_off = w.s, w.s = align_up(w.s + tgt, align);
-    L->loss_off = w.s, w.s = align_up(w.s + B * 4, align);
+    L->loss_off = w.s, w.s = align_up(w.s + B * rows * 4, align);
     L->slot_bytes = w.s;
     L->correct_off = w.s * (uint64_t)d->slots;
     L->act_bytes = L->correct_off + align;
@@ -469,11 +470,15 @@ vkt_view vkt_net_output_grad(vkt_net *net, int slot) {
     return node_view(net, slot, n->grad_off, n->desc, false);
 }
 vkt_view vkt_net_targets(vkt_net *net, int slot) {
-    uint64_t per = net->model->loss == VKT_LOSS_MSE ? net->L.out_features : 1;
+    uint64_t per = vkt_model_targets_per_sample(net->model);
     return act_view(net, slot, net->L.targets_off, (uint64_t)net->desc.max_batch * per * 4);
 }
 vkt_view vkt_net_loss_rows(vkt_net *net, int slot) {
-    return act_view(net, slot, net->L.loss_off, (uint64_t)net->desc.max_batch * 4);
+    return act_view(net, slot, net->L.loss_off,
+                    (uint64_t)net->desc.max_batch * vkt_net_loss_rows_per_sample(net) * 4);
+}
+uint32_t vkt_net_loss_rows_per_sample(const vkt_net *net) {
+    return net->model->loss == VKT_LOSS_MSE ? 1 : vkt_model_targets_per_sample(net->model);
 }
 vkt_view vkt_net_correct(vkt_net *net) { return vkt_buffer_view(net->act, net->L.correct_off, 4); }
 vkt_view vkt_net_params(vkt_net *net) { return vkt_buffer_whole(net->params); }
@@ -715,21 +720,26 @@ void vkt_net_record_forward(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
 void vkt_net_record_loss(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, float grad_scale) {
     VKT_ASSERT(net->last_stage);
     uint32_t C = net->L.out_features;
-    if (net->model->loss == VKT_LOSS_MSE)
+    if (net->model->loss == VKT_LOSS_MSE) {
         vkt_op_mse(cmd, net->ops, vkt_net_loss_rows(net, slot), vkt_net_output_grad(net, slot),
                    vkt_net_output(net, slot), vkt_net_targets(net, slot), B, C, grad_scale,
                    "fwd:loss:mse");
-    else
+    } else {
+        // One row of class scores per position; the mean over the whole batch's positions.
+        uint32_t T = vkt_model_targets_per_sample(net->model);
         vkt_op_softmax_xent(cmd, net->ops, vkt_net_loss_rows(net, slot),
                             vkt_net_output_grad(net, slot), vkt_net_output(net, slot),
-                            vkt_net_targets(net, slot), B, C, grad_scale, "fwd:loss:softmax_xent");
+                            vkt_net_targets(net, slot), B * T, C / T, grad_scale / (float)T,
+                            "fwd:loss:softmax_xent");
+    }
     vkt_cmd_barrier(cmd);
 }
 
 void vkt_net_record_accuracy(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
     VKT_ASSERT(net->last_stage);
+    uint32_t T = vkt_model_targets_per_sample(net->model);
     vkt_op_accuracy(cmd, net->ops, vkt_net_correct(net), NULL, vkt_net_output(net, slot),
-                    vkt_net_targets(net, slot), B, net->L.out_features, "fwd:accuracy");
+                    vkt_net_targets(net, slot), B * T, net->L.out_features / T, "fwd:accuracy");
     vkt_cmd_barrier(cmd);
 }
 

@@ -39,8 +39,11 @@ uint64_t vkt_shape_elements(const vkt_shape *s);
 void vkt_shape_format(const vkt_shape *s, char *buf, size_t size);
 
 typedef enum vkt_loss {
-    VKT_LOSS_SOFTMAX_XENT, // "softmax_cross_entropy": labels are class indices < output_features
-    VKT_LOSS_MSE,          // "mse": mean of squared errors against a target of output_features
+    // "softmax_cross_entropy": classes along the output's last dimension, one label (a class
+    // index) per position: one per sample for an output [classes], T for [T, classes] (a
+    // language model's next-token targets); the loss is the mean over every position.
+    VKT_LOSS_SOFTMAX_XENT,
+    VKT_LOSS_MSE, // "mse": mean of squared errors against a target of output_features
 } vkt_loss;
 
 // A layer kind's table (engine/nn/layer.h): its keys, shapes, parameters, costs, recording.
@@ -85,6 +88,11 @@ vkt_status vkt_model_load(const char *path, vkt_model_desc *out);
 // and what is expected. On failure *out is left empty (safe to vkt_model_free).
 vkt_status vkt_model_parse(const char *json_text, const char *source_name, vkt_model_desc *out);
 void vkt_model_free(vkt_model_desc *m);
+// softmax_cross_entropy: the classes (the output's last dimension); 0 for mse.
+uint32_t vkt_model_classes(const vkt_model_desc *m);
+// Targets per sample: labels (uint32), one per position, for softmax_cross_entropy; floats,
+// output_features of them, for mse. The mean loss is the summed loss over B times this.
+uint32_t vkt_model_targets_per_sample(const vkt_model_desc *m);
 // Trainable parameters of every layer, nested ones included (not the buffers a layer keeps
 // beside them, such as batchnorm's running statistics).
 uint64_t vkt_model_param_count(const vkt_model_desc *m);

@@ -120,9 +120,13 @@ vkt_view vkt_net_input(vkt_net *net, int slot);       // [max_batch, in] the sta
 vkt_view vkt_net_output(vkt_net *net, int slot);      // [max_batch, out] the stage's output
 vkt_view vkt_net_input_grad(vkt_net *net, int slot);  // [max_batch, in] d loss / d input
 vkt_view vkt_net_output_grad(vkt_net *net, int slot); // [max_batch, out] d loss / d output
-vkt_view vkt_net_targets(vkt_net *net, int slot);     // labels (uint32 [B]) or MSE targets [B,out]
-vkt_view vkt_net_loss_rows(vkt_net *net, int slot);   // [max_batch] per-sample loss
-vkt_view vkt_net_correct(vkt_net *net);               // uint32 counter for accuracy
+// labels (uint32 [B, positions]) or MSE targets [B, out] (vkt_model_targets_per_sample)
+vkt_view vkt_net_targets(vkt_net *net, int slot);
+// [max_batch, vkt_net_loss_rows_per_sample] losses: one per sample (mse: its summed squared
+// errors), or one per position (softmax_cross_entropy)
+vkt_view vkt_net_loss_rows(vkt_net *net, int slot);
+uint32_t vkt_net_loss_rows_per_sample(const vkt_net *net);
+vkt_view vkt_net_correct(vkt_net *net); // uint32 counter for accuracy
 vkt_view vkt_net_params(vkt_net *net);
 vkt_view vkt_net_grads(vkt_net *net);
 
