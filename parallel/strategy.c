@@ -465,6 +465,50 @@ vkt_status vkt_strategy_step(vkt_strategy *s, const float *x, const void *target
     return vkt_strategy_step_end(s, loss_sum);
 }
 
+vkt_status vkt_strategy_predict(vkt_strategy *s, const float *x, uint32_t B, float *out) {
+    if (B < 1 || B > s->desc.batch)
+        return vkt_fail(VKT_ERR_ARG, "a batch of %u rows on a strategy built for %u", B,
+                        s->desc.batch);
+    if (s->in_step) return vkt_fail(VKT_ERR_ARG, "vkt_strategy_predict during a step");
+    // The stages in order (a replica holds the whole model: the first one is enough); each
+    // stage's output comes back to the host and goes into the next one's input.
+    const float *in = x;
+    float *buf = NULL;
+    vkt_status st = VKT_OK;
+    for (int d = 0; d < s->ndev && st == VKT_OK; d++) {
+        vkt_net *net = s->net[d];
+        bool last = vkt_net_last_layer(net) == s->desc.model->nlayers;
+        uint64_t n = (uint64_t)B * vkt_net_out_features(net);
+        float *dst = last ? out : malloc(n * 4);
+        if (!dst) {
+            st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+            break;
+        }
+        vkt_cmd *cmd = s->cmd[d];
+        st = strategy_upload_input(net, 0, in, B);
+        if (st == VKT_OK) st = vkt_cmd_begin(cmd, false);
+        if (st == VKT_OK) {
+            strategy_set_phase(s, net, false, 0, 0);
+            vkt_net_record_forward(net, cmd, 0, B);
+            st = vkt_net_status(net);
+            vkt_status e = vkt_cmd_end(cmd);
+            if (st == VKT_OK) st = e;
+        }
+        if (st == VKT_OK) st = vkt_cmd_submit(cmd);
+        if (st == VKT_OK) st = vkt_cmd_wait(cmd, VKT_WAIT_MS);
+        if (st == VKT_OK) {
+            vkt_view v = vkt_net_output(net, 0);
+            st = vkt_buffer_read(v.buffer, v.offset, dst, n * 4);
+        }
+        free(buf);
+        buf = last ? NULL : dst;
+        in = dst;
+        if (last) break;
+    }
+    free(buf);
+    return st;
+}
+
 vkt_status vkt_strategy_eval(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                              double *loss_sum, uint64_t *correct) {
     if (B < 1 || B > s->desc.batch)

@@ -110,6 +110,10 @@ bool vkt_strategy_host_overlaps(const vkt_strategy *s);
 vkt_status vkt_strategy_eval(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                              double *loss_sum, uint64_t *correct);
 
+// Inference: the model's output out[B, output_features] for x[B, in], in the evaluation phase
+// (running statistics, no dropout), through every stage in turn.
+vkt_status vkt_strategy_predict(vkt_strategy *s, const float *x, uint32_t B, float *out);
+
 int vkt_strategy_device_count(const vkt_strategy *s);
 // The layers [*lo, *hi) that device d holds under --strategy layers; false otherwise.
 bool vkt_strategy_stage(const vkt_strategy *s, int d, int *lo, int *hi);
