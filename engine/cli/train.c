@@ -34,18 +34,25 @@ bad:
     return false;
 }
 
-static bool parse_f(const char *flag, const char *v, double min, double max, float *out) {
+static bool parse_d(const char *flag, const char *v, double min, double max, double *out) {
     char *end;
     errno = 0;
     if (!v || !*v) goto bad;
     double x = strtod(v, &end);
     if (errno || *end || !isfinite(x) || x < min || x > max) goto bad;
-    *out = (float)x;
+    *out = x;
     return true;
 bad:
     fprintf(stderr, "vktrain: %s wants a number from %g to %g, not \"%s\"\n", flag, min, max,
             v ? v : "");
     return false;
+}
+
+static bool parse_f(const char *flag, const char *v, double min, double max, float *out) {
+    double x;
+    if (!parse_d(flag, v, min, max, &x)) return false;
+    *out = (float)x;
+    return true;
 }
 
 // "512M", "2G", "1048576", "1.5GiB" -> bytes.
@@ -79,6 +86,7 @@ bad:
 
 typedef struct printer {
     bool tty, json, quiet;
+    bool show_lr; // a schedule moves the rate: each line says it
     uint32_t every;
 } printer;
 
@@ -105,19 +113,69 @@ static void on_progress(const vkt_progress *p, void *user) {
             bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
         bar[width] = 0;
         int eta = (int)p->eta_sec;
-        printf("\r\033[Kepoch %d/%d [%s] %u/%u loss %.4f %.0f samples/s ETA %d:%02d", p->epoch,
-               p->epochs, bar, p->batch, p->batches, p->loss, p->samples_per_sec, eta / 60,
+        char lr[40] = "";
+        if (pr->show_lr) snprintf(lr, sizeof lr, " lr %.4g", p->lr);
+        printf("\r\033[Kepoch %d/%d [%s] %u/%u loss %.4f%s %.0f samples/s ETA %d:%02d", p->epoch,
+               p->epochs, bar, p->batch, p->batches, p->loss, lr, p->samples_per_sec, eta / 60,
                eta % 60);
         fflush(stdout);
     } else if (p->batch % pr->every == 0 || p->batch == p->batches) {
-        printf("epoch %d/%d batch %u/%u step %llu loss %.4f %.0f samples/s\n", p->epoch, p->epochs,
-               p->batch, p->batches, (unsigned long long)p->step, p->loss, p->samples_per_sec);
+        char lr[40] = "";
+        if (pr->show_lr) snprintf(lr, sizeof lr, " lr %.4g", p->lr);
+        printf("epoch %d/%d batch %u/%u step %llu loss %.4f%s %.0f samples/s\n", p->epoch,
+               p->epochs, p->batch, p->batches, (unsigned long long)p->step, p->loss, lr,
+               p->samples_per_sec);
         fflush(stdout);
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Options shared by train, eval and the other commands that run a model
+
+// --lr-schedule and the flags of its kinds into o->lr (--warmup-steps, --lr-step-size and
+// --lr-total-steps are already there). A flag the chosen kind does not read is an error, not
+// silently nothing. Returns 0, or 2 after printing why.
+static int parse_lr_schedule(vkt_train_opts *o, const char *kind, const char *gamma,
+                             const char *min, bool step_size, bool total) {
+    o->lr.kind = VKT_LR_CONSTANT;
+    o->lr.gamma = 0.1; // torch's StepLR default
+    if (kind && !strcmp(kind, "cosine"))
+        o->lr.kind = VKT_LR_COSINE;
+    else if (kind && !strcmp(kind, "step"))
+        o->lr.kind = VKT_LR_STEP;
+    else if (kind && strcmp(kind, "constant") != 0) {
+        fprintf(stderr, "vktrain: --lr-schedule is constant, cosine or step, not \"%s\"\n", kind);
+        return 2;
+    }
+    const char *name = vkt_lr_kind_name(o->lr.kind);
+    if (o->lr.kind != VKT_LR_STEP && (step_size || gamma)) {
+        fprintf(stderr, "vktrain: %s applies to --lr-schedule step only (this run's is %s)\n",
+                step_size ? "--lr-step-size" : "--lr-gamma", name);
+        return 2;
+    }
+    if (o->lr.kind != VKT_LR_COSINE && (min || total)) {
+        fprintf(stderr, "vktrain: %s applies to --lr-schedule cosine only (this run's is %s)\n",
+                min ? "--lr-min" : "--lr-total-steps", name);
+        return 2;
+    }
+    if (o->lr.kind == VKT_LR_STEP && !step_size) {
+        fprintf(stderr, "vktrain: --lr-schedule step needs --lr-step-size N, the steps between "
+                        "two decays of the rate (by --lr-gamma, 0.1 by default)\n");
+        return 2;
+    }
+    if (gamma) {
+        if (!parse_d("--lr-gamma", gamma, 0, 1e6, &o->lr.gamma)) return 2;
+        if (!(o->lr.gamma > 0)) {
+            fprintf(stderr,
+                    "vktrain: --lr-gamma must be above 0 (the factor of each decay), "
+                    "not \"%s\"\n",
+                    gamma);
+            return 2;
+        }
+    }
+    if (min && !parse_d("--lr-min", min, 0, 1e6, &o->lr.min_lr)) return 2;
+    return 0;
+}
 
 static const char *default_model(void) {
     static const char *rel = "assets/models/fashion_mlp.json";
@@ -139,6 +197,8 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
     const char *lr = NULL, *momentum = NULL, *wd = NULL, *clip = NULL, *beta1 = NULL, *beta2 = NULL,
                *eps = NULL;
     const char *strategy = NULL, *balance = NULL, *split = NULL, *schedule = NULL;
+    const char *lr_schedule = NULL, *lr_gamma = NULL, *lr_min = NULL;
+    bool lr_step_size = false, lr_total = false;
     uint64_t u;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -199,6 +259,26 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
         } else if (!strcmp(a, "--lr")) {
             TAKES_VALUE;
             lr = v;
+        } else if (!strcmp(a, "--lr-schedule")) {
+            TAKES_VALUE;
+            lr_schedule = v;
+        } else if (!strcmp(a, "--warmup-steps")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 0, UINT64_MAX >> 1, &o->lr.warmup)) return 2;
+        } else if (!strcmp(a, "--lr-step-size")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 1, UINT64_MAX >> 1, &o->lr.step_size)) return 2;
+            lr_step_size = true;
+        } else if (!strcmp(a, "--lr-gamma")) {
+            TAKES_VALUE;
+            lr_gamma = v;
+        } else if (!strcmp(a, "--lr-min")) {
+            TAKES_VALUE;
+            lr_min = v;
+        } else if (!strcmp(a, "--lr-total-steps")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 1, UINT64_MAX >> 1, &o->lr.total_steps)) return 2;
+            lr_total = true;
         } else if (!strcmp(a, "--momentum")) {
             TAKES_VALUE;
             momentum = v;
@@ -298,6 +378,7 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
     if (beta2 && !parse_f("--beta2", beta2, 0, 0.999999, &o->optim.beta2)) return 2;
     if (eps && !parse_f("--eps", eps, 1e-30, 1, &o->optim.eps)) return 2;
     if (clip && !parse_f("--clip", clip, 1e-9, 1e9, &o->optim.clip)) return 2;
+    if (parse_lr_schedule(o, lr_schedule, lr_gamma, lr_min, lr_step_size, lr_total)) return 2;
     if (c->nesterov && (o->optim.kind != VKT_OPTIM_SGD || o->optim.momentum == 0)) {
         fprintf(stderr, "vktrain: --nesterov needs --optimizer sgd with a non-zero --momentum\n");
         return 2;
@@ -508,7 +589,10 @@ int cmd_train(int argc, char **argv) {
     vkt_context *ctx;
     int rc = cli_open(argc, argv, &c, &ctx);
     if (rc) return rc;
-    printer pr = {.tty = isatty(STDOUT_FILENO), .json = c.json, .quiet = c.quiet};
+    printer pr = {.tty = isatty(STDOUT_FILENO),
+                  .json = c.json,
+                  .quiet = c.quiet,
+                  .show_lr = c.o.lr.kind != VKT_LR_CONSTANT || c.o.lr.warmup > 0};
     c.o.progress = on_progress;
     c.o.progress_user = &pr;
     vkt_trace *trace = NULL;

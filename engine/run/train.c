@@ -18,6 +18,137 @@
 #include "vkt_internal.h"
 
 // ---------------------------------------------------------------------------------------------
+// Learning-rate schedules (the torch expressions they equal are in train.h)
+
+const char *vkt_lr_kind_name(vkt_lr_kind kind) {
+    switch (kind) {
+    case VKT_LR_CONSTANT: return "constant";
+    case VKT_LR_COSINE: return "cosine";
+    case VKT_LR_STEP: return "step";
+    }
+    return NULL;
+}
+
+vkt_status vkt_lr_check(const vkt_lr_schedule *s, double lr, uint64_t run_steps) {
+    if (!vkt_lr_kind_name(s->kind))
+        return vkt_fail(VKT_ERR_ARG, "unknown learning-rate schedule %d (constant, cosine or step)",
+                        (int)s->kind);
+    if (s->kind == VKT_LR_STEP) {
+        if (s->step_size < 1)
+            return vkt_fail(VKT_ERR_ARG, "--lr-schedule step needs --lr-step-size N, the steps "
+                                         "between two decays of the rate (at least 1)");
+        if (!(s->gamma > 0) || !isfinite(s->gamma))
+            return vkt_fail(VKT_ERR_ARG,
+                            "--lr-gamma must be a positive number (the factor of each decay; "
+                            "torch's StepLR default is 0.1), not %g",
+                            s->gamma);
+    }
+    if (s->kind == VKT_LR_COSINE) {
+        if (!(s->min_lr >= 0) || !(s->min_lr <= lr))
+            return vkt_fail(VKT_ERR_ARG, "--lr-min must be between 0 and --lr (%g), not %g", lr,
+                            s->min_lr);
+        uint64_t T = s->total_steps ? s->total_steps : run_steps;
+        if (T < run_steps)
+            return vkt_fail(VKT_ERR_ARG,
+                            "--lr-total-steps %llu is less than the run's %llu steps: the cosine "
+                            "would rise again after step %llu",
+                            (unsigned long long)T, (unsigned long long)run_steps,
+                            (unsigned long long)T);
+        if (s->warmup >= T)
+            return vkt_fail(VKT_ERR_ARG,
+                            "--warmup-steps %llu leaves the cosine no step: it spans %llu steps "
+                            "(%s), warmup included",
+                            (unsigned long long)s->warmup, (unsigned long long)T,
+                            s->total_steps ? "--lr-total-steps" : "the run's total");
+    }
+    return VKT_OK;
+}
+
+double vkt_lr_at(const vkt_lr_schedule *s, double lr, uint64_t t) {
+    uint64_t k = t ? t - 1 : 0; // scheduler steps taken before optimizer step t
+    if (k < s->warmup) return lr * (double)(k + 1) / (double)(s->warmup + 1);
+    k -= s->warmup;
+    switch (s->kind) {
+    case VKT_LR_CONSTANT: break;
+    case VKT_LR_COSINE: {
+        double T = (double)(s->total_steps - s->warmup), lo = s->min_lr;
+        return lo + (lr - lo) * (1 + cos(3.14159265358979323846 * (double)k / T)) / 2;
+    }
+    case VKT_LR_STEP: return lr * pow(s->gamma, (double)(k / s->step_size));
+    }
+    return lr;
+}
+
+// "cosine (warmup 3, lr-min 0, over 20 steps)": a schedule for messages.
+static void lr_describe(const vkt_lr_schedule *s, char *buf, size_t size) {
+    const char *name = vkt_lr_kind_name(s->kind);
+    int n =
+        snprintf(buf, size, "%s (warmup %llu", name ? name : "?", (unsigned long long)s->warmup);
+    if (n < 0 || (size_t)n >= size) return;
+    if (s->kind == VKT_LR_COSINE)
+        snprintf(buf + n, size - (size_t)n, ", lr-min %.9g, over %llu steps)", s->min_lr,
+                 (unsigned long long)s->total_steps);
+    else if (s->kind == VKT_LR_STEP)
+        snprintf(buf + n, size - (size_t)n, ", step size %llu, gamma %.9g)",
+                 (unsigned long long)s->step_size, s->gamma);
+    else
+        snprintf(buf + n, size - (size_t)n, ")");
+}
+
+// Whether two schedules give the same rates (the fields their kind does not read aside).
+static bool lr_same(const vkt_lr_schedule *a, const vkt_lr_schedule *b) {
+    if (a->kind != b->kind || a->warmup != b->warmup) return false;
+    if (a->kind == VKT_LR_COSINE) return a->min_lr == b->min_lr && a->total_steps == b->total_steps;
+    if (a->kind == VKT_LR_STEP) return a->step_size == b->step_size && a->gamma == b->gamma;
+    return true;
+}
+
+// The schedule a checkpoint's metadata names (one written before schedules: constant, no warmup).
+static vkt_status lr_from_meta(const vkt_checkpoint *ck, vkt_lr_schedule *s) {
+    memset(s, 0, sizeof *s);
+    const char *kind = vkt_checkpoint_meta(ck, "lr_schedule");
+    if (!kind) return VKT_OK;
+    bool found = false;
+    for (int k = VKT_LR_CONSTANT; k <= VKT_LR_STEP; k++)
+        if (strcmp(kind, vkt_lr_kind_name((vkt_lr_kind)k)) == 0) {
+            s->kind = (vkt_lr_kind)k;
+            found = true;
+        }
+    if (!found)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "checkpoint %s names learning-rate schedule \"%s\", which this vktrain "
+                        "does not know",
+                        vkt_checkpoint_path(ck), kind);
+    const char *v;
+    if ((v = vkt_checkpoint_meta(ck, "warmup_steps"))) s->warmup = strtoull(v, NULL, 10);
+    if ((v = vkt_checkpoint_meta(ck, "lr_step_size"))) s->step_size = strtoull(v, NULL, 10);
+    if ((v = vkt_checkpoint_meta(ck, "lr_gamma"))) s->gamma = strtod(v, NULL);
+    if ((v = vkt_checkpoint_meta(ck, "lr_min"))) s->min_lr = strtod(v, NULL);
+    if ((v = vkt_checkpoint_meta(ck, "lr_total_steps"))) s->total_steps = strtoull(v, NULL, 10);
+    return VKT_OK;
+}
+
+// A resumed run continues the schedule it was saved with: the same rates from the saved step on.
+static vkt_status check_resume_schedule(const char *path, const vkt_lr_schedule *want) {
+    vkt_checkpoint *ck;
+    VKT_TRY(vkt_checkpoint_open(path, &ck));
+    vkt_lr_schedule have;
+    vkt_status st = lr_from_meta(ck, &have);
+    vkt_checkpoint_close(ck);
+    VKT_TRY(st);
+    if (lr_same(&have, want)) return VKT_OK;
+    char a[160], b[160];
+    lr_describe(&have, a, sizeof a);
+    lr_describe(want, b, sizeof b);
+    return vkt_fail(VKT_ERR_ARG,
+                    "checkpoint %s was trained with learning-rate schedule %s; this run asks for "
+                    "%s: resume with the same --lr-schedule, --warmup-steps, --lr-step-size, "
+                    "--lr-gamma, --lr-min and number of steps (--epochs, --max-steps, or "
+                    "--lr-total-steps), or start a new run from its parameters with --init",
+                    path, a, b);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Checkpoints
 
 static const char *optim_state_name(vkt_optim_kind kind, vkt_net_store store) {
@@ -65,8 +196,8 @@ static void remove_stale_optim(const char *path, const char *keep_base) {
 
 // Reads tensor i of store into a new host buffer (*buf, which the caller frees, NULL on failure)
 // and describes it as checkpoint tensor *t under name.
-static vkt_status read_for_checkpoint(vkt_strategy *s, vkt_net_store store, int i,
-                                      const char *name, vkt_ckpt_tensor *t, float **buf) {
+static vkt_status read_for_checkpoint(vkt_strategy *s, vkt_net_store store, int i, const char *name,
+                                      vkt_ckpt_tensor *t, float **buf) {
     const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
     *buf = malloc(nt->count * 4);
     if (!*buf) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
@@ -96,7 +227,8 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
     const vkt_optim_desc *od = &o->optim;
     bool has_optim = vkt_strategy_has_store(s, VKT_STORE_OPT1);
     char v_step[32], v_epoch[32], v_batch[32], v_lr[32], v_mom[32], v_wd[32], v_b1[32], v_b2[32],
-        v_eps[32], v_seed[32], v_clip[32];
+        v_eps[32], v_seed[32], v_clip[32], v_warm[32], v_ss[32], v_gamma[32], v_min[32],
+        v_total[32];
     snprintf(v_step, sizeof v_step, "%llu", (unsigned long long)pos->step);
     snprintf(v_epoch, sizeof v_epoch, "%d", pos->epoch);
     snprintf(v_batch, sizeof v_batch, "%u", pos->batch);
@@ -108,6 +240,13 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
     snprintf(v_eps, sizeof v_eps, "%.9g", od->eps);
     snprintf(v_clip, sizeof v_clip, "%.9g", od->clip);
     snprintf(v_seed, sizeof v_seed, "%llu", (unsigned long long)o->seed);
+    const vkt_lr_schedule *ls = &o->lr;
+    snprintf(v_warm, sizeof v_warm, "%llu", (unsigned long long)ls->warmup);
+    snprintf(v_ss, sizeof v_ss, "%llu", (unsigned long long)ls->step_size);
+    snprintf(v_gamma, sizeof v_gamma, "%.17g", ls->gamma);
+    snprintf(v_min, sizeof v_min, "%.17g", ls->min_lr);
+    snprintf(v_total, sizeof v_total, "%llu", (unsigned long long)ls->total_steps);
+    const char *lr_kind = vkt_lr_kind_name(ls->kind);
     const char *model_name = o->strategy.model ? o->strategy.model->name : "";
     vkt_ckpt_meta meta[] = {
         {"format", "vktrain-checkpoint-1"},
@@ -125,6 +264,12 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
         {"clip", v_clip},
         {"seed", v_seed},
         {"optimizer_state", has_optim ? optim_base : ""},
+        {"lr_schedule", lr_kind ? lr_kind : "?"},
+        {"warmup_steps", v_warm},
+        {"lr_step_size", v_ss},
+        {"lr_gamma", v_gamma},
+        {"lr_min", v_min},
+        {"lr_total_steps", v_total},
     };
     char betas[64];
     snprintf(betas, sizeof betas, "%s,%s", v_b1, v_b2);
@@ -149,8 +294,8 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
     }
     if (st == VKT_OK) {
         for (int i = 0; i < n && st == VKT_OK; i++)
-            st = read_for_checkpoint(s, VKT_STORE_PARAM, i, vkt_strategy_tensor(s, i)->name,
-                                     &t[i], &bufs[nb++]);
+            st = read_for_checkpoint(s, VKT_STORE_PARAM, i, vkt_strategy_tensor(s, i)->name, &t[i],
+                                     &bufs[nb++]);
         if (st == VKT_OK) st = vkt_checkpoint_write(path, t, n, meta, nmeta);
     }
     for (int i = 0; i < nb; i++)
@@ -420,12 +565,6 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     if (st == VKT_OK) st = vkt_strategy_init(r.s, o->seed);
     if (st == VKT_OK && o->init_path) st = vkt_checkpoint_load(r.s, o->init_path, false, NULL);
     if (st == VKT_OK && o->resume_path) st = vkt_checkpoint_load(r.s, o->resume_path, true, &pos);
-    if (st == VKT_OK && o->metrics_path) {
-        r.metrics = fopen(o->metrics_path, o->resume_path ? "a" : "w");
-        if (!r.metrics)
-            st = vkt_fail(VKT_ERR_IO, "cannot write metrics file %s: %s", o->metrics_path,
-                          strerror(errno));
-    }
     vkt_batcher b = {0};
     if (st == VKT_OK) st = vkt_batcher_init(&b, &r.train, o->batch, o->shuffle, o->seed);
     if (st != VKT_OK) {
@@ -436,6 +575,24 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     uint32_t nb = vkt_batcher_count(&b);
     uint64_t total_steps = (uint64_t)o->epochs * nb;
     if (o->max_steps && o->max_steps < total_steps) total_steps = o->max_steps;
+    // The schedule with its span resolved; checkpoints carry it (so does this copy of the options).
+    vkt_train_opts oo = *o;
+    if (!oo.lr.total_steps) oo.lr.total_steps = total_steps;
+    oo.strategy.model = r.m; // the checkpoints' "model" metadata
+    st = vkt_lr_check(&o->lr, o->optim.lr, total_steps);
+    if (st == VKT_OK && o->resume_path) st = check_resume_schedule(o->resume_path, &oo.lr);
+    if (st == VKT_OK && o->metrics_path) {
+        r.metrics = fopen(o->metrics_path, o->resume_path ? "a" : "w");
+        if (!r.metrics)
+            st = vkt_fail(VKT_ERR_IO, "cannot write metrics file %s: %s", o->metrics_path,
+                          strerror(errno));
+    }
+    if (st != VKT_OK) {
+        vkt_batcher_free(&b);
+        run_free(&r);
+        return st;
+    }
+    o = &oo;
     uint64_t step = pos.step;
     uint64_t samples = 0;
     double train_ns = 0;
@@ -456,6 +613,8 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                 break;
             }
             if (B == 0) B = vkt_batcher_get(&b, i, r.x, r.labels);
+            double lr = vkt_lr_at(&o->lr, o->optim.lr, step + 1);
+            vkt_strategy_set_lr(r.s, (float)lr);
             int64_t t0 = vkt_trace_now_ns();
             st = vkt_strategy_step_begin(r.s, r.x, batch_targets(&r, B), B, (uint32_t)(step + 1));
             if (st != VKT_OK) break;
@@ -496,14 +655,16 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             if (r.metrics)
                 fprintf(r.metrics,
                         "{\"type\":\"step\",\"step\":%llu,\"epoch\":%d,\"batch\":%u,"
-                        "\"rows\":%u,\"loss\":%.9g,\"samples_per_sec\":%.6g}\n",
-                        (unsigned long long)step, epoch + 1, i + 1, B, loss, sps);
+                        "\"rows\":%u,\"lr\":%.9g,\"loss\":%.9g,\"samples_per_sec\":%.6g}\n",
+                        (unsigned long long)step, epoch + 1, i + 1, B, (double)(float)lr, loss,
+                        sps);
             if (o->progress) {
                 vkt_progress p = {.epoch = epoch + 1,
                                   .epochs = o->epochs,
                                   .batch = i + 1,
                                   .batches = nb,
                                   .step = step,
+                                  .lr = (float)lr,
                                   .loss = loss,
                                   .samples_per_sec = sps,
                                   .eta_sec = (double)(total_steps - step) *

@@ -5,7 +5,8 @@
 // Checkpoints (safetensors): FILE holds the parameters under torch.nn.Sequential's names
 // ("0.weight" [out, in], "0.bias", "2.weight", ...) so that
 //   model.load_state_dict(safetensors.torch.load_file(FILE))
-// works as is, with the run's position and hyper-parameters in its __metadata__. The optimizer
+// works as is, with the run's position and hyper-parameters (the optimizer's and the learning-rate
+// schedule's: a resumed run must ask for the same schedule) in its __metadata__. The optimizer
 // state (PyTorch's names: "<param>.momentum_buffer" / "<param>.exp_avg" / "<param>.exp_avg_sq")
 // goes to a sibling FILE-stem.optim-s<step>.safetensors that FILE's metadata names, written
 // before FILE, so a run killed at any moment leaves a consistent pair: the old one or the new.
@@ -19,11 +20,54 @@
 #include "trace.h"
 #include "vktrain.h"
 
+// ---------------------------------------------------------------------------------------------
+// Learning-rate schedules. The schedule steps once per optimizer step: the rate of step t
+// (counted from 1) is vkt_lr_at(s, lr, t), set with vkt_strategy_set_lr before that step, and
+// equals the rate torch's optimizer holds at its t-th opt.step() when the loop is
+//   for batch in ...: loss.backward(); opt.step(); sched.step()
+// with sched, for a warmup of W steps (W = 0: the second schedule alone, for constant none):
+//   warm = LinearLR(opt, start_factor=1/(W+1), end_factor=1.0, total_iters=W)
+//   constant  warm alone (W = 0: no scheduler)
+//   cosine    SequentialLR(opt, [warm, CosineAnnealingLR(opt, T_max=T-W, eta_min=min_lr)],
+//                          milestones=[W])
+//   step      SequentialLR(opt, [warm, StepLR(opt, step_size=S, gamma=gamma)], milestones=[W])
+// that is, rate(t) = lr t/(W+1) for t <= W, then with k = t-1-W: lr (constant),
+// min_lr + (lr - min_lr)(1 + cos(pi k/(T-W)))/2 (cosine), lr gamma^floor(k/S) (step); T is
+// the steps the cosine spans (the run's total steps unless total_steps says otherwise), so the
+// last step's rate is just above min_lr. The rates are the same for SGD and AdamW (AdamW's
+// decoupled weight decay is scaled by the same rate, as torch's is).
+
+typedef enum vkt_lr_kind { VKT_LR_CONSTANT, VKT_LR_COSINE, VKT_LR_STEP } vkt_lr_kind;
+
+typedef struct vkt_lr_schedule {
+    vkt_lr_kind kind;     // zeroed: constant, no warmup (the rate of vkt_optim_desc.lr throughout)
+    uint64_t warmup;      // steps of linear warmup (W)
+    uint64_t step_size;   // step: steps between decays (S, at least 1)
+    double gamma;         // step: the decay factor (> 0; torch's StepLR default is 0.1)
+    double min_lr;        // cosine: eta_min (0 to lr)
+    uint64_t total_steps; // cosine: T, the steps it spans (0: the run's total steps)
+} vkt_lr_schedule;
+
+// "constant", "cosine", "step"; NULL when kind is out of range.
+const char *vkt_lr_kind_name(vkt_lr_kind kind);
+// Checks a schedule for a run of run_steps steps at base rate lr, with total_steps resolved (0:
+// run_steps). Fails with VKT_ERR_ARG, naming the CLI flag, when the kind is unknown, step has no
+// step size or a gamma <= 0, cosine's min_lr is outside [0, lr], its total_steps is below
+// run_steps (the rate would rise again) or the warmup leaves it no step.
+vkt_status vkt_lr_check(const vkt_lr_schedule *s, double lr, uint64_t run_steps);
+// The rate of step t (from 1) for base rate lr, s checked by vkt_lr_check and its total_steps
+// resolved (not 0 for cosine).
+double vkt_lr_at(const vkt_lr_schedule *s, double lr, uint64_t t);
+
+// ---------------------------------------------------------------------------------------------
+// The run
+
 typedef struct vkt_progress {
     bool epoch_end;                  // false: a step report; true: the end of an epoch (eval done)
     int epoch, epochs;               // epoch counts from 1
     uint32_t batch, batches;         // batch in epoch (from 1) and batches per epoch
     uint64_t step;                   // global step (from 1)
+    double lr;                       // the learning rate of this step (step reports)
     double loss;                     // mean loss of this step / of the epoch
     double samples_per_sec;          // training throughput so far in this run
     double eta_sec;                  // to the end of the run
@@ -47,6 +91,7 @@ typedef struct vkt_train_opts {
     uint32_t batch;
     uint64_t max_steps; // stop after this many steps of the run (0 = no limit)
     vkt_optim_desc optim;
+    vkt_lr_schedule lr; // zeroed: optim.lr at every step
     uint64_t seed;
     bool shuffle;
     vkt_strategy_desc strategy; // kind, ctx, devices, mem_limit, balance, split, ...
