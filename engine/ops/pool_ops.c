@@ -1,0 +1,178 @@
+// pool_ops.c: the pooling ops of pool_ops.h. A pooling kernel runs one invocation per element
+// (an output element forward, an input element for the gather backward; a team of lanes per plane
+// for global_avgpool's mean), and every plane is independent of the others, so a view larger than
+// the device's maxStorageBufferRange (a batch of 512 of 64 x 56 x 56 floats is 411 MB; lavapipe's
+// range is 128 MiB) is cut into slices of whole planes, one dispatch each, with no barrier between
+// them. A slice's binding starts at the aligned offset at or below its first plane and the kernel
+// skips the floats between (pool_abi.h), so planes of any size slice at any plane.
+//
+// Not here: the layer kinds' shapes and parsing (engine/nn/layers/pool.c).
+#include "pool_ops.h"
+
+#include <string.h>
+
+#include "pool_abi.h"
+#include "vkt_internal.h"
+#include "vkt_shaders.h"
+
+// Planes of more elements than this get a team of lanes each for their mean (as ops_nn.c's row
+// ops: narrower rows get an invocation each).
+#define POOL_TEAM_MIN_ELEMS 32u
+// The most invocations of one dispatch: the kernels' flat index is a uint.
+#define POOL_MAX_INVOCATIONS (1ull << 31)
+
+static const vkt_device_info *info_of(vkt_ops *ops) {
+    return vkt_device_get_info(vkt_ops_device(ops));
+}
+
+// 256 invocations per workgroup, or fewer where the device allows fewer (as ops_nn.c's wg_1d).
+static uint32_t wg_1d(vkt_ops *ops) {
+    const vkt_device_info *d = info_of(ops);
+    uint32_t wg = 256;
+    if (d->max_workgroup_invocations < wg) wg = d->max_workgroup_invocations;
+    if (d->max_workgroup_size[0] < wg) wg = d->max_workgroup_size[0];
+    return wg;
+}
+
+// Whether compute shaders have subgroupShuffleXor (rows.glsl ROW_MODE 1).
+static bool has_shuffle(vkt_ops *ops) {
+    vkt_device *dev = vkt_ops_device(ops);
+    VkPhysicalDeviceSubgroupProperties sg = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                         .pNext = &sg};
+    vkGetPhysicalDeviceProperties2(dev->phys->handle, &props);
+    return (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+           (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+}
+
+uint32_t vkt_pool2d_out_plane(const vkt_pool2d *s) {
+    VKT_ASSERT(s->kh >= 1 && s->kw >= 1 && s->sh >= 1 && s->sw >= 1);
+    VKT_ASSERT(s->kh <= s->h && s->kw <= s->w);
+    return ((s->h - s->kh) / s->sh + 1) * ((s->w - s->kw) / s->sw + 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch over planes, sliced to the device's storage-buffer range
+
+// One binding: a view of per_plane floats for each plane; *off is its offK in the push.
+typedef struct pool_arg {
+    vkt_view v;
+    uint64_t per_plane;
+    uint32_t *off;
+} pool_arg;
+
+#define POOL_MAX_ARGS 3
+
+// Records k over `planes` planes of `per_plane` invocations (per_group of them per workgroup);
+// *planes_field and the args' *off are members of push, rewritten for each slice.
+static void pool_dispatch(vkt_cmd *cmd, vkt_ops *ops, vkt_kernel *k, const pool_arg *args,
+                          int nargs, void *push, uint32_t push_size, uint32_t *planes_field,
+                          uint32_t planes, uint64_t per_plane, uint32_t per_group,
+                          const char *label) {
+    if (!k || planes == 0) return; // a kernel that did not build is reported by vkt_ops_status
+    VKT_ASSERT(nargs <= POOL_MAX_ARGS && per_plane > 0);
+    const vkt_device_info *d = info_of(ops);
+    uint64_t range = d->max_storage_buffer_range, align = d->min_storage_buffer_offset_alignment;
+    if (align < 4) align = 4;
+    // Planes per slice: every binding within the range even when it starts align - 4 bytes
+    // before its first plane, and the invocations within a uint.
+    uint64_t chunk = POOL_MAX_INVOCATIONS / per_plane;
+    if (chunk > planes) chunk = planes;
+    for (int i = 0; i < nargs; i++) {
+        uint64_t bytes = 4 * args[i].per_plane;
+        VKT_ASSERT(args[i].v.size >= bytes * planes);    // the view must hold the op's shape
+        VKT_ASSERT(args[i].v.offset % align == 0);       // as every view is
+        VKT_ASSERT(bytes > 0 && bytes + align <= range); // (the parser: 2^24 floats a sample)
+        uint64_t fit = (range - align) / bytes;
+        if (fit < chunk) chunk = fit;
+    }
+    VKT_ASSERT(chunk > 0);
+    const uint32_t *maxc = d->max_workgroup_count;
+    for (uint64_t p0 = 0; p0 < planes; p0 += chunk) {
+        uint64_t np = planes - p0 < chunk ? planes - p0 : chunk;
+        vkt_view bind[POOL_MAX_ARGS];
+        for (int i = 0; i < nargs; i++) {
+            uint64_t start = args[i].v.offset + 4 * args[i].per_plane * p0;
+            uint64_t at = start / align * align;
+            bind[i] = args[i].v;
+            bind[i].offset = at;
+            bind[i].size = start - at + 4 * args[i].per_plane * np;
+            *args[i].off = (uint32_t)((start - at) / 4);
+        }
+        *planes_field = (uint32_t)np;
+        uint64_t groups = (np * per_plane + per_group - 1) / per_group;
+        // Fold the workgroups into y: maxComputeWorkGroupCount[0] is only 65535 on many devices.
+        uint64_t gx = groups < maxc[0] ? groups : maxc[0];
+        uint64_t gy = (groups + gx - 1) / gx;
+        VKT_ASSERT(gy <= maxc[1]);
+        vkt_cmd_dispatch(cmd, k, bind, nargs, push, push_size, (uint32_t)gx, (uint32_t)gy, 1,
+                         label);
+    }
+}
+
+static vkt_pool_push push_of(const vkt_pool2d *s) {
+    return (vkt_pool_push){.h = s->h,
+                           .w = s->w,
+                           .oh = (s->h - s->kh) / s->sh + 1,
+                           .ow = (s->w - s->kw) / s->sw + 1,
+                           .kh = s->kh,
+                           .kw = s->kw,
+                           .sh = s->sh,
+                           .sw = s->sw};
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ops
+
+void vkt_op_pool2d_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_pool_mode mode, vkt_view y, vkt_view x,
+                           const vkt_pool2d *s, const char *label) {
+    uint32_t wg = wg_1d(ops), out = vkt_pool2d_out_plane(s);
+    uint32_t spec[4] = {wg, 1, 1, mode == VKT_POOL_MAX ? VKT_POOL_MODE_MAX : VKT_POOL_MODE_AVG};
+    vkt_kernel *k = vkt_ops_kernel(ops, VKT_SHADER_POOL_WINDOW, spec, 4);
+    vkt_pool_push p = push_of(s);
+    pool_arg args[2] = {{x, (uint64_t)s->h * s->w, &p.off0}, {y, out, &p.off1}};
+    pool_dispatch(cmd, ops, k, args, 2, &p, sizeof p, &p.planes, s->planes, out, wg, label);
+}
+
+void vkt_op_pool2d_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_pool_mode mode, vkt_view dx,
+                            vkt_view dy, vkt_view x, const vkt_pool2d *s, const char *label) {
+    uint32_t wg = wg_1d(ops), out = vkt_pool2d_out_plane(s);
+    uint64_t in = (uint64_t)s->h * s->w;
+    uint32_t spec[3] = {wg, 1, 1};
+    vkt_pool_push p = push_of(s);
+    if (mode == VKT_POOL_MAX) {
+        vkt_kernel *k = vkt_ops_kernel(ops, VKT_SHADER_POOL_MAX_BWD, spec, 3);
+        pool_arg args[3] = {{x, in, &p.off0}, {dy, out, &p.off1}, {dx, in, &p.off2}};
+        pool_dispatch(cmd, ops, k, args, 3, &p, sizeof p, &p.planes, s->planes, in, wg, label);
+    } else {
+        vkt_kernel *k = vkt_ops_kernel(ops, VKT_SHADER_POOL_AVG_BWD, spec, 3);
+        pool_arg args[2] = {{dy, out, &p.off0}, {dx, in, &p.off1}};
+        pool_dispatch(cmd, ops, k, args, 2, &p, sizeof p, &p.planes, s->planes, in, wg, label);
+    }
+}
+
+void vkt_op_global_avgpool_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x,
+                                   uint32_t planes, uint32_t hw, const char *label) {
+    VKT_ASSERT(hw > 0);
+    uint32_t wg = wg_1d(ops), team = 1;
+    if (hw > POOL_TEAM_MIN_ELEMS && has_shuffle(ops)) {
+        // A power of two that divides the subgroup (so that a team never straddles two) and the
+        // workgroup, with about 8 or more elements per lane (ops_nn.c's rule for row ops).
+        uint32_t sg = info_of(ops)->subgroup_size, cap = sg < 32 ? sg : 32;
+        while (team < cap && team < wg && team * 8 <= hw)
+            team *= 2;
+    }
+    uint32_t spec[5] = {wg, 1, 1, team > 1 ? 1 : 0, team};
+    vkt_kernel *k = vkt_ops_kernel(ops, VKT_SHADER_POOL_GLOBAL, spec, 5);
+    vkt_pool_rows_push p = {.hw = hw};
+    pool_arg args[2] = {{x, hw, &p.off0}, {y, 1, &p.off1}};
+    pool_dispatch(cmd, ops, k, args, 2, &p, sizeof p, &p.planes, planes, team, wg, label);
+}
+
+void vkt_op_global_avgpool_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_view dx, vkt_view dy,
+                                    uint32_t planes, uint32_t hw, const char *label) {
+    // One window over each plane, seen as a row of hw: avgpool2d's gather with one window.
+    vkt_pool2d s = {.planes = planes, .h = 1, .w = hw, .kh = 1, .kw = hw, .sh = 1, .sw = hw};
+    vkt_op_pool2d_backward(cmd, ops, VKT_POOL_AVG, dx, dy, dy, &s, label);
+}
