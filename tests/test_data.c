@@ -4,8 +4,12 @@
 // with messages that say what and where; checks the batcher's partial last batch, its
 // determinism per (seed, epoch) against an independent implementation of the documented shuffle,
 // and that every epoch visits every sample once; checks that a set made from arrays in memory is a
-// copy and that bad labels, non-finite features and empty shapes are refused. When Fashion-MNIST
-// is installed (always under CI=true) checks the real training and test sets.
+// copy and that bad labels, non-finite features and empty shapes are refused; checks the random
+// crop and flip of training images (each row a window of its sample, zeros outside, mirrored or
+// not, the one the documented draws pick; the same for the same seed, epoch and sample whatever
+// the batch size or order; another for another epoch or seed; none when not asked; bad shapes
+// refused). When Fashion-MNIST is installed (always under CI=true) checks the real training and
+// test sets.
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
@@ -551,6 +555,189 @@ static void test_fashion_mnist(vt *t) {
     vkt_dataset_free(&ds);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Augmentation: every augmented row is checked to be a shifted window of its sample (zeros
+// outside), mirrored or not, and to be the one the draws data.h documents pick (written again
+// here); the same (seed, epoch, sample) gives the same row whatever the batch size or shuffle.
+
+enum { AC = 2, AH = 5, AW = 7, AF = AC * AH * AW, AN = 48 };
+
+// Sample k's value at (c, y, x): exact in a float, non-zero, different everywhere.
+static float aug_value(uint32_t k, uint32_t c, uint32_t y, uint32_t x) {
+    return (float)(1 + x + 8 * y + 64 * c + 256 * k);
+}
+
+// Whether out is src's window at offset (dy, dx) (zeros outside the sample), mirrored along W
+// when flip.
+static bool is_window(const float *src, const float *out, int dy, int dx, bool flip) {
+    for (int c = 0; c < AC; c++)
+        for (int y = 0; y < AH; y++)
+            for (int x = 0; x < AW; x++) {
+                int sy = y + dy, sx = (flip ? AW - 1 - x : x) + dx;
+                float want =
+                    sy >= 0 && sy < AH && sx >= 0 && sx < AW ? src[(c * AH + sy) * AW + sx] : 0.0f;
+                if (out[(c * AH + y) * AW + x] != want) return false;
+            }
+    return true;
+}
+
+// The draws of sample k in epoch e, as data.h defines them.
+static void ref_draws(uint64_t seed, uint64_t e, uint32_t k, const vkt_augment *a, int *dy, int *dx,
+                      bool *flip) {
+    uint64_t state =
+        ref_mix(seed ^ ref_mix(e + 0x4cf5ad432745937full) ^ ref_mix(k + 0x2545f4914f6cdd1dull));
+    *dy = *dx = 0;
+    if (a->crop) {
+        int *d[2] = {dy, dx};
+        for (int i = 0; i < 2; i++) {
+            uint64_t bound = 2 * (uint64_t)a->pad + 1, limit = UINT64_MAX - UINT64_MAX % bound, r;
+            do
+                r = vt_rand_u64(&state);
+            while (r >= limit);
+            *d[i] = (int)(r % bound) - (int)a->pad;
+        }
+    }
+    *flip = a->flip && (vt_rand_u64(&state) >> 63);
+}
+
+// Walks an epoch of b and checks each row; counts the flips and the distinct shifts seen.
+static void check_epoch(vt *t, const vkt_batcher *b, const vkt_augment *a, const char *what,
+                        int *flips, int *shifts) {
+    static bool seen[64][64];
+    memset(seen, 0, sizeof seen);
+    float x[16 * AF];
+    uint32_t y[16];
+    *flips = *shifts = 0;
+    for (uint32_t i = 0; i < vkt_batcher_count(b); i++) {
+        uint32_t rows = vkt_batcher_get(b, i, x, y);
+        for (uint32_t r = 0; r < rows; r++) {
+            uint32_t k = b->order[i * b->batch + r];
+            const float *src = b->ds->x + (size_t)k * AF, *out = x + (size_t)r * AF;
+            VT_CHECK(t, y[r] == b->ds->y[k], "%s: the label of sample %u", what, k);
+            int dy, dx;
+            bool flip;
+            ref_draws(b->seed, b->epoch, k, a, &dy, &dx, &flip);
+            VT_CHECK(t, is_window(src, out, dy, dx, flip),
+                     "%s: epoch %llu sample %u is not its window at (%d, %d)%s", what,
+                     (unsigned long long)b->epoch, k, dy, dx, flip ? " mirrored" : "");
+            // Whatever the draws: a window of the sample, mirrored or not, and nothing else.
+            int found = 0;
+            for (int fy = -(int)a->pad; fy <= (int)a->pad; fy++)
+                for (int fx = -(int)a->pad; fx <= (int)a->pad; fx++)
+                    for (int f = 0; f < (a->flip ? 2 : 1); f++)
+                        found += is_window(src, out, fy, fx, f);
+            VT_CHECK(t, found == 1, "%s: sample %u matches %d windows", what, k, found);
+            float direct[AF];
+            vkt_augment_sample(b, k, src, direct);
+            VT_CHECK(t, memcmp(direct, out, sizeof direct) == 0,
+                     "%s: vkt_augment_sample differs from the batch", what);
+            *flips += flip;
+            if (!seen[dy + 32][dx + 32]) (*shifts)++;
+            seen[dy + 32][dx + 32] = true;
+        }
+    }
+}
+
+static void test_augment(vt *t) {
+    float *x = malloc(AN * AF * sizeof(float));
+    uint32_t y[AN];
+    for (uint32_t k = 0; k < AN; k++) {
+        y[k] = k % 10;
+        for (uint32_t c = 0; c < AC; c++)
+            for (uint32_t r = 0; r < AH; r++)
+                for (uint32_t q = 0; q < AW; q++)
+                    x[((k * AC + c) * AH + r) * AW + q] = aug_value(k, c, r, q);
+    }
+    vkt_dataset ds = {.n = AN, .features = AF, .classes = 10, .x = x, .y = y};
+    vkt_shape chw = {3, {AC, AH, AW}};
+    vkt_batcher b;
+    int flips, shifts;
+
+    // Not asked: the rows are the samples.
+    VT_OK(t, vkt_batcher_init(&b, &ds, 10, true, 3));
+    vkt_augment none = {0};
+    VT_OK(t, vkt_batcher_augment(&b, &none, &chw));
+    check_epoch(t, &b, &none, "no augmentation", &flips, &shifts);
+    VT_CHECK(t, flips == 0 && shifts == 1, "no augmentation: %d flips, %d shifts", flips, shifts);
+
+    // Flip alone: each sample exactly itself or its mirror, both occurring.
+    vkt_augment flip = {.flip = true};
+    VT_OK(t, vkt_batcher_augment(&b, &flip, &chw));
+    for (uint64_t e = 0; e < 3; e++) {
+        vkt_batcher_epoch(&b, e);
+        check_epoch(t, &b, &flip, "flip", &flips, &shifts);
+        VT_CHECK(t, flips > 5 && flips < AN - 5 && shifts == 1,
+                 "flip, epoch %llu: %d of %d mirrored, %d shifts", (unsigned long long)e, flips, AN,
+                 shifts);
+    }
+    vkt_batcher_free(&b);
+
+    // Crop alone (no shuffle, batch 7), and crop with flip (shuffled, batch 10).
+    vkt_augment crop = {.crop = true, .pad = 2};
+    VT_OK(t, vkt_batcher_init(&b, &ds, 7, false, 3));
+    VT_OK(t, vkt_batcher_augment(&b, &crop, &chw));
+    check_epoch(t, &b, &crop, "crop", &flips, &shifts);
+    VT_CHECK(t, flips == 0 && shifts >= 15, "crop: %d flips, %d of 25 shifts", flips, shifts);
+    vkt_batcher_free(&b);
+    vkt_augment both = {.crop = true, .flip = true, .pad = 3};
+    VT_OK(t, vkt_batcher_init(&b, &ds, 10, true, 3));
+    VT_OK(t, vkt_batcher_augment(&b, &both, &chw));
+    vkt_batcher_epoch(&b, 4);
+    check_epoch(t, &b, &both, "crop,flip", &flips, &shifts);
+    VT_CHECK(t, flips > 5 && flips < AN - 5 && shifts >= 20, "crop,flip: %d flips, %d shifts",
+             flips, shifts);
+
+    // The same seed and epoch: the same batch, from a batcher of another batch size and order
+    // too (sample by sample); another epoch or seed: other batches.
+    vkt_batcher b2;
+    VT_OK(t, vkt_batcher_init(&b2, &ds, 10, true, 3));
+    VT_OK(t, vkt_batcher_augment(&b2, &both, &chw));
+    vkt_batcher_epoch(&b2, 4);
+    float x1[10 * AF], x2[10 * AF];
+    uint32_t n1 = vkt_batcher_get(&b, 1, x1, NULL), n2 = vkt_batcher_get(&b2, 1, x2, NULL);
+    VT_CHECK(t, n1 == 10 && n2 == 10 && memcmp(x1, x2, sizeof x1) == 0,
+             "the same seed and epoch gave different batches");
+    vkt_batcher other;
+    VT_OK(t, vkt_batcher_init(&other, &ds, 3, false, 3));
+    VT_OK(t, vkt_batcher_augment(&other, &both, &chw));
+    vkt_batcher_epoch(&other, 4);
+    for (uint32_t r = 0; r < 10; r++) {
+        uint32_t k = b.order[10 + r];
+        float row[3 * AF];
+        vkt_batcher_get(&other, k / 3, row, NULL);
+        VT_CHECK(t, memcmp(row + (k % 3) * AF, x1 + r * AF, AF * sizeof(float)) == 0,
+                 "sample %u: batch size 3 unshuffled gives another augmentation than batch 10 "
+                 "shuffled",
+                 k);
+    }
+    vkt_batcher_free(&other);
+    // Another epoch, the same order: the same samples, other windows.
+    vkt_batcher_epoch(&b2, 5);
+    memcpy(b2.order, b.order, AN * sizeof(uint32_t));
+    vkt_batcher_get(&b2, 1, x2, NULL);
+    VT_CHECK(t, memcmp(x1, x2, sizeof x1) != 0, "epochs 4 and 5 augmented alike");
+    vkt_batcher_free(&b2);
+    VT_OK(t, vkt_batcher_init(&b2, &ds, 10, true, 4));
+    VT_OK(t, vkt_batcher_augment(&b2, &both, &chw));
+    vkt_batcher_epoch(&b2, 4);
+    memcpy(b2.order, b.order, AN * sizeof(uint32_t));
+    vkt_batcher_get(&b2, 1, x2, NULL);
+    VT_CHECK(t, memcmp(x1, x2, sizeof x1) != 0, "seeds 3 and 4 augmented alike");
+    vkt_batcher_free(&b2);
+
+    // Refused: samples not [C, H, W], a shape that is not the data's, a crop without padding;
+    // the batcher keeps what it had.
+    vkt_shape flat = {2, {AC, AH * AW}}, wrong = {3, {3, AH, AW}};
+    EXPECT_FAIL(t, vkt_batcher_augment(&b, &flip, &flat), VKT_ERR_ARG, "[C, H, W]", "[2, 35]");
+    EXPECT_FAIL(t, vkt_batcher_augment(&b, &both, &wrong), VKT_ERR_ARG, "[3, 5, 7] hold 105",
+                "the data 70");
+    vkt_augment nopad = {.crop = true};
+    EXPECT_FAIL(t, vkt_batcher_augment(&b, &nopad, &chw), VKT_ERR_ARG, "--augment-pad 0");
+    check_epoch(t, &b, &both, "crop,flip after refusals", &flips, &shifts);
+    vkt_batcher_free(&b);
+    free(x);
+}
+
 // vt_finish must fail a run with a failed check even without devices (this test uses none).
 static void test_harness(vt *t) {
     vt bad = {.name = "test_data (harness self-check)"};
@@ -575,6 +762,7 @@ int main(void) {
     test_npy(&t);
     test_batcher(&t);
     test_arrays(&t);
+    test_augment(&t);
     test_fashion_mnist(&t);
     vt_remove_dir(g_dir);
     return vt_finish(&t);

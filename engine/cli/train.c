@@ -177,6 +177,38 @@ static int parse_lr_schedule(vkt_train_opts *o, const char *kind, const char *ga
     return 0;
 }
 
+// --augment crop,flip | crop | flip | none (each at most once) into o->augment; --augment-pad
+// (already there) needs crop. Returns 0, or 2 after printing why.
+static int parse_augment(vkt_train_opts *o, const char *list, bool pad_given) {
+    if (!pad_given) o->augment.pad = 4; // torchvision's RandomCrop(size, padding=4)
+    if (list && strcmp(list, "none") != 0) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", list);
+        bool ok = *list && strlen(list) < sizeof buf;
+        for (char *save = NULL, *w = ok ? strtok_r(buf, ",", &save) : NULL; w && ok;
+             w = strtok_r(NULL, ",", &save)) {
+            bool *which = !strcmp(w, "crop")   ? &o->augment.crop
+                          : !strcmp(w, "flip") ? &o->augment.flip
+                                               : NULL;
+            ok = which && !*which;
+            if (ok) *which = true;
+        }
+        if (!ok || list[strlen(list) - 1] == ',' || list[0] == ',' || strstr(list, ",,")) {
+            fprintf(stderr,
+                    "vktrain: --augment is crop,flip, crop, flip or none (random crops of the "
+                    "zero-padded image and horizontal flips), not \"%s\"\n",
+                    list);
+            return 2;
+        }
+    }
+    if (pad_given && !o->augment.crop) {
+        fprintf(stderr, "vktrain: --augment-pad is the padding of --augment crop, which this run "
+                        "does not ask for\n");
+        return 2;
+    }
+    return 0;
+}
+
 static const char *default_model(void) {
     static const char *rel = "assets/models/fashion_mlp.json";
     if (access(rel, R_OK) == 0) return rel;
@@ -198,7 +230,8 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
                *eps = NULL;
     const char *strategy = NULL, *balance = NULL, *split = NULL, *schedule = NULL;
     const char *lr_schedule = NULL, *lr_gamma = NULL, *lr_min = NULL;
-    bool lr_step_size = false, lr_total = false;
+    bool lr_step_size = false, lr_total = false, pad_given = false;
+    const char *augment = NULL;
     uint64_t u;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -299,6 +332,14 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
         } else if (!strcmp(a, "--clip")) {
             TAKES_VALUE;
             clip = v;
+        } else if (!strcmp(a, "--augment")) {
+            TAKES_VALUE;
+            augment = v;
+        } else if (!strcmp(a, "--augment-pad")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 1, 65535, &u)) return 2;
+            o->augment.pad = (uint32_t)u;
+            pad_given = true;
         } else if (!strcmp(a, "--no-shuffle")) {
             o->shuffle = false;
         } else if (!strcmp(a, "--device")) {
@@ -379,6 +420,7 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
     if (eps && !parse_f("--eps", eps, 1e-30, 1, &o->optim.eps)) return 2;
     if (clip && !parse_f("--clip", clip, 1e-9, 1e9, &o->optim.clip)) return 2;
     if (parse_lr_schedule(o, lr_schedule, lr_gamma, lr_min, lr_step_size, lr_total)) return 2;
+    if (parse_augment(o, augment, pad_given)) return 2;
     if (c->nesterov && (o->optim.kind != VKT_OPTIM_SGD || o->optim.momentum == 0)) {
         fprintf(stderr, "vktrain: --nesterov needs --optimizer sgd with a non-zero --momentum\n");
         return 2;

@@ -6,6 +6,8 @@
 // "train-images-idx3-ubyte" and "train-images-idx3-ubyte.gz" (or a gzipped .npy) need no separate
 // code. Byte counts in messages are of the decompressed stream.
 //
+// Training batches of images are augmented here too (random crop and flip, data.h), on the host.
+//
 // Not here: memory-mapping, streaming larger-than-memory sets, big-endian hosts (.npy data is
 // read as little-endian host memory), any device work.
 #include "data.h"
@@ -139,8 +141,7 @@ void vkt_dataset_free(vkt_dataset *ds) {
 }
 
 vkt_status vkt_dataset_check(const vkt_dataset *ds, const char *who) {
-    if (!ds->x || !ds->y)
-        return vkt_fail(VKT_ERR_ARG, "%s: %s is NULL", who, !ds->x ? "x" : "y");
+    if (!ds->x || !ds->y) return vkt_fail(VKT_ERR_ARG, "%s: %s is NULL", who, !ds->x ? "x" : "y");
     if (ds->n == 0 || ds->features == 0 || ds->classes == 0)
         return vkt_fail(VKT_ERR_ARG,
                         "%s: n (%u), features (%u) and classes (%u) must all be at least 1", who,
@@ -160,10 +161,9 @@ vkt_status vkt_dataset_check(const vkt_dataset *ds, const char *who) {
                             who, i, ds->y[i], ds->classes, ds->classes - 1);
     for (size_t k = 0; k < count; k++)
         if (!isfinite(ds->x[k]))
-            return vkt_fail(VKT_ERR_ARG,
-                            "%s: sample %zu, feature %zu is %s; every feature must be finite", who,
-                            k / ds->features, k % ds->features,
-                            isnan(ds->x[k]) ? "NaN" : "infinite");
+            return vkt_fail(
+                VKT_ERR_ARG, "%s: sample %zu, feature %zu is %s; every feature must be finite", who,
+                k / ds->features, k % ds->features, isnan(ds->x[k]) ? "NaN" : "infinite");
     return VKT_OK;
 }
 
@@ -171,8 +171,8 @@ vkt_status vkt_dataset_from_arrays(const float *x, const uint32_t *y, uint32_t n
                                    uint32_t classes, vkt_dataset *out) {
     memset(out, 0, sizeof *out);
     // The arrays as a set that borrows them, checked as any set the caller hands a run.
-    vkt_dataset view = {.n = n, .features = features, .classes = classes, .x = (float *)x,
-                        .y = (uint32_t *)y};
+    vkt_dataset view = {
+        .n = n, .features = features, .classes = classes, .x = (float *)x, .y = (uint32_t *)y};
     VKT_TRY(vkt_dataset_check(&view, "vkt_dataset_from_arrays"));
     size_t count = (size_t)n * features;
     vkt_status s = VKT_OK;
@@ -757,12 +757,82 @@ uint32_t vkt_batcher_get(const vkt_batcher *b, uint32_t i, float *x, uint32_t *y
     if (start >= b->ds->n) return 0;
     uint32_t rows = b->ds->n - (uint32_t)start < b->batch ? b->ds->n - (uint32_t)start : b->batch;
     size_t f = b->ds->features;
+    bool aug = b->aug.crop || b->aug.flip;
     for (uint32_t r = 0; r < rows; r++) {
         uint32_t k = b->order[start + r];
-        if (x) memcpy(x + (size_t)r * f, b->ds->x + (size_t)k * f, f * sizeof(float));
+        const float *src = b->ds->x + (size_t)k * f;
+        if (x && aug)
+            vkt_augment_sample(b, k, src, x + (size_t)r * f);
+        else if (x)
+            memcpy(x + (size_t)r * f, src, f * sizeof(float));
         if (y) y[r] = b->ds->y[k];
     }
     return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Augmentation
+
+vkt_status vkt_batcher_augment(vkt_batcher *b, const vkt_augment *a, const vkt_shape *shape) {
+    if (!a->crop && !a->flip) {
+        b->aug = (vkt_augment){0};
+        return VKT_OK;
+    }
+    char sh[96];
+    vkt_shape_format(shape, sh, sizeof sh);
+    if (shape->ndim != 3)
+        return vkt_fail(VKT_ERR_ARG,
+                        "--augment crops and flips images: it needs samples shaped [C, H, W] "
+                        "(the model's \"input\"), not %s",
+                        sh);
+    if (vkt_shape_elements(shape) != b->ds->features)
+        return vkt_fail(VKT_ERR_ARG, "--augment: samples shaped %s hold %llu floats, the data %u",
+                        sh, (unsigned long long)vkt_shape_elements(shape), b->ds->features);
+    if (a->crop && (a->pad < 1 || a->pad > 65535))
+        return vkt_fail(VKT_ERR_ARG,
+                        "--augment-pad %u: a crop pads each side with 1 to 65535 zeros "
+                        "(0 would leave every sample as it is; torchvision's usual is 4)",
+                        a->pad);
+    b->aug = *a;
+    b->c = shape->dim[0];
+    b->h = shape->dim[1];
+    b->w = shape->dim[2];
+    return VKT_OK;
+}
+
+void vkt_augment_sample(const vkt_batcher *b, uint32_t k, const float *src, float *dst) {
+    if (!b->aug.crop && !b->aug.flip) {
+        memcpy(dst, src, (size_t)b->ds->features * sizeof(float));
+        return;
+    }
+    uint64_t state = mix64(b->seed ^ mix64(b->epoch + 0x4cf5ad432745937full) ^
+                           mix64((uint64_t)k + 0x2545f4914f6cdd1dull));
+    // The window's corner in the padded sample, as an offset into the sample itself.
+    int64_t top = 0, left = 0;
+    if (b->aug.crop) {
+        uint64_t span = 2 * (uint64_t)b->aug.pad + 1;
+        top = (int64_t)below(&state, span) - b->aug.pad;
+        left = (int64_t)below(&state, span) - b->aug.pad;
+    }
+    bool flip = b->aug.flip && (splitmix64(&state) >> 63);
+    int64_t H = b->h, W = b->w;
+    for (uint32_t c = 0; c < b->c; c++) {
+        const float *plane = src + (size_t)c * H * W;
+        float *out = dst + (size_t)c * H * W;
+        for (int64_t y = 0; y < H; y++) {
+            int64_t sy = y + top;
+            float *row = out + y * W;
+            if (sy < 0 || sy >= H) {
+                memset(row, 0, (size_t)W * sizeof(float));
+                continue;
+            }
+            const float *in = plane + sy * W;
+            for (int64_t x = 0; x < W; x++) {
+                int64_t sx = (flip ? W - 1 - x : x) + left; // the flip mirrors the window
+                row[x] = sx >= 0 && sx < W ? in[sx] : 0.0f;
+            }
+        }
+    }
 }
 
 void vkt_batcher_free(vkt_batcher *b) {

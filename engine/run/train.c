@@ -228,7 +228,7 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
     bool has_optim = vkt_strategy_has_store(s, VKT_STORE_OPT1);
     char v_step[32], v_epoch[32], v_batch[32], v_lr[32], v_mom[32], v_wd[32], v_b1[32], v_b2[32],
         v_eps[32], v_seed[32], v_clip[32], v_warm[32], v_ss[32], v_gamma[32], v_min[32],
-        v_total[32];
+        v_total[32], v_pad[32];
     snprintf(v_step, sizeof v_step, "%llu", (unsigned long long)pos->step);
     snprintf(v_epoch, sizeof v_epoch, "%d", pos->epoch);
     snprintf(v_batch, sizeof v_batch, "%u", pos->batch);
@@ -247,6 +247,8 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
     snprintf(v_min, sizeof v_min, "%.17g", ls->min_lr);
     snprintf(v_total, sizeof v_total, "%llu", (unsigned long long)ls->total_steps);
     const char *lr_kind = vkt_lr_kind_name(ls->kind);
+    const vkt_augment *au = &o->augment;
+    snprintf(v_pad, sizeof v_pad, "%u", au->crop ? au->pad : 0);
     const char *model_name = o->strategy.model ? o->strategy.model->name : "";
     vkt_ckpt_meta meta[] = {
         {"format", "vktrain-checkpoint-1"},
@@ -270,6 +272,8 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
         {"lr_gamma", v_gamma},
         {"lr_min", v_min},
         {"lr_total_steps", v_total},
+        {"augment", au->crop ? (au->flip ? "crop,flip" : "crop") : (au->flip ? "flip" : "none")},
+        {"augment_pad", v_pad},
     };
     char betas[64];
     snprintf(betas, sizeof betas, "%s,%s", v_b1, v_b2);
@@ -567,6 +571,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     if (st == VKT_OK && o->resume_path) st = vkt_checkpoint_load(r.s, o->resume_path, true, &pos);
     vkt_batcher b = {0};
     if (st == VKT_OK) st = vkt_batcher_init(&b, &r.train, o->batch, o->shuffle, o->seed);
+    if (st == VKT_OK) st = vkt_batcher_augment(&b, &o->augment, &r.m->input);
     if (st != VKT_OK) {
         vkt_batcher_free(&b);
         run_free(&r);

@@ -9,12 +9,13 @@
 //     '<i8', '<i4', '<u4' or '|u1', shape [n] or [n, 1], values >= 0.
 // For files, classes is the largest label + 1; for arrays, the caller says how many there are.
 //
-// What this module does not do: augmentation, normalization beyond the u8 scaling, streaming from
-// disk (everything is loaded into memory), or any device work. The batcher copies rows into a
-// caller's host buffer; uploading them is the trainer's business.
+// What this module does not do: normalization beyond the u8 scaling, streaming from disk
+// (everything is loaded into memory), or any device work. The batcher copies rows into a
+// caller's host buffer (augmenting them when asked); uploading them is the trainer's business.
 #ifndef VKT_DATA_H
 #define VKT_DATA_H
 
+#include "model.h"
 #include "vktrain.h"
 
 // Where vkt_dataset_load_mnist_dir looks when the caller has no directory of its own.
@@ -75,13 +76,34 @@ void vkt_dataset_free(vkt_dataset *ds);
 // drawn uniformly in [0, i] by rejection. It depends only on (seed, e, n), never on the epochs
 // before, so training resumed at epoch e sees exactly the batches it would have seen.
 
+//
+// Augmentation (training batches of images, samples shaped [C, H, W], row-major): what
+// torchvision's transforms.Compose([RandomCrop((H, W), padding=pad), RandomHorizontalFlip()])
+// does, on the host as a batch is gathered. Crop: the sample is padded with pad zeros on every
+// side and the H x W window at (top, left) of it is kept, top and left uniform in [0, 2 pad];
+// flip: with probability 1/2 the window is mirrored along W. The draws of sample k (its index in
+// the data set) in epoch e come from splitmix64 with the state
+// mix(seed ^ mix(e + 0x4CF5AD432745937F) ^ mix(k + 0x2545F4914F6CDD1D)), in that order (top,
+// left by the rejection draw above, then flip = the top bit of the next output), each only
+// when asked: they depend on (seed, e, k) alone, never on the batch size, the shuffle, the
+// strategy or the devices, so a resumed run sees exactly the samples it would have seen.
+
+typedef struct vkt_augment {
+    bool crop; // RandomCrop((H, W), padding=pad): a window of the zero-padded sample
+    bool flip; // RandomHorizontalFlip(p=0.5): mirrored along W
+    uint32_t
+        pad; // crop: zeros on each side, 1 to 65535 (the CLI's default, torchvision's usual: 4)
+} vkt_augment;
+
 typedef struct vkt_batcher {
     const vkt_dataset *ds; // borrowed; must outlive the batcher
     uint32_t batch;
     bool shuffle;
     uint64_t seed;
     uint64_t epoch;
-    uint32_t *order; // [ds->n]: the sample index of each position in this epoch
+    uint32_t *order;  // [ds->n]: the sample index of each position in this epoch
+    vkt_augment aug;  // none unless vkt_batcher_augment set it
+    uint32_t c, h, w; // the sample's shape when augmenting
 } vkt_batcher;
 
 // Prepares the order of epoch 0. Fails with VKT_ERR_ARG when batch is 0 or the data set is
@@ -93,9 +115,18 @@ vkt_status vkt_batcher_init(vkt_batcher *b, const vkt_dataset *ds, uint32_t batc
 void vkt_batcher_epoch(vkt_batcher *b, uint64_t epoch);
 // Batches per epoch: ceil(n / batch).
 uint32_t vkt_batcher_count(const vkt_batcher *b);
-// Copies batch i of the current epoch into x[rows, features] and y[rows] (either may be NULL)
-// and returns rows: batch, or less for the last batch; 0 when i is out of range.
+// Copies batch i of the current epoch into x[rows, features] and y[rows] (either may be NULL),
+// augmented when vkt_batcher_augment asked for it, and returns rows: batch, or less for the last
+// batch; 0 when i is out of range.
 uint32_t vkt_batcher_get(const vkt_batcher *b, uint32_t i, float *x, uint32_t *y);
+// Augments every batch vkt_batcher_get gives from now on (see above), the samples being shaped
+// `shape` (the model's input). Fails with VKT_ERR_ARG, leaving the batcher as it was, when
+// shape is not [C, H, W], its elements are not the data's features, or crop has a pad of 0 (it
+// would change nothing) or above 65535. Neither crop nor flip: augmentation off.
+vkt_status vkt_batcher_augment(vkt_batcher *b, const vkt_augment *a, const vkt_shape *shape);
+// One sample: src [C, H, W] of data set index k in epoch `epoch`, augmented into dst (another
+// buffer) as vkt_batcher_get does (a copy when augmentation is off).
+void vkt_augment_sample(const vkt_batcher *b, uint32_t k, const float *src, float *dst);
 void vkt_batcher_free(vkt_batcher *b);
 
 #endif

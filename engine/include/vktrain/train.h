@@ -94,6 +94,7 @@ typedef struct vkt_train_opts {
     vkt_lr_schedule lr; // zeroed: optim.lr at every step
     uint64_t seed;
     bool shuffle;
+    vkt_augment augment;        // training batches only (data.h); zeroed: none
     vkt_strategy_desc strategy; // kind, ctx, devices, mem_limit, balance, split, ...
     const char *metrics_path;   // JSON lines, NULL = none
     const char *init_path;      // start from these parameters
