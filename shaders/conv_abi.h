@@ -1,0 +1,57 @@
+// conv_abi.h: what C (engine/ops/conv_ops.c) and the conv_* kernels share: the specialization
+// constants of a convolution's geometry and the push constants of its kernels.
+//
+// The geometry is compiled into each kernel as specialization constants (one pipeline per conv
+// shape): the divisions and remainders that turn a flat index into (sample, channel, row,
+// column) then become multiplies by constants. Each was an integer division per lane per
+// element otherwise, which lavapipe scalarizes (x86 has no vector integer divide).
+#ifndef VKT_CONV_ABI_H
+#define VKT_CONV_ABI_H
+
+#include "vkt_abi.h"
+
+// conv_im2col, conv_col2im: the input [C, H, W] of one sample, the kernel [KH, KW], the stride
+// and the zero padding on each side; the output [OH, OW] follows from them.
+#define VKT_SPEC_CONV_C (VKT_SPEC_USER + 0)
+#define VKT_SPEC_CONV_H (VKT_SPEC_USER + 1)
+#define VKT_SPEC_CONV_W (VKT_SPEC_USER + 2)
+#define VKT_SPEC_CONV_KH (VKT_SPEC_USER + 3)
+#define VKT_SPEC_CONV_KW (VKT_SPEC_USER + 4)
+#define VKT_SPEC_CONV_SH (VKT_SPEC_USER + 5)
+#define VKT_SPEC_CONV_SW (VKT_SPEC_USER + 6)
+#define VKT_SPEC_CONV_PH (VKT_SPEC_USER + 7)
+#define VKT_SPEC_CONV_PW (VKT_SPEC_USER + 8)
+// conv_permute: the channels and the positions P = OH*OW of one sample, and the direction.
+#define VKT_SPEC_CONV_PERM_OC (VKT_SPEC_USER + 0)
+#define VKT_SPEC_CONV_PERM_P (VKT_SPEC_USER + 1)
+#define VKT_SPEC_CONV_PERM_DIR (VKT_SPEC_USER + 2)
+#define VKT_SPEC_CONV_PERM_V (VKT_SPEC_USER + 3) // floats per invocation: 4 or 1
+#define VKT_CONV_TO_NCHW 0   // y[b][oc][p] = z[oc][b*P + p] (+ bias[oc])
+#define VKT_CONV_FROM_NCHW 1 // dz[oc][b*P + p] = dy[b][oc][p]
+
+// The kernels of a chunk of nb samples. A chunk's columns are [K, nb*P] (column b*P + p);
+// act_off is the element offset, inside its binding, of the chunk's first sample in the NCHW
+// activation (x, dx, y or dy: the host binds from an aligned offset at or before it).
+//   conv_im2col:  n = nb*P columns per row; grid (columns / 4, K rows); binding 0 = x, 1 and 2 =
+//                 cols (float[] and vec4[])
+//   conv_col2im:  n = nb*C*H*W input elements; binding 0 = dcols, 1 = dx (overwritten)
+//   conv_permute: n = nb*OC*P output elements; bindings in conv_permute.comp
+// flags: VKT_CONV_BIAS (conv_permute adds the bias), VKT_CONV_VEC4 (conv_im2col may write the
+// columns as vec4s: n % 4 == 0 and the view 16-byte aligned).
+#define VKT_CONV_BIAS 1u
+#define VKT_CONV_VEC4 2u
+VKT_STRUCT(vkt_conv_push) {
+    VKT_U32 n;
+    VKT_U32 nb;
+    VKT_U32 act_off;
+    VKT_U32 flags;
+};
+
+// conv_rowsum: db[R] += the sums of the R rows of dz[R, N] (the bias gradient from a chunk's
+// dZ), one workgroup per row. Binding 0 = dz, 1 = db.
+VKT_STRUCT(vkt_conv_rowsum_push) {
+    VKT_U32 R;
+    VKT_U32 N;
+};
+
+#endif
