@@ -4,7 +4,10 @@
 // shape-mismatch and missing-tensor messages; corrupt and truncated files rejected with
 // VKT_ERR_FORMAT; atomic replacement: a writer killed by SIGKILL midway (the
 // VKT_TEST_CRASH_AFTER_BYTES hook) leaves the old checkpoint intact, and its leftover temporary
-// file does not break the next write; a failed rename removes its temporary file.
+// file does not break the next write; a failed rename removes its temporary file. int64 tensors:
+// an I64 round trip (a shape [] scalar included), the file's bytes, PyTorch reading it
+// (nn.BatchNorm1d.load_state_dict(strict=True)), non-integral or out-of-range values refused by
+// the writer, I64 values beyond 2^24 by the reader, F64 still refused by name.
 #include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -70,9 +73,9 @@ static void fill_values(void) {
 }
 
 static const vkt_ckpt_tensor g_tensors[] = {
-    {"0.weight", 2, {W_R, W_C}, g_w},   {"0.bias", 1, {B_N}, g_b},
-    {"step scale", 0, {0}, g_s},        {"empty", 2, {0, 5}, NULL},
-    {"2.weight", 4, {2, 3, 2, 2}, g_q},
+    {"0.weight", 2, {W_R, W_C}, g_w, false},   {"0.bias", 1, {B_N}, g_b, false},
+    {"step scale", 0, {0}, g_s, false},        {"empty", 2, {0, 5}, NULL, false},
+    {"2.weight", 4, {2, 3, 2, 2}, g_q, false},
 };
 #define NT (int)(sizeof g_tensors / sizeof g_tensors[0])
 static const vkt_ckpt_meta g_meta[] = {
@@ -148,7 +151,7 @@ static void test_round_trip(vt *t) {
     vkt_ckpt_tensor dup[2] = {g_tensors[0], g_tensors[0]};
     s = vkt_checkpoint_write(tpath("dup.safetensors"), dup, 2, NULL, 0);
     VT_CHECK(t, s == VKT_ERR_ARG && has(vkt_error(), "0.weight appears twice"), "%s", vkt_error());
-    vkt_ckpt_tensor five = {"x", 5, {1, 1, 1, 1}, g_w};
+    vkt_ckpt_tensor five = {"x", 5, {1, 1, 1, 1}, g_w, false};
     s = vkt_checkpoint_write(tpath("five.safetensors"), &five, 1, NULL, 0);
     VT_CHECK(t, s == VKT_ERR_ARG && has(vkt_error(), "5 dimensions"), "%s", vkt_error());
     s = vkt_checkpoint_write("/nonexistent-dir/x.safetensors", g_tensors, NT, NULL, 0);
@@ -405,7 +408,7 @@ static void test_atomic(vt *t) {
     float old_v[8], new_v[8];
     for (int i = 0; i < 8; i++)
         old_v[i] = (float)i + 0.5f, new_v[i] = -(float)i;
-    vkt_ckpt_tensor old_t = {"w", 1, {8}, old_v};
+    vkt_ckpt_tensor old_t = {"w", 1, {8}, old_v, false};
     vkt_ckpt_meta old_m = {"version", "old"};
     VT_OK(t, vkt_checkpoint_write(p, &old_t, 1, &old_m, 1));
 
@@ -414,7 +417,8 @@ static void test_atomic(vt *t) {
     float *big = malloc(BIG * sizeof(float));
     for (int i = 0; i < BIG; i++)
         big[i] = (float)i;
-    vkt_ckpt_tensor big_t[2] = {{"w", 1, {8}, new_v}, {"big", 2, {BIG / 1024, 1024}, big}};
+    vkt_ckpt_tensor big_t[2] = {{"w", 1, {8}, new_v, false},
+                                {"big", 2, {BIG / 1024, 1024}, big, false}};
     vkt_ckpt_meta new_m = {"version", "new"};
     fflush(NULL);
     pid_t pid = fork();
@@ -510,6 +514,182 @@ static void test_many_metadata(vt *t) {
     vkt_checkpoint_close(ck);
 }
 
+// ---------------------------------------------------------------------------------------------
+// int64 tensors (batchnorm's num_batches_tracked): I64 in the file, floats in the engine.
+
+static float g_bn_w[2] = {1.0f, 0.5f}, g_bn_b[2] = {0.0f, -0.25f}, g_bn_mean[2] = {0.125f, -3.0f},
+             g_bn_var[2] = {1.5f, 0.75f}, g_bn_nbt[1] = {12345.0f},
+             g_counts[6] = {0.0f, -7.0f, 1.0f, 16777216.0f, -16777216.0f, 3.0f};
+// torch.nn.BatchNorm1d(2)'s state_dict, and a [2, 3] int64 tensor at the edges of what reads back.
+static const vkt_ckpt_tensor g_i64[] = {
+    {"weight", 1, {2}, g_bn_w, false},
+    {"bias", 1, {2}, g_bn_b, false},
+    {"running_mean", 1, {2}, g_bn_mean, false},
+    {"running_var", 1, {2}, g_bn_var, false},
+    {"num_batches_tracked", 0, {0}, g_bn_nbt, true},
+    {"counts", 2, {2, 3}, g_counts, true},
+};
+#define NI64 (int)(sizeof g_i64 / sizeof g_i64[0])
+
+static void test_int64(vt *t) {
+    const char *p = tpath("i64.safetensors");
+    VT_OK(t, vkt_checkpoint_write(p, g_i64, NI64, g_meta, NM));
+    vkt_checkpoint *ck;
+    vkt_status s = vkt_checkpoint_open(p, &ck);
+    VT_CHECK(t, s == VKT_OK, "%s", vkt_error());
+    if (s != VKT_OK) return;
+    for (int i = 0; i < NI64; i++) {
+        const vkt_ckpt_tensor *e = &g_i64[i];
+        const char *dt = vkt_checkpoint_dtype(ck, e->name);
+        VT_CHECK(t, dt && strcmp(dt, e->int64 ? "I64" : "F32") == 0, "%s: dtype %s", e->name,
+                 dt ? dt : "(none)");
+        VT_OK(t, vkt_checkpoint_expect(ck, e->name, e->ndim, e->shape));
+        uint64_t n = 1;
+        for (int d = 0; d < e->ndim; d++)
+            n *= e->shape[d];
+        float got[8];
+        memset(got, 0xff, sizeof got);
+        VT_OK(t, vkt_checkpoint_read(ck, e->name, got, n));
+        VT_CHECK(t, memcmp(got, e->data, n * 4) == 0, "%s reads back other values", e->name);
+    }
+    int nd = -1;
+    VT_CHECK(t, vkt_checkpoint_find(ck, "num_batches_tracked", &nd, NULL) && nd == 0,
+             "num_batches_tracked: ndim %d, want 0 (shape [])", nd);
+    VT_CHECK(t, vkt_checkpoint_dtype(ck, "absent") == NULL, "dtype of an absent tensor");
+    float tmp[8];
+    s = vkt_checkpoint_read(ck, "counts", tmp, 5);
+    VT_CHECK(t, s == VKT_ERR_ARG && has(vkt_error(), "holds 6 int64 values, 5 asked"), "%s",
+             vkt_error());
+    vkt_checkpoint_close(ck);
+
+    // The file as the spec says: I64 entries of 8 bytes an element, little-endian int64s.
+    size_t n = 0;
+    uint8_t *f = read_all(p, &n);
+    uint64_t hl = 0;
+    for (int i = 0; f && n >= 8 && i < 8; i++)
+        hl |= (uint64_t)f[i] << (8 * i);
+    cJSON *h = f && 8 + hl <= n ? cJSON_ParseWithLength((const char *)f + 8, hl) : NULL;
+    VT_CHECK(t, h != NULL, "the header of i64.safetensors is not JSON");
+    for (int i = 0; h && i < NI64; i++) {
+        cJSON *o = cJSON_GetObjectItemCaseSensitive(h, g_i64[i].name);
+        cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "dtype");
+        cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
+        cJSON *off = cJSON_GetObjectItemCaseSensitive(o, "data_offsets");
+        VT_CHECK(t,
+                 cJSON_IsString(dt) &&
+                     strcmp(dt->valuestring, g_i64[i].int64 ? "I64" : "F32") == 0 &&
+                     cJSON_IsArray(sh) && cJSON_GetArraySize(sh) == g_i64[i].ndim &&
+                     cJSON_GetArraySize(off) == 2,
+                 "%s: header entry", g_i64[i].name);
+        if (!g_i64[i].int64 || cJSON_GetArraySize(off) != 2) continue;
+        uint64_t b = (uint64_t)cJSON_GetArrayItem(off, 0)->valuedouble;
+        uint64_t en = (uint64_t)cJSON_GetArrayItem(off, 1)->valuedouble;
+        uint64_t count = g_i64[i].ndim ? g_i64[i].shape[0] * g_i64[i].shape[1] : 1;
+        VT_CHECK(t, en - b == count * 8 && 8 + hl + en <= n, "%s: %llu bytes", g_i64[i].name,
+                 (unsigned long long)(en - b));
+        for (uint64_t k = 0; en - b == count * 8 && 8 + hl + en <= n && k < count; k++) {
+            int64_t v;
+            memcpy(&v, f + 8 + hl + b + k * 8, 8);
+            VT_CHECK(t, v == (int64_t)g_i64[i].data[k], "%s[%llu] = %lld in the file",
+                     g_i64[i].name, (unsigned long long)k, (long long)v);
+        }
+    }
+    cJSON_Delete(h);
+    free(f);
+
+    // PyTorch: the file's I64 tensor is torch.int64 of shape [], and nn.BatchNorm1d(2) loads the
+    // state_dict with strict=True (safetensors.torch.load_file when python3-safetensors is there,
+    // a reader of the spec otherwise).
+    if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+        printf("test_checkpoint: note: no python3-torch; the PyTorch check of I64 is skipped\n");
+    } else {
+        const char *script =
+            "import json, struct, sys, torch\n"
+            "path = sys.argv[1]\n"
+            "try:\n"
+            "    from safetensors.torch import load_file\n"
+            "    sd, how = load_file(path), 'safetensors.torch.load_file'\n"
+            "except ImportError:\n"
+            "    raw = open(path, 'rb').read(); (n,) = struct.unpack('<Q', raw[:8])\n"
+            "    h = json.loads(raw[8:8 + n]); data = raw[8 + n:]; sd = {}\n"
+            "    for k, e in h.items():\n"
+            "        if k == '__metadata__': continue\n"
+            "        dt = {'F32': torch.float32, 'I64': torch.int64}[e['dtype']]\n"
+            "        b, en = e['data_offsets']\n"
+            "        sd[k] = torch.frombuffer(bytearray(data[b:en]), "
+            "dtype=dt).reshape(e['shape'])\n"
+            "    how = 'the spec (no python3-safetensors)'\n"
+            "nbt = sd['num_batches_tracked']\n"
+            "assert nbt.dtype == torch.int64 and nbt.shape == torch.Size([]) and int(nbt) == "
+            "12345, nbt\n"
+            "c = sd['counts']\n"
+            "assert c.dtype == torch.int64 and c.tolist() == [[0, -7, 1], [16777216, -16777216, "
+            "3]], c\n"
+            "bn = torch.nn.BatchNorm1d(2)\n"
+            "bn.load_state_dict({k: v for k, v in sd.items() if k != 'counts'}, strict=True)\n"
+            "assert int(bn.num_batches_tracked) == 12345 and bn.running_var.tolist() == [1.5, "
+            "0.75]\n"
+            "print('test_checkpoint: PyTorch reads the I64 checkpoint through ' + how)\n";
+        vt_write_file(tpath("i64.py"), script, strlen(script));
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s'", tpath("i64.py"), p);
+        int rc = system(cmd);
+        VT_CHECK(t, rc == 0, "PyTorch rejected the I64 checkpoint (status %d)", rc);
+    }
+
+    // The writer refuses what int64 cannot hold exactly, and writes nothing then.
+    float half[2] = {2.0f, 1.5f}, nan1[1] = {NAN}, huge[1] = {1e19f};
+    vkt_ckpt_tensor bad[] = {
+        {"n", 1, {2}, half, true}, {"n", 0, {0}, nan1, true}, {"n", 0, {0}, huge, true}};
+    const char *why[] = {"element 1 is 1.5, not a whole number", "element 0 is nan",
+                         "outside int64's range"};
+    for (int i = 0; i < 3; i++) {
+        s = vkt_checkpoint_write(tpath("badi64.safetensors"), &bad[i], 1, NULL, 0);
+        VT_CHECK(t,
+                 s == VKT_ERR_ARG && has(vkt_error(), "tensor n is written as int64") &&
+                     has(vkt_error(), why[i]),
+                 "%s: %s", vkt_status_name(s), vkt_error());
+    }
+    struct stat st;
+    VT_CHECK(t, stat(tpath("badi64.safetensors"), &st) != 0 && count_temps() == 0,
+             "a refused int64 write left a file");
+
+    // The reader refuses I64 values a float would not hold exactly (beyond +-2^24).
+    float big[2] = {3.0f, -33554432.0f}; // -2^25: a float, but not every integer near it is
+    vkt_ckpt_tensor bt = {"1.num_batches_tracked", 1, {2}, big, true};
+    VT_OK(t, vkt_checkpoint_write(tpath("big.safetensors"), &bt, 1, NULL, 0));
+    s = vkt_checkpoint_open(tpath("big.safetensors"), &ck);
+    VT_CHECK(t, s == VKT_OK, "%s", vkt_error());
+    if (s == VKT_OK) {
+        s = vkt_checkpoint_read(ck, "1.num_batches_tracked", tmp, 2);
+        VT_CHECK(t,
+                 s == VKT_ERR_FORMAT && has(vkt_error(), "big.safetensors") &&
+                     has(vkt_error(), "tensor 1.num_batches_tracked (I64) holds -33554432 at "
+                                      "element 1, beyond 2^24"),
+                 "%s: %s", vkt_status_name(s), vkt_error());
+        vkt_checkpoint_close(ck);
+    }
+    // Another writer's I64 (bytes 0..7: 0x0706050403020100), and F64 and wrong I64 sizes.
+    p = make_st("raw64.safetensors",
+                "{\"c\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]}}", 8);
+    s = vkt_checkpoint_open(p, &ck);
+    VT_CHECK(t, s == VKT_OK, "%s", vkt_error());
+    if (s == VKT_OK) {
+        s = vkt_checkpoint_read(ck, "c", tmp, 1);
+        VT_CHECK(t, s == VKT_ERR_FORMAT && has(vkt_error(), "holds 506097522914230528"), "%s",
+                 vkt_error());
+        vkt_checkpoint_close(ck);
+    }
+    expect_bad(t,
+               make_st("f64.safetensors",
+                       "{\"w\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}", 16),
+               VKT_ERR_FORMAT, "tensor w has dtype F64", "only F32 and I64");
+    expect_bad(t,
+               make_st("i64size.safetensors",
+                       "{\"w\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8),
+               VKT_ERR_FORMAT, "shape [2] needs 16 bytes of I64", "hold 8");
+}
+
 int main(void) {
     vt t = {.name = "test_checkpoint"};
     const char *tmpdir = getenv("TMPDIR");
@@ -524,6 +704,7 @@ int main(void) {
     test_corrupt(&t);
     test_atomic(&t);
     test_many_metadata(&t);
+    test_int64(&t);
     vt_remove_dir(g_dir);
     return vt_finish(&t);
 }

@@ -1,10 +1,10 @@
-// checkpoint.c: safetensors files of float32 tensors. The writer replaces its target atomically
-// (temporary file, fsync, rename, directory fsync); the reader checks every header field before
-// any data is trusted. The format and the crash test hook are described in checkpoint.h.
+// checkpoint.c: safetensors files of float32 and int64 tensors. The writer replaces its target
+// atomically (temporary file, fsync, rename, directory fsync); the reader checks every header field
+// before any data is trusted. The format and the crash test hook are described in checkpoint.h.
 //
-// Not here: other dtypes than F32, big-endian hosts (the data is little-endian host memory),
-// memory-mapping (tensors are copied out with pread, so a checkpoint of several GiB never has
-// to be resident at once).
+// Not here: other dtypes than F32 and I64, big-endian hosts (the data is little-endian host
+// memory), memory-mapping (tensors are copied out with pread, so a checkpoint of several GiB never
+// has to be resident at once).
 #include "checkpoint.h"
 
 #include <dirent.h>
@@ -25,7 +25,10 @@
 #include "vkt_internal.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-               "checkpoint.c writes and reads little-endian floats as host memory");
+               "checkpoint.c writes and reads little-endian floats and int64s as host memory");
+
+// The largest magnitude of an I64 value read into a float: every whole number up to it is exact.
+#define MAX_EXACT_INT 16777216 // 2^24
 
 // safetensors' own limit on the header (MAX_HEADER_SIZE in the reference implementation).
 #define MAX_HEADER ((uint64_t)100000000)
@@ -125,6 +128,17 @@ static vkt_status check_inputs(const char *path, const vkt_ckpt_tensor *t, int n
         }
         if (n && !t[i].data)
             return vkt_fail(VKT_ERR_ARG, "checkpoint %s: tensor %s has no data", path, t[i].name);
+        // int64: whole numbers in [-2^63, 2^63), so that the conversion is exact.
+        for (uint64_t k = 0; t[i].int64 && k < n; k++) {
+            float v = t[i].data[k];
+            if (!(v == floorf(v) && v >= -9223372036854775808.0f && v < 9223372036854775808.0f))
+                return vkt_fail(VKT_ERR_ARG,
+                                "checkpoint %s: tensor %s is written as int64, but element %llu is "
+                                "%.9g, %s",
+                                path, t[i].name, (unsigned long long)k, (double)v,
+                                isfinite(v) && v == floorf(v) ? "outside int64's range"
+                                                              : "not a whole number");
+        }
         for (int j = 0; j < i; j++)
             if (strcmp(t[i].name, t[j].name) == 0)
                 return vkt_fail(VKT_ERR_ARG, "checkpoint %s: tensor name %s appears twice", path,
@@ -164,10 +178,11 @@ static vkt_status build_header(const char *path, const vkt_ckpt_tensor *t, int n
         if (!first) sb_puts(h, ",");
         first = false;
         sb_json_string(h, t[i].name);
-        sb_puts(h, ":{\"dtype\":\"F32\",\"shape\":[");
+        sb_puts(h,
+                t[i].int64 ? ":{\"dtype\":\"I64\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
         for (int d = 0; d < t[i].ndim; d++)
             sb_printf(h, "%s%llu", d ? "," : "", (unsigned long long)t[i].shape[d]);
-        uint64_t bytes = elements(t[i].ndim, t[i].shape) * 4;
+        uint64_t bytes = elements(t[i].ndim, t[i].shape) * (t[i].int64 ? 8 : 4);
         sb_printf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
                   (unsigned long long)(off + bytes));
         off += bytes;
@@ -198,12 +213,28 @@ vkt_status vkt_checkpoint_write(const char *path, const vkt_ckpt_tensor *tensors
         free(h.p);
         return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory writing checkpoint %s", path);
     }
+    // int64 tensors are converted into buffers of their own (check_inputs proved them exact).
+    int64_t **i64 = calloc((size_t)ntensors + 1, sizeof *i64);
+    if (!i64) s = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory writing checkpoint %s", path);
     chunks[0] = (vkt_chunk){len8, 8};
     chunks[1] = (vkt_chunk){h.p, h.len};
-    for (int i = 0; i < ntensors; i++)
-        chunks[i + 2] =
-            (vkt_chunk){tensors[i].data, elements(tensors[i].ndim, tensors[i].shape) * 4};
-    s = vkt_write_file_atomic(path, chunks, ntensors + 2, "checkpoint");
+    for (int i = 0; i < ntensors && s == VKT_OK; i++) {
+        uint64_t n = elements(tensors[i].ndim, tensors[i].shape);
+        chunks[i + 2] = (vkt_chunk){tensors[i].data, n * 4};
+        if (!tensors[i].int64) continue;
+        i64[i] = malloc(n ? n * 8 : 1);
+        if (!i64[i]) {
+            s = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory writing checkpoint %s", path);
+            break;
+        }
+        for (uint64_t k = 0; k < n; k++)
+            i64[i][k] = (int64_t)tensors[i].data[k];
+        chunks[i + 2] = (vkt_chunk){i64[i], n * 8};
+    }
+    if (s == VKT_OK) s = vkt_write_file_atomic(path, chunks, ntensors + 2, "checkpoint");
+    for (int i = 0; i64 && i < ntensors; i++)
+        free(i64[i]);
+    free(i64);
     free(chunks);
     free(h.p);
     return s;
@@ -214,6 +245,7 @@ vkt_status vkt_checkpoint_write(const char *path, const vkt_ckpt_tensor *tensors
 
 typedef struct ck_entry {
     char *name;
+    bool int64; // I64 (8 bytes an element), else F32
     int ndim;
     uint64_t shape[VKT_CKPT_MAX_DIMS];
     uint64_t begin, end; // relative to the data start
@@ -276,11 +308,13 @@ static vkt_status parse_entry(const char *path, const cJSON *e, ck_entry *t) {
                       "tensor %s lacks a string dtype, an array shape or an array "
                       "data_offsets (corrupt header)",
                       name);
-    if (strcmp(dtype->valuestring, "F32") != 0)
+    t->int64 = strcmp(dtype->valuestring, "I64") == 0;
+    if (!t->int64 && strcmp(dtype->valuestring, "F32") != 0)
         return ck_bad(path,
-                      "tensor %s has dtype %s; vktrain reads only F32 (convert it, e.g. "
+                      "tensor %s has dtype %s; vktrain reads only F32 and I64 (convert it, e.g. "
                       "tensor.float() before saving)",
                       name, dtype->valuestring);
+    uint64_t esize = t->int64 ? 8 : 4;
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > VKT_CKPT_MAX_DIMS)
         return ck_bad(path, "tensor %s has %d dimensions; at most %d are read", name, ndim,
@@ -292,7 +326,7 @@ static vkt_status parse_entry(const char *path, const cJSON *e, ck_entry *t) {
     for (const cJSON *d = shape->child; d; d = d->next, k++) {
         if (!json_u64(d, &t->shape[k]))
             return ck_bad(path, "tensor %s: shape[%d] is not a non-negative integer", name, k);
-        if (t->shape[k] && count > (UINT64_MAX / 4) / t->shape[k]) overflow = true;
+        if (t->shape[k] && count > (UINT64_MAX / 8) / t->shape[k]) overflow = true;
         count *= t->shape[k];
     }
     if (cJSON_GetArraySize(offs) != 2 || !json_u64(offs->child, &t->begin) ||
@@ -301,14 +335,15 @@ static vkt_status parse_entry(const char *path, const cJSON *e, ck_entry *t) {
                       "tensor %s: data_offsets must be [begin, end] with begin <= end "
                       "(corrupt header)",
                       name);
-    if (overflow || count * 4 != t->end - t->begin) {
+    if (overflow || count * esize != t->end - t->begin) {
         char sh[160];
         format_shape(sh, sizeof sh, t->ndim, t->shape);
         return ck_bad(path,
-                      "tensor %s: shape %s needs %llu bytes of F32 but data_offsets "
+                      "tensor %s: shape %s needs %llu bytes of %s but data_offsets "
                       "[%llu, %llu] hold %llu (corrupt header)",
-                      name, sh, (unsigned long long)(count * 4), (unsigned long long)t->begin,
-                      (unsigned long long)t->end, (unsigned long long)(t->end - t->begin));
+                      name, sh, (unsigned long long)(count * esize), t->int64 ? "I64" : "F32",
+                      (unsigned long long)t->begin, (unsigned long long)t->end,
+                      (unsigned long long)(t->end - t->begin));
     }
     t->name = strdup(name);
     if (!t->name) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", path);
@@ -542,6 +577,11 @@ bool vkt_checkpoint_find(const vkt_checkpoint *ck, const char *name, int *ndim,
     return true;
 }
 
+const char *vkt_checkpoint_dtype(const vkt_checkpoint *ck, const char *name) {
+    const ck_entry *e = find(ck, name);
+    return e ? (e->int64 ? "I64" : "F32") : NULL;
+}
+
 static vkt_status missing(const vkt_checkpoint *ck, const char *name) {
     char list[512] = "";
     size_t n = 0;
@@ -575,19 +615,44 @@ vkt_status vkt_checkpoint_expect(const vkt_checkpoint *ck, const char *name, int
                     ck->path, name, have, want);
 }
 
+static vkt_status read_failed(const vkt_checkpoint *ck, const char *name, uint64_t off) {
+    return vkt_fail(VKT_ERR_IO,
+                    "cannot read tensor %s from checkpoint %s at byte %llu: %s (was the file "
+                    "changed while open?)",
+                    name, ck->path, (unsigned long long)(ck->data_start + off),
+                    errno ? strerror(errno) : "unexpected end of file");
+}
+
 vkt_status vkt_checkpoint_read(const vkt_checkpoint *ck, const char *name, float *dst,
                                uint64_t count) {
     const ck_entry *e = find(ck, name);
     if (!e) return missing(ck, name);
-    uint64_t have = (e->end - e->begin) / 4;
+    uint64_t have = (e->end - e->begin) / (e->int64 ? 8 : 4);
     if (count != have)
-        return vkt_fail(VKT_ERR_ARG, "checkpoint %s: tensor %s holds %llu floats, %llu asked",
-                        ck->path, name, (unsigned long long)have, (unsigned long long)count);
-    if (!read_at(ck->fd, dst, e->end - e->begin, ck->data_start + e->begin))
-        return vkt_fail(VKT_ERR_IO,
-                        "cannot read tensor %s from checkpoint %s at byte %llu: %s (was the file "
-                        "changed while open?)",
-                        name, ck->path, (unsigned long long)(ck->data_start + e->begin),
-                        errno ? strerror(errno) : "unexpected end of file");
+        return vkt_fail(VKT_ERR_ARG, "checkpoint %s: tensor %s holds %llu %s, %llu asked", ck->path,
+                        name, (unsigned long long)have, e->int64 ? "int64 values" : "floats",
+                        (unsigned long long)count);
+    if (!e->int64) {
+        if (!read_at(ck->fd, dst, e->end - e->begin, ck->data_start + e->begin))
+            return read_failed(ck, name, e->begin);
+        return VKT_OK;
+    }
+    // I64: through a bounce buffer, each value converted where a float holds it exactly.
+    enum { CHUNK = 4096 };
+    int64_t buf[CHUNK];
+    for (uint64_t done = 0; done < count;) {
+        uint64_t k = count - done < CHUNK ? count - done : CHUNK, off = e->begin + done * 8;
+        if (!read_at(ck->fd, buf, k * 8, ck->data_start + off)) return read_failed(ck, name, off);
+        for (uint64_t j = 0; j < k; j++) {
+            if (buf[j] > MAX_EXACT_INT || buf[j] < -MAX_EXACT_INT)
+                return vkt_fail(VKT_ERR_FORMAT,
+                                "checkpoint %s: tensor %s (I64) holds %lld at element %llu, beyond "
+                                "2^24 = 16777216: vktrain keeps the tensor as floats, which hold "
+                                "whole numbers exactly only up to 2^24",
+                                ck->path, name, (long long)buf[j], (unsigned long long)(done + j));
+            dst[done + j] = (float)buf[j];
+        }
+        done += k;
+    }
     return VKT_OK;
 }

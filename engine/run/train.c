@@ -201,7 +201,12 @@ static vkt_status read_for_checkpoint(vkt_strategy *s, vkt_net_store store, int 
     const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
     *buf = malloc(nt->count * 4);
     if (!*buf) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-    *t = (vkt_ckpt_tensor){.name = name, .ndim = nt->ndim, .data = *buf};
+    // A buffer (state) is read through VKT_STORE_PARAM from the state store; num_batches_tracked
+    // and its kind are saved as int64, as torch's state_dict holds them.
+    *t = (vkt_ckpt_tensor){.name = name,
+                           .ndim = nt->ndim,
+                           .data = *buf,
+                           .int64 = nt->int64 && store == VKT_STORE_PARAM};
     for (int d = 0; d < nt->ndim; d++)
         t->shape[d] = nt->shape[d];
     return vkt_strategy_read(s, store, i, *buf);
@@ -285,10 +290,12 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
         vkt_net_store stores[2] = {VKT_STORE_OPT1, VKT_STORE_OPT2};
         for (int si = 0; si < 2 && st == VKT_OK; si++) {
             if (!vkt_strategy_has_store(s, stores[si])) continue;
-            for (int i = 0; i < n && st == VKT_OK; i++, k++) {
+            for (int i = 0; i < n && st == VKT_OK; i++) {
                 const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
+                if (nt->state) continue; // a buffer has no optimizer state
                 snprintf(names[k], 64, "%s.%s", nt->name, optim_state_name(od->kind, stores[si]));
                 st = read_for_checkpoint(s, stores[si], i, names[k], &t[k], &bufs[nb++]);
+                k++;
             }
         }
         if (st == VKT_OK) st = vkt_checkpoint_write(optim_path, t, k, meta, nmeta);
@@ -315,6 +322,7 @@ static vkt_status load_tensors(vkt_strategy *s, vkt_checkpoint *ck, vkt_net_stor
                                const char *suffix) {
     for (int i = 0; i < vkt_strategy_tensor_count(s); i++) {
         const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
+        if (nt->state && store != VKT_STORE_PARAM) continue; // buffers have no optimizer state
         char name[96];
         if (suffix)
             snprintf(name, sizeof name, "%s.%s", nt->name, suffix);

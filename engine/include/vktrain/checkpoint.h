@@ -1,15 +1,19 @@
-// checkpoint.h: named float32 tensors in safetensors files, written atomically and read back with
-// every header field checked.
+// checkpoint.h: named tensors in safetensors files, float32 or int64 (a buffer such as
+// batchnorm's num_batches_tracked), written atomically and read back with every header field
+// checked. The engine holds every tensor as floats: an int64 tensor is converted exactly both
+// ways, whole numbers only.
 //
 // The file format is Hugging Face's safetensors (https://huggingface.co/docs/safetensors):
 //   8 bytes   N, the header length, unsigned little-endian
-//   N bytes   JSON: {"<name>": {"dtype": "F32", "shape": [d0, ...], "data_offsets": [b, e]}, ...,
-//                    "__metadata__": {"<key>": "<value>", ...}}, padded with spaces so that
+//   N bytes   JSON: {"<name>": {"dtype": "F32" | "I64", "shape": [d0, ...], "data_offsets": [b,
+//   e]},
+//                    ..., "__metadata__": {"<key>": "<value>", ...}}, padded with spaces so that
 //             8 + N is a multiple of 8
 //   the data  every tensor's little-endian bytes at [8 + N + b, 8 + N + e), contiguous, in the
 //             order given to the writer
 // so safetensors.safe_open / torch's load_file read vktrain checkpoints, and vktrain reads theirs
-// when the tensors are F32.
+// when the tensors are F32 or I64 (an int64 value read must lie within +-2^24, where a float holds
+// every whole number).
 //
 // Atomic replacement: the writer writes "<path>.tmp.<pid>" in the target's directory, flushes and
 // fsyncs it, renames it over <path> and fsyncs the directory. A crash at any point leaves either
@@ -22,7 +26,7 @@
 // that tests can kill a write midway and check that the old checkpoint survives.
 //
 // What this module does not do: decide which tensors a training run saves, or their names (the
-// trainer does), or read dtypes other than F32 (they are reported by name).
+// trainer does), or read dtypes other than F32 and I64 (they are reported by name).
 #ifndef VKT_CHECKPOINT_H
 #define VKT_CHECKPOINT_H
 
@@ -33,9 +37,10 @@
 // One tensor to write. data holds the product of shape[0..ndim-1] floats (1 when ndim == 0).
 typedef struct vkt_ckpt_tensor {
     const char *name; // non-empty, unique, not "__metadata__"
-    int ndim;         // 0..VKT_CKPT_MAX_DIMS
+    int ndim;         // 0..VKT_CKPT_MAX_DIMS (0: a scalar, shape [])
     uint64_t shape[VKT_CKPT_MAX_DIMS];
     const float *data;
+    bool int64; // written as I64: every value must be a whole number within int64's range
 } vkt_ckpt_tensor;
 
 typedef struct vkt_ckpt_meta {
@@ -44,9 +49,10 @@ typedef struct vkt_ckpt_meta {
 } vkt_ckpt_meta;
 
 // Writes the tensors and metadata to path atomically (see above). Fails with VKT_ERR_ARG on a bad
-// name, shape or duplicate, VKT_ERR_IO when the temporary file cannot be created, written,
-// synced or renamed (the message names the path and the system's reason; the old file is left
-// untouched), VKT_ERR_HOST_MEMORY when the header cannot be built.
+// name, shape or duplicate, or an int64 tensor's value that is not a whole number in int64's range
+// (naming the tensor and the element; nothing is written then), VKT_ERR_IO when the temporary file
+// cannot be created, written, synced or renamed (the message names the path and the system's
+// reason; the old file is left untouched), VKT_ERR_HOST_MEMORY when the header cannot be built.
 vkt_status vkt_checkpoint_write(const char *path, const vkt_ckpt_tensor *tensors, int ntensors,
                                 const vkt_ckpt_meta *meta, int nmeta);
 
@@ -55,7 +61,7 @@ vkt_status vkt_checkpoint_write(const char *path, const vkt_ckpt_tensor *tensors
 
 typedef struct vkt_checkpoint vkt_checkpoint;
 
-// Opens path and checks its header: a sane length, valid JSON, every tensor F32 with a shape
+// Opens path and checks its header: a sane length, valid JSON, every tensor F32 or I64 with a shape
 // whose size matches its byte range, ranges contiguous from 0 and ending exactly at the end of
 // the file, metadata values strings. Fails with VKT_ERR_IO when the file cannot be opened or
 // read and VKT_ERR_FORMAT (naming the file and the tensor or byte offset) otherwise.
@@ -74,14 +80,18 @@ const char *vkt_checkpoint_tensor_name(const vkt_checkpoint *ck, int i);
 // Whether name exists; when it does, its ndim and shape (shape may be NULL).
 bool vkt_checkpoint_find(const vkt_checkpoint *ck, const char *name, int *ndim,
                          uint64_t shape[VKT_CKPT_MAX_DIMS]);
+// "F32" or "I64", the dtype of tensor name; NULL when absent.
+const char *vkt_checkpoint_dtype(const vkt_checkpoint *ck, const char *name);
 // Fails with VKT_ERR_FORMAT when name is absent ("checkpoint X has no tensor Y; it holds ...")
 // or has another shape ("checkpoint X: tensor 2.weight has shape [256, 512], the model needs
 // [128, 512]").
 vkt_status vkt_checkpoint_expect(const vkt_checkpoint *ck, const char *name, int ndim,
                                  const uint64_t *shape);
-// Copies the count floats of tensor name into dst. Fails with VKT_ERR_FORMAT when name is absent,
-// VKT_ERR_ARG when count is not its element count, VKT_ERR_IO when the read comes up short (the
-// file changed since it was opened).
+// Copies the count values of tensor name into dst as floats (I64 converted). Fails with
+// VKT_ERR_FORMAT when name is absent or an I64 value lies beyond +-2^24 (a float would not hold
+// it exactly; the message names the tensor, the element and the value), VKT_ERR_ARG when count is
+// not its element count, VKT_ERR_IO when the read comes up short (the file changed since it was
+// opened).
 vkt_status vkt_checkpoint_read(const vkt_checkpoint *ck, const char *name, float *dst,
                                uint64_t count);
 

@@ -2,14 +2,16 @@
 // checkpoints — driven by one options struct. The CLI (engine/cli/train.c) parses flags into it
 // and prints what the progress callback reports; everything else happens here.
 //
-// Checkpoints (safetensors): FILE holds the parameters under torch.nn.Sequential's names
-// ("0.weight" [out, in], "0.bias", "2.weight", ...) so that
+// Checkpoints (safetensors): FILE holds the parameters and buffers under torch.nn.Sequential's
+// names ("0.weight" [out, in], "0.bias", "1.running_mean", "1.num_batches_tracked" (I64, shape
+// []), ...) so that
 //   model.load_state_dict(safetensors.torch.load_file(FILE))
 // works as is, with the run's position and hyper-parameters (the optimizer's and the learning-rate
 // schedule's: a resumed run must ask for the same schedule) in its __metadata__. The optimizer
-// state (PyTorch's names: "<param>.momentum_buffer" / "<param>.exp_avg" / "<param>.exp_avg_sq")
-// goes to a sibling FILE-stem.optim-s<step>.safetensors that FILE's metadata names, written
-// before FILE, so a run killed at any moment leaves a consistent pair: the old one or the new.
+// state of the parameters (PyTorch's names: "<param>.momentum_buffer" / "<param>.exp_avg" /
+// "<param>.exp_avg_sq"; buffers have none) goes to a sibling FILE-stem.optim-s<step>.safetensors
+// that FILE's metadata names, written before FILE, so a run killed at any moment leaves a
+// consistent pair: the old one or the new.
 #ifndef VKT_TRAIN_H
 #define VKT_TRAIN_H
 
@@ -129,8 +131,8 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *r);
 // test_set, or on train_set when there is no test_set).
 vkt_status vkt_eval_run(const vkt_train_opts *o, vkt_train_result *r);
 
-// Writes / reads a checkpoint of the strategy's parameters (and optimizer state when
-// with_optim). meta: extra metadata pairs. Exposed for tests.
+// Writes / reads a checkpoint of the strategy's parameters and buffers (and the parameters'
+// optimizer state when with_optim). Exposed for tests.
 typedef struct vkt_run_position {
     uint64_t step;  // steps done
     int epoch;      // epoch in progress (0-based)
