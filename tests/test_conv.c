@@ -12,7 +12,7 @@
 //     stride 2 and padding 1, 3 -> 5 channels, 1x1 kernels, [3, 2] kernels and strides, no bias,
 //     conv + relu + conv + flatten + dense under softmax cross-entropy, MSE, the input gradient
 //     through a conv that is not first, and batches cut into several chunks (the chunk bound
-//     forced small), whose results must equal the one-chunk run's to the tolerance.
+//     forced small); two runs of that backward give bitwise the same gradients.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +20,7 @@
 #include "conv_ops.h"
 #include "layer.h"
 #include "layer_check.h"
+#include "network.h"
 #include "test_util.h"
 
 static bool has(const char *msg, const char *needle) { return strstr(msg, needle) != NULL; }
@@ -178,6 +179,10 @@ static void test_parse(vt *t) {
                        (const char *[]){"layers[0].bias", NULL});
     expect_layer_error(t, "[1, 8, 8]", "\"out_channels\": 4, \"kernel_size\": 3, \"dilation\": 2",
                        (const char *[]){"layers[0]", "dilation", "out_channels", NULL});
+    // A weight beyond one binding.
+    expect_layer_error(
+        t, "[4096, 3, 3]", "\"out_channels\": 4096, \"kernel_size\": 3",
+        (const char *[]){"layers[0]", "the weight [4096, 4096, 3, 3]", "128 MiB", NULL});
     // One sample's columns beyond the 128 MiB every device binds.
     expect_layer_error(t, "[64, 512, 512]", "\"out_channels\": 4, \"kernel_size\": 3",
                        (const char *[]){"layers[0]", "128 MiB", NULL});
@@ -443,17 +448,76 @@ static uint32_t chunks_of(vt *t, const char *json, uint32_t B) {
     return (B + per - 1) / per;
 }
 
+// Two runs of one training step give bitwise the same gradients (every reduction has a fixed
+// order: the products, the row sums, col2im's gather, the chunks in turn).
+static void test_deterministic(vt *t, vkt_device *dev, vkt_ops *ops, const lc_case *c) {
+    vkt_model_desc m;
+    VT_OK(t, vkt_model_parse(c->json, "deterministic", &m));
+    if (m.nlayers == 0) return;
+    vkt_net_desc nd = {.model = &m,
+                       .first_layer = 0,
+                       .last_layer = m.nlayers,
+                       .max_batch = c->B,
+                       .slots = 1,
+                       .optim = vkt_optim_default(VKT_OPTIM_SGD)};
+    vkt_net *net = NULL;
+    vkt_cmd *cmd = NULL;
+    VT_OK(t, vkt_net_create(dev, ops, &nd, &net));
+    if (net) VT_OK(t, vkt_cmd_create(dev, &cmd));
+    uint64_t nin = (uint64_t)c->B * m.input_features, total = 0;
+    for (int i = 0; net && i < vkt_net_tensor_count(net); i++)
+        total += vkt_net_get_tensor(net, i)->count;
+    float *x = malloc(nin * 4), *g[2] = {malloc((total + nin) * 4), malloc((total + nin) * 4)};
+    uint32_t *labels = malloc(c->B * 4);
+    vt_fill_uniform(x, nin, 99, -1, 1);
+    for (uint32_t b = 0; b < c->B; b++)
+        labels[b] = b % m.output_features;
+    if (!net || !cmd) goto out;
+    VT_OK(t, vkt_net_init(net, 5));
+    vkt_view in = vkt_net_input(net, 0), tg = vkt_net_targets(net, 0),
+             gi = vkt_net_input_grad(net, 0);
+    VT_OK(t, vkt_buffer_write(in.buffer, in.offset, x, nin * 4));
+    VT_OK(t, vkt_buffer_write(tg.buffer, tg.offset, labels, c->B * 4ull));
+    for (int run = 0; run < 2; run++) {
+        VT_OK(t, vkt_cmd_begin(cmd, false));
+        vkt_net_record_zero_grads(net, cmd);
+        vkt_net_record_forward(net, cmd, 0, c->B);
+        vkt_net_record_loss(net, cmd, 0, c->B, 1.0f / (float)c->B);
+        vkt_net_record_backward(net, cmd, 0, c->B, true);
+        if (!vt_run(t, cmd, ops, "a training step", vkt_device_label(dev))) goto out;
+        uint64_t at = 0;
+        for (int i = 0; i < vkt_net_tensor_count(net); i++) {
+            VT_OK(t, vkt_net_read_tensor(net, VKT_STORE_GRAD, i, g[run] + at));
+            at += vkt_net_get_tensor(net, i)->count;
+        }
+        VT_OK(t, vkt_buffer_read(gi.buffer, gi.offset, g[run] + at, nin * 4));
+    }
+    VT_CHECK(t, memcmp(g[0], g[1], (total + nin) * 4) == 0,
+             "%s on %s: two runs of the backward differ", m.name, vkt_device_label(dev));
+out:
+    free(x);
+    free(g[0]);
+    free(g[1]);
+    free(labels);
+    vkt_cmd_destroy(cmd);
+    vkt_net_destroy(net);
+    vkt_model_free(&m);
+}
+
 static void test_networks(vt *t, vkt_ops *const *ops) {
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++)
         lc_run(t, ops, &CASES[i]);
     // A bound of 2.5 samples' scratch for the first conv (3 -> 5, 3x3 on 7x7 with stride 2:
-    // K = 27, P = 16, 4 * (2K + OC) * P = 3776 bytes a sample): chunks of 2, 2, 2, 1 (the second
-    // conv, 5 -> 4 on 4x4, K = 30, P = 16: 4096 bytes a sample, also 2 at a time).
+    // K = 27, P = 16, 4 * (2K + OC) * P = 3776 bytes a sample): chunks of 2, 2, 2, 1; the second
+    // (5 -> 4, [3, 2] on 4x4 with padding [1, 0]: K = 30, P = 12, 3072 bytes a sample) takes
+    // 3, 3, 1.
     vkt_conv_set_chunk_bytes(9500);
     uint32_t n = chunks_of(t, CHUNKED[0].json, CHUNKED[0].B);
     VT_CHECK(t, n == 4, "the forced bound cuts batch 7 into %u chunks, expected 4", n);
     for (size_t i = 0; i < sizeof CHUNKED / sizeof *CHUNKED; i++)
         lc_run(t, ops, &CHUNKED[i]);
+    for (int d = 0; d < t->ndev && ops[d]; d++)
+        test_deterministic(t, t->dev[d], ops[d], &CHUNKED[0]);
     vkt_conv_set_chunk_bytes(0);
     n = chunks_of(t, CHUNKED[0].json, CHUNKED[0].B);
     VT_CHECK(t, n == 1, "the default bound makes %u chunks of batch 7", n);

@@ -1,6 +1,6 @@
 // conv2d.c: the 2-D convolution, as torch.nn.Conv2d (groups 1, dilation 1, zero padding):
-// y[b][oc][oh][ow] = bias[oc] + sum over c, i, j of W[oc][c][i][j] x[b][c][oh*sh + i - ph][ow*sw +
-// j - pw].
+//   y[b][oc][oh][ow] = bias[oc] + sum over c, i, j of
+//                      W[oc][c][i][j] x[b][c][oh*sh + i - ph][ow*sw + j - pw]
 //   keys    out_channels (required, 1 to 65536), kernel_size (required), stride (default 1),
 //           padding (default 0): each a whole number or [h, w]; bias (default true)
 //   shapes  input [C, H, W] -> output [OC, OH, OW], OH = (H + 2*ph - kh)/sh + 1 (and OW)
@@ -143,6 +143,13 @@ static vkt_status conv_parse(const vkt_layer_parse *p, vkt_layer_desc *l) {
                               "channels",
                               shape, l->units, (unsigned long long)oh, (unsigned long long)ow,
                               (unsigned long long)P, (unsigned long long)K);
+    if (4 * K * l->units > room)
+        return vkt_parse_fail(p, NULL,
+                              "the weight [%u, %u, %u, %u] takes %.0f MiB, more than the 128 MiB "
+                              "a storage binding holds on every device: use fewer channels or a "
+                              "smaller kernel",
+                              l->units, l->in.dim[0], l->kernel[0], l->kernel[1],
+                              4.0 * K * l->units / (1 << 20));
     l->out = (vkt_shape){.ndim = 3, .dim = {l->units, (uint32_t)oh, (uint32_t)ow}};
     return VKT_OK;
 }
