@@ -27,7 +27,9 @@ static void usage(FILE *f) {
         "  eval --init CKPT [options]  test accuracy and loss of a checkpoint\n"
         "  model FILE [--json|--torch]  a model's layers, shapes, parameters and FLOPs, or\n"
         "                          the same model as a PyTorch expression\n"
-        "  plan [options]          memory each device needs under each strategy, and the one\n"
+        "  generate --init CKPT [--model FILE] [--prompt TEXT] [--tokens N (200)]\n"
+        "                          [--temperature X (1)] [--top-k K] [--seed S]  text from a\n"
+        "                          trained language model (input [T] ids, output [T, V])\n"        "  plan [options]          memory each device needs under each strategy, and the one\n"
         "                          to use (--model, --device, --batch, --mem-limit, ...)\n"
         "  bench matmul [--sizes 256,512,1024,2048] [--reps N] [--device SPEC] [--json]\n"
         "                          [--form NN|NT|TN] [--baseline: the same sizes on the CPU\n"
@@ -203,6 +205,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 2, argv + 2);
     if (strcmp(cmd, "model") == 0) return cmd_model(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "generate") == 0) return cmd_generate(argc - 2, argv + 2);
     fprintf(stderr, "vktrain: unknown command \"%s\" (vktrain --help lists the commands)\n", cmd);
     return 2;
 }

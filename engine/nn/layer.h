@@ -18,7 +18,7 @@
 #include "network.h"
 #include "ops.h"
 
-#define VKT_LAYER_MAX_PARAMS 4
+#define VKT_LAYER_MAX_PARAMS 8
 
 // ---------------------------------------------------------------------------------------------
 // Parsing (engine/nn/model.c)
