@@ -3,8 +3,8 @@
 //
 // The geometry is compiled into each kernel as specialization constants (one pipeline per conv
 // shape): the divisions and remainders that turn a flat index into (sample, channel, row,
-// column) then become multiplies by constants. Each was an integer division per lane per
-// element otherwise, which lavapipe scalarizes (x86 has no vector integer divide).
+// column) then become multiplies by constants, where each would otherwise be an integer
+// division per lane (a CPU driver has no vector instruction for it on x86).
 #ifndef VKT_CONV_ABI_H
 #define VKT_CONV_ABI_H
 
@@ -25,7 +25,9 @@
 #define VKT_SPEC_CONV_PERM_OC (VKT_SPEC_USER + 0)
 #define VKT_SPEC_CONV_PERM_P (VKT_SPEC_USER + 1)
 #define VKT_SPEC_CONV_PERM_DIR (VKT_SPEC_USER + 2)
-#define VKT_SPEC_CONV_PERM_V (VKT_SPEC_USER + 3) // floats per invocation: 4 or 1
+// floats per invocation: 4 or 1
+#define VKT_SPEC_CONV_PERM_V (VKT_SPEC_USER + 3)
+
 #define VKT_CONV_TO_NCHW 0   // y[b][oc][p] = z[oc][b*P + p] (+ bias[oc])
 #define VKT_CONV_FROM_NCHW 1 // dz[oc][b*P + p] = dy[b][oc][p]
 
