@@ -552,8 +552,9 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
             e.s.size = e.z.size = need_c;
         }
     } else if (kind != VKT_MM_EPI_NONE) {
-        VKT_ASSERT((unsigned)epi->act <= VKT_ACT_SIGMOID);
-        e.act_code = (uint32_t)epi->act;
+        VKT_ASSERT((unsigned)epi->act <= VKT_ACT_GELU_ERF);
+        // Exact gelu's enum value is VKT_ACT_CODE_NONE: its code is the next (act_fn.glsl).
+        e.act_code = epi->act == VKT_ACT_GELU_ERF ? VKT_ACT_CODE_NONE + 1 : (uint32_t)epi->act;
         e.alpha = epi->alpha;
         const vkt_view *x = epi->saved;
         if (x) {

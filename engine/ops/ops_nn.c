@@ -231,6 +231,8 @@ static vkt_shader_id act_shader(vkt_act act, int which) {
                           VKT_SHADER_ACT_TANH_BWDY},
         [VKT_ACT_SIGMOID] = {VKT_SHADER_ACT_SIGMOID_FWD, VKT_SHADER_ACT_SIGMOID_BWD,
                              VKT_SHADER_ACT_SIGMOID_BWDY},
+        [VKT_ACT_GELU_ERF] = {VKT_SHADER_ACT_GELU_ERF_FWD, VKT_SHADER_ACT_GELU_ERF_BWD,
+                              VKT_SHADER_COUNT},
     };
     VKT_ASSERT((unsigned)act < sizeof ids / sizeof *ids && ids[act][which] != VKT_SHADER_COUNT);
     return ids[act][which];
@@ -242,7 +244,8 @@ bool vkt_act_grad_from_output(vkt_act act, float alpha) {
     case VKT_ACT_TANH:
     case VKT_ACT_SIGMOID: return true;
     case VKT_ACT_LEAKY_RELU: return alpha >= 0.0f;
-    case VKT_ACT_GELU: return false;
+    case VKT_ACT_GELU:
+    case VKT_ACT_GELU_ERF: return false;
     }
     return false;
 }

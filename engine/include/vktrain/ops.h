@@ -32,6 +32,7 @@ typedef enum vkt_act {
     VKT_ACT_GELU,       // tanh approximation, as PyTorch's approximate='tanh'
     VKT_ACT_TANH,
     VKT_ACT_SIGMOID,
+    VKT_ACT_GELU_ERF, // exact: x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default
 } vkt_act;
 
 // ---------------------------------------------------------------------------------------------

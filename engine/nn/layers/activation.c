@@ -1,8 +1,10 @@
 // activation.c: the elementwise activations relu, leaky_relu, gelu, tanh and sigmoid, as
-// torch.nn's ReLU, LeakyReLU(negative_slope), GELU(approximate='tanh'), Tanh and Sigmoid. They
-// keep the shape, hold no parameters, and have an epilogue form: right after a product (dense)
-// they run inside it, forward and backward (network.c's fusion rule).
-//   keys    leaky_relu: negative_slope (default 0.01); gelu: approximate (only "tanh")
+// torch.nn's ReLU, LeakyReLU(negative_slope), GELU(approximate='none' or 'tanh'), Tanh and
+// Sigmoid. They keep the shape, hold no parameters, and have an epilogue form: right after a
+// product (dense) they run inside it, forward and backward (network.c's fusion rule).
+//   keys    leaky_relu: negative_slope (default 0.01); gelu: approximate, "none" (the default,
+//           as PyTorch's: exact, 0.5 x (1 + erf(x / sqrt 2)), VKT_ACT_GELU_ERF) or "tanh"
+//           (the tanh approximation, VKT_ACT_GELU)
 //   records fwd: act kernel over B*features (or nothing, fused); bwd: dx = dy * f'(x), or
 //           from the output y where f' follows from it and the fused forward kept only y
 #include <math.h>
@@ -35,23 +37,24 @@ static vkt_status leaky_relu_parse(const vkt_layer_parse *p, vkt_layer_desc *l) 
 }
 
 static vkt_status gelu_parse(const vkt_layer_parse *p, vkt_layer_desc *l) {
+    vkt_act act = VKT_ACT_GELU_ERF; // PyTorch's default, approximate='none'
     const cJSON *ap = cJSON_GetObjectItemCaseSensitive(p->json, "approximate");
     if (ap) {
-        if (!cJSON_IsString(ap)) return vkt_parse_fail(p, "approximate", "expected \"tanh\"");
-        if (strcmp(ap->valuestring, "none") == 0)
+        if (!cJSON_IsString(ap))
+            return vkt_parse_fail(p, "approximate", "expected \"none\" or \"tanh\" (a string)");
+        if (strcmp(ap->valuestring, "tanh") == 0)
+            act = VKT_ACT_GELU;
+        else if (strcmp(ap->valuestring, "none") != 0)
             return vkt_parse_fail(p, "approximate",
-                                  "\"none\" (exact erf GELU) is not supported: only the tanh "
-                                  "approximation is; write \"approximate\": \"tanh\"");
-        if (strcmp(ap->valuestring, "tanh") != 0)
-            return vkt_parse_fail(p, "approximate",
-                                  "unknown value \"%s\": only \"tanh\" is supported",
+                                  "unknown value \"%s\": expected \"none\" (exact, erf) or "
+                                  "\"tanh\" (the tanh approximation), as torch.nn.GELU",
                                   ap->valuestring);
     }
-    return plain_parse(p, l, VKT_ACT_GELU);
+    return plain_parse(p, l, act);
 }
 
 static void act_cost(const vkt_layer_desc *l, vkt_layer_cost *c) {
-    c->fwd_flops = l->in_features;     // one op per element (a transcendental counts as one)
+    c->fwd_flops = l->in_features; // one op per element (a transcendental counts as one)
     c->bwd_flops = 2.0 * l->in_features;
     c->fwd_bytes = 8.0 * l->in_features;
     c->bwd_bytes = 12.0 * l->in_features;
@@ -88,6 +91,8 @@ static void act_backward(vkt_rec *r, int node) {
 
 static const double GELU_K = 0.79788456080286535588; // sqrt(2/pi)
 static const double GELU_C = 0.044715;
+static const double SQRT1_2 = 0.70710678118654752440;     // 1/sqrt(2)
+static const double INV_SQRT2PI = 0.39894228040143267794; // 1/sqrt(2 pi)
 
 double vkt_act_ref(vkt_act act, double alpha, double x) {
     switch (act) {
@@ -96,6 +101,9 @@ double vkt_act_ref(vkt_act act, double alpha, double x) {
     case VKT_ACT_GELU: return 0.5 * x * (1 + tanh(GELU_K * (x + GELU_C * x * x * x)));
     case VKT_ACT_TANH: return tanh(x);
     case VKT_ACT_SIGMOID: return 1 / (1 + exp(-x));
+    // x Phi(x) with Phi(x) = (1 + erf(x/sqrt 2)) / 2 written as erfc(-x/sqrt 2) / 2: the same
+    // function, without the cancellation of 1 + erf for x << 0.
+    case VKT_ACT_GELU_ERF: return 0.5 * x * erfc(-x * SQRT1_2);
     }
     return NAN;
 }
@@ -116,12 +124,13 @@ double vkt_act_ref_grad(vkt_act act, double alpha, double x) {
         double s = 1 / (1 + exp(-x));
         return s * (1 - s);
     }
+    case VKT_ACT_GELU_ERF: return 0.5 * erfc(-x * SQRT1_2) + x * exp(-0.5 * x * x) * INV_SQRT2PI;
     }
     return NAN;
 }
 
-static void act_ref_forward(vkt_ref *r, const vkt_layer_desc *l, double *const *p,
-                            const double *x, double *y) {
+static void act_ref_forward(vkt_ref *r, const vkt_layer_desc *l, double *const *p, const double *x,
+                            double *y) {
     (void)p;
     uint64_t n = (uint64_t)vkt_ref_batch(r) * l->in_features;
     for (uint64_t i = 0; i < n; i++)
@@ -146,6 +155,7 @@ static int act_torch(const vkt_layer_desc *l, char *buf, size_t size) {
     case VKT_ACT_LEAKY_RELU:
         return snprintf(buf, size, "nn.LeakyReLU(negative_slope=%.9g)", (double)l->alpha);
     case VKT_ACT_GELU: return snprintf(buf, size, "nn.GELU(approximate='tanh')");
+    case VKT_ACT_GELU_ERF: return snprintf(buf, size, "nn.GELU(approximate='none')");
     case VKT_ACT_TANH: return snprintf(buf, size, "nn.Tanh()");
     case VKT_ACT_SIGMOID: return snprintf(buf, size, "nn.Sigmoid()");
     }
