@@ -23,6 +23,9 @@ vkt_shader(act_leaky_relu_bwdy act.glsl ACT=ACT_LEAKY_RELU BACKWARD=2)
 # gelu, tanh form.
 vkt_shader(act_gelu_fwd act.glsl ACT=ACT_GELU BACKWARD=0)
 vkt_shader(act_gelu_bwd act.glsl ACT=ACT_GELU BACKWARD=1)
+# gelu, exact (erf) form.
+vkt_shader(act_gelu_erf_fwd act.glsl ACT=ACT_GELU_ERF BACKWARD=0)
+vkt_shader(act_gelu_erf_bwd act.glsl ACT=ACT_GELU_ERF BACKWARD=1)
 vkt_shader(act_tanh_fwd act.glsl ACT=ACT_TANH BACKWARD=0)
 vkt_shader(act_tanh_bwd act.glsl ACT=ACT_TANH BACKWARD=1)
 vkt_shader(act_tanh_bwdy act.glsl ACT=ACT_TANH BACKWARD=2)

@@ -30,7 +30,8 @@ double ref_act_grad_from_output(vkt_act act, double alpha, double y) {
     case VKT_ACT_LEAKY_RELU: return alpha >= 0 ? (y > 0 ? 1 : alpha) : NAN;
     case VKT_ACT_TANH: return 1 - y * y;
     case VKT_ACT_SIGMOID: return y * (1 - y);
-    case VKT_ACT_GELU: return NAN;
+    case VKT_ACT_GELU:
+    case VKT_ACT_GELU_ERF: return NAN;
     }
     return NAN;
 }

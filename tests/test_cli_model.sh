@@ -42,7 +42,7 @@ sys.path.insert(0, sys.argv[4])
 import vkt_torch
 module, spec = vkt_torch.build(sys.argv[1], sys.argv[2])
 have = {k: list(v.shape) for k, v in module.state_dict().items()}
-n = sum(v.numel() for v in module.state_dict().values())
+n = sum(v.numel() for v in module.parameters())  # trained parameters, not buffers
 want_n = json.loads(os.popen("'%s' model '%s' --json" % (sys.argv[1], sys.argv[2])).read())["parameters"]
 assert n == want_n, (n, want_n)
 data = open(sys.argv[3], "rb").read()

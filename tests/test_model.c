@@ -103,7 +103,8 @@ static void test_options(vt *t) {
     VT_CHECK(t, m.layers[1].act == VKT_ACT_LEAKY_RELU && m.layers[1].alpha == 0.01f,
              "leaky_relu default slope %g", m.layers[1].alpha);
     VT_CHECK(t, m.layers[2].alpha == 0.2f, "leaky_relu slope %g", m.layers[2].alpha);
-    VT_CHECK(t, m.layers[3].act == VKT_ACT_GELU && m.layers[4].act == VKT_ACT_GELU, "gelu");
+    VT_CHECK(t, m.layers[3].act == VKT_ACT_GELU && m.layers[4].act == VKT_ACT_GELU_ERF,
+             "gelu: tanh where asked, exact (erf) by default as nn.GELU()");
     VT_CHECK(t, m.layers[5].act == VKT_ACT_TANH && m.layers[7].act == VKT_ACT_SIGMOID,
              "tanh, sigmoid");
     VT_CHECK(t, m.layers[6].in.dim[2] == 7 && m.layers[6].in_features == 42 && m.layers[6].bias,
@@ -229,8 +230,8 @@ static const struct bad_case {
     {"{\"input\": [4], \"layers\": [{\"type\": \"dense\", \"unit\": 4}], \"loss\": \"mse\"}",
      {"layers[0].unit: unknown key", "units"}},
     {"{\"input\": [4], \"layers\": [{\"type\": \"dense\", \"units\": 4}, {\"type\": "
-     "\"conv2d\"}], \"loss\": \"mse\"}",
-     {"layers[1].type: unknown layer type \"conv2d\"", "known: dense"}},
+     "\"conv3d\"}], \"loss\": \"mse\"}",
+     {"layers[1].type: unknown layer type \"conv3d\"", "known: ", "conv2d, dense, "}},
     {"{\"input\": [4], \"layers\": [{\"units\": 4}], \"loss\": \"mse\"}",
      {"layers[0].type: missing"}},
     {"{\"input\": [4], \"layers\": [{\"type\": 3}], \"loss\": \"mse\"}",
@@ -238,11 +239,8 @@ static const struct bad_case {
     {"{\"input\": [4], \"layers\": [{\"type\": \"dense\", \"units\": 4}, 7], \"loss\": \"mse\"}",
      {"layers[1]: expected an object", "found a number"}},
     {"{\"input\": [4], \"layers\": [{\"type\": \"dense\", \"units\": 4}, {\"type\": \"gelu\", "
-     "\"approximate\": \"none\"}], \"loss\": \"mse\"}",
-     {"layers[1].approximate", "only the tanh approximation"}},
-    {"{\"input\": [4], \"layers\": [{\"type\": \"dense\", \"units\": 4}, {\"type\": \"gelu\", "
      "\"approximate\": \"erf\"}], \"loss\": \"mse\"}",
-     {"layers[1].approximate", "only \"tanh\""}},
+     {"layers[1].approximate", "unknown value \"erf\"", "\"none\""}},
     {"{\"input\": [4], \"layers\": [{\"type\": \"dense\", \"units\": 4}, {\"type\": "
      "\"leaky_relu\", \"negative_slope\": \"small\"}], \"loss\": \"mse\"}",
      {"layers[1].negative_slope: expected a finite number"}},

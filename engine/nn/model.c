@@ -32,6 +32,7 @@ const char *vkt_model_act_name(vkt_act act) {
     case VKT_ACT_RELU: return "relu";
     case VKT_ACT_LEAKY_RELU: return "leaky_relu";
     case VKT_ACT_GELU: return "gelu";
+    case VKT_ACT_GELU_ERF: return "gelu";
     case VKT_ACT_TANH: return "tanh";
     case VKT_ACT_SIGMOID: return "sigmoid";
     }
