@@ -2,6 +2,7 @@
 // engine/ops/matmul.c). A kernel is keyed by shader id and specialization constants and built on
 // first use, so a device only compiles the variants it runs.
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ops.h"
@@ -79,6 +80,12 @@ vkt_kernel *vkt_ops_kernel(vkt_ops *ops, vkt_shader_id shader, const uint32_t *s
 }
 
 vkt_status vkt_ops_peek(const vkt_ops *ops) { return ops->err; }
+
+void vkt_ops_fail(vkt_ops *ops, vkt_status s, const char *message) {
+    if (ops->err != VKT_OK) return; // the first failure is the one reported
+    ops->err = s;
+    snprintf(ops->err_msg, sizeof ops->err_msg, "%s", message);
+}
 
 vkt_status vkt_ops_status(vkt_ops *ops) {
     vkt_status s = ops->err;

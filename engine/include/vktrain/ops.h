@@ -24,6 +24,10 @@ vkt_kernel *vkt_ops_kernel(vkt_ops *ops, vkt_shader_id shader, const uint32_t *s
 vkt_status vkt_ops_status(vkt_ops *ops);
 // The pending failure vkt_ops_status would report, left pending.
 vkt_status vkt_ops_peek(const vkt_ops *ops);
+// Makes s with message the pending failure (unless one is already pending): for recording code
+// that finds it cannot record what it was asked (a batchnorm batch with one value per channel),
+// records nothing, and lets the caller's vkt_ops_status / vkt_net_status report it.
+void vkt_ops_fail(vkt_ops *ops, vkt_status s, const char *message);
 
 // The activations (engine/ops/ops_nn.c runs them on their own; matmul.c fuses them into a product).
 typedef enum vkt_act {
