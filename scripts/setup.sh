@@ -2,7 +2,8 @@
 # setup.sh: installs the Debian packages vktrain needs, and only those that are missing, so a
 # second run installs nothing and returns at once. Usage: scripts/setup.sh [run|test]
 #   run  (default) building and training: compiler, Vulkan loader/headers, volk, glslc, lavapipe,
-#        GLFW, cJSON, zlib, stb, Fashion-MNIST, a font
+#        GLFW, cJSON, zlib, stb, Fashion-MNIST, fortunes (the default text of byte-level language
+#        models, /usr/share/games/fortunes: docs/DATA.md), a font
 #   test everything above plus what the suite needs: the validation layer, SwiftShader (a second
 #        Vulkan driver from a second vendor, in chromium-common), Xvfb and x11-apps for window
 #        tests (x11-utils: xwininfo finds the window), python3 for checking JSON, python3-torch for
@@ -16,7 +17,7 @@ set -euo pipefail
 mode=${1:-run}
 pkgs=(cmake ninja-build gcc libc6-dev pkg-config glslc libvulkan1 libvulkan-dev libvulkan-volk-dev
       mesa-vulkan-drivers vulkan-validationlayers libglfw3-dev libcjson-dev zlib1g-dev libstb-dev
-      dataset-fashion-mnist fonts-dejavu-core)
+      dataset-fashion-mnist fortunes fonts-dejavu-core)
 if [ "$mode" = test ]; then
     pkgs+=(chromium-common xvfb x11-apps x11-utils libxtst6 python3 python3-numpy python3-torch
           libopenblas64-pthread-dev)

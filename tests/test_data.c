@@ -8,8 +8,16 @@
 // crop and flip of training images (each row a window of its sample, zeros outside, mirrored or
 // not, the one the documented draws pick; the same for the same seed, epoch and sample whatever
 // the batch size or order; another for another epoch or seed; none when not asked; bad shapes
-// refused). When Fashion-MNIST is installed (always under CI=true) checks the real training and
-// test sets.
+// refused). Checks token ids and per-position labels from .npy (int32 and int64, exact, bad ids
+// and labels refused by row and position); text corpora (a directory read in sorted order without
+// .dat files, symbolic links or subdirectories; the last tenth held out; training windows whose
+// targets are the inputs shifted by one, drawn as data.h documents (written again here), inside
+// the training part, the same for the same seed whatever the batch size, in order without
+// shuffling; the fixed validation windows; empty, short and missing text refused); and the run's
+// refusals of data that does not fit the model (labels per sample against the model's targets
+// per sample, labels not below the classes, text for a model that is not input [T] / output
+// [T, 256]), which vkt_train_run gives before it opens any device. When Fashion-MNIST and
+// fortunes are installed (always under CI=true) checks the real data sets.
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
@@ -20,6 +28,7 @@
 
 #include "data.h"
 #include "test_util.h"
+#include "train.h"
 
 static char g_dir[256];
 
@@ -106,7 +115,7 @@ static void check_idx_contents(vt *t, const vkt_dataset *ds, const char *what) {
 }
 
 static void test_idx(vt *t) {
-    uint8_t img[64 + NI * PIX], lab[64];
+    uint8_t img[64 + NI * PIX] = {0}, lab[64] = {0}; // zeroed: img_long writes past the images
     size_t ni = make_images(img, 0x803, NI, NI), nl = make_labels(lab, NI);
     write_file(tpath("img"), img, ni, false);
     write_file(tpath("lab"), lab, nl, false);
@@ -323,7 +332,7 @@ static void test_npy(vt *t) {
                 "yneg.npy", "label -1 of sample 2", "negative");
     write_npy(tpath("y2d.npy"), 1, "<i8", "(3, 2)", y8, sizeof y8);
     EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("xf.npy"), tpath("y2d.npy"), &ds), VKT_ERR_FORMAT,
-                "y2d.npy", "(n,) or (n, 1)");
+                "xf.npy holds 6 samples", "y2d.npy holds 3 rows of labels");
     float xnan[N * F];
     memcpy(xnan, xf, sizeof xf);
     xnan[2 * F + 3] = NAN;
@@ -738,6 +747,423 @@ static void test_augment(vt *t) {
     free(x);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Token ids and labels per position from .npy
+
+static void test_npy_tokens(vt *t) {
+    enum { N = 4, T = 6 };
+    int32_t x4[N * T], y4[N * T];
+    int64_t x8[N * T], y8[N * T];
+    for (int i = 0; i < N * T; i++) {
+        x4[i] = (int32_t)((i * 7919) % 50000);
+        y4[i] = (i * 5 + 3) % 11;
+    }
+    x4[5] = 16777215; // 2^24 - 1: the largest id, exact as a float
+    x4[6] = 0;
+    x4[7] = 16777213; // odd and above 2^23: a float32 keeps it only because it is below 2^24
+    y4[9] = 12;       // classes = 13
+    for (int i = 0; i < N * T; i++)
+        x8[i] = x4[i], y8[i] = y4[i];
+    write_npy(tpath("tx4.npy"), 1, "<i4", "(4, 6)", x4, sizeof x4);
+    write_npy(tpath("tx8.npy"), 1, "<i8", "(4, 6)", x8, sizeof x8);
+    write_npy(tpath("ty4.npy"), 1, "<i4", "(4, 6)", y4, sizeof y4);
+    write_npy(tpath("ty8.npy"), 2, "<i8", "(4, 6)", y8, sizeof y8);
+    write_npy(tpath("ty81.npy"), 1, "<i8", "(4, 6, 1)", y8, sizeof y8);
+    const char *xs[] = {"tx4.npy", "tx8.npy", "tx8.npy"},
+               *ys[] = {"ty8.npy", "ty4.npy", "ty81.npy"};
+    for (int c = 0; c < 3; c++) {
+        vkt_dataset ds;
+        vkt_status s = vkt_dataset_load_npy(tpath(xs[c]), tpath(ys[c]), &ds);
+        VT_CHECK(t, s == VKT_OK, "%s + %s: %s", xs[c], ys[c], vkt_error());
+        if (s != VKT_OK) continue;
+        VT_CHECK(t,
+                 ds.n == N && ds.features == T && vkt_dataset_targets(&ds) == T && ds.classes == 13,
+                 "%s + %s: n %u features %u targets %u classes %u", xs[c], ys[c], ds.n, ds.features,
+                 ds.targets, ds.classes);
+        int bad = 0;
+        for (int i = 0; i < N * T && ds.n == N && ds.features == T; i++)
+            bad += ds.x[i] != (float)x4[i] || (double)ds.x[i] != (double)x4[i];
+        for (int i = 0; i < N * T && ds.targets == T; i++)
+            bad += ds.y[i] != (uint32_t)y4[i];
+        VT_CHECK(t, bad == 0, "%s + %s: %d values differ", xs[c], ys[c], bad);
+        VT_CHECK(t, ds.x[5] == 16777215.0f && ds.x[7] == 16777213.0f, "ids near 2^24: %.1f %.1f",
+                 ds.x[5], ds.x[7]);
+        // The batcher gives each row its T labels.
+        if (c == 0 && ds.targets == T) {
+            vkt_batcher b;
+            VT_OK(t, vkt_batcher_init(&b, &ds, 3, false, 0));
+            float bx[3 * T];
+            uint32_t by[3 * T];
+            uint32_t rows = vkt_batcher_get(&b, 1, bx, by);
+            VT_CHECK(t, rows == 1 && memcmp(by, ds.y + 3 * T, T * 4) == 0 && bx[0] == ds.x[3 * T],
+                     "the last batch's row: %u rows, labels or ids differ", rows);
+            vkt_batcher_free(&b);
+            VT_OK(t, vkt_batcher_init(&b, &ds, 4, true, 5));
+            rows = vkt_batcher_get(&b, 0, NULL, by);
+            int wrong = 0;
+            for (uint32_t r = 0; r < rows; r++)
+                wrong += memcmp(by + r * T, ds.y + (size_t)b.order[r] * T, T * 4) != 0;
+            VT_CHECK(t, rows == N && wrong == 0, "shuffled: %d rows with another sample's labels",
+                     wrong);
+            vkt_batcher_free(&b);
+        }
+        vkt_dataset_free(&ds);
+    }
+
+    vkt_dataset ds;
+    int32_t xb[N * T];
+    memcpy(xb, x4, sizeof xb);
+    xb[2 * T + 3] = -1;
+    write_npy(tpath("txneg.npy"), 1, "<i4", "(4, 6)", xb, sizeof xb);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("txneg.npy"), tpath("ty8.npy"), &ds), VKT_ERR_FORMAT,
+                "txneg.npy", "row 2, column 3", "token id -1", "0..16777215");
+    int64_t xb8[N * T];
+    memcpy(xb8, x8, sizeof xb8);
+    xb8[1 * T + 0] = 16777216;
+    write_npy(tpath("txbig.npy"), 1, "<i8", "(4, 6)", xb8, sizeof xb8);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("txbig.npy"), tpath("ty8.npy"), &ds), VKT_ERR_FORMAT,
+                "txbig.npy", "row 1, column 0", "token id 16777216");
+    int64_t yb[N * T];
+    memcpy(yb, y8, sizeof yb);
+    yb[1 * T + 4] = -3;
+    write_npy(tpath("tyneg.npy"), 1, "<i8", "(4, 6)", yb, sizeof yb);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("tx4.npy"), tpath("tyneg.npy"), &ds), VKT_ERR_FORMAT,
+                "tyneg.npy", "label -3 of sample 1, position 4", "negative");
+    write_npy(tpath("ty3.npy"), 1, "<i8", "(3, 6)", y8, 3 * T * 8);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("tx4.npy"), tpath("ty3.npy"), &ds), VKT_ERR_FORMAT,
+                "4 samples", "3 rows of labels");
+    VT_CHECK(t, ds.x == NULL && ds.y == NULL, "failed loads leave the data set empty");
+
+    // In memory: a label too large is named by sample and position.
+    float fx[N * T];
+    uint32_t uy[N * T];
+    for (int i = 0; i < N * T; i++)
+        fx[i] = (float)x4[i], uy[i] = (uint32_t)y4[i];
+    VT_OK(t, vkt_dataset_from_sequences(fx, uy, N, T, T, 13, &ds));
+    VT_CHECK(t, ds.targets == T && memcmp(ds.y, uy, sizeof uy) == 0 && ds.y != uy,
+             "from_sequences: targets %u, labels not copied", ds.targets);
+    vkt_dataset_free(&ds);
+    uy[2 * T + 5] = 13;
+    EXPECT_FAIL(t, vkt_dataset_from_sequences(fx, uy, N, T, T, 13, &ds), VKT_ERR_ARG,
+                "sample 2, position 5", "label 13", "13 classes");
+    EXPECT_FAIL(t, vkt_dataset_from_sequences(fx, uy, N, T, 0, 13, &ds), VKT_ERR_ARG,
+                "targets (0)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text
+
+// Bytes that make every window of 8 recognisable: a splitmix64 stream.
+static void text_bytes(uint8_t *p, size_t n, uint64_t seed) {
+    uint64_t st = seed;
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(vt_rand_u64(&st) >> 56);
+}
+
+// Window j's start as data.h documents it, written again.
+static uint64_t ref_window(uint64_t seed, uint64_t e, uint32_t j, uint64_t train_n, uint32_t T,
+                           bool shuffle) {
+    if (!shuffle) return (uint64_t)j * T;
+    uint64_t state =
+        ref_mix(seed ^ ref_mix(e + 0x6a09e667f3bcc909ull) ^ ref_mix(j + 0xbb67ae8584caa73bull));
+    uint64_t bound = train_n - T, limit = UINT64_MAX - UINT64_MAX % bound, r;
+    do
+        r = vt_rand_u64(&state);
+    while (r >= limit);
+    return r % bound;
+}
+
+// Walks epoch e of b: every row the documented window, targets the inputs shifted by one, inside
+// the training part. Returns the smallest and largest start seen.
+static void check_windows(vt *t, vkt_batcher *b, uint64_t e, const char *what, uint64_t *lo,
+                          uint64_t *hi) {
+    const vkt_text *tx = b->text;
+    uint32_t T = b->T;
+    vkt_batcher_epoch(b, e);
+    float *x = malloc((size_t)b->batch * T * sizeof(float));
+    uint32_t *y = malloc((size_t)b->batch * T * sizeof(uint32_t));
+    uint32_t j = 0, nb = vkt_batcher_count(b);
+    int bad = 0, outside = 0, shift = 0;
+    *lo = UINT64_MAX, *hi = 0;
+    for (uint32_t i = 0; i < nb; i++) {
+        uint32_t rows = vkt_batcher_get(b, i, x, y);
+        uint32_t want = i + 1 < nb ? b->batch : b->windows - i * b->batch;
+        VT_CHECK(t, rows == want, "%s: batch %u has %u rows, expected %u", what, i, rows, want);
+        for (uint32_t r = 0; r < rows; r++, j++) {
+            uint64_t s = ref_window(b->seed, e, j, tx->train_n, T, b->shuffle);
+            bad += s != vkt_batcher_window(b, j);
+            outside += s + T >= tx->train_n; // the last target must be a training byte
+            for (uint32_t k = 0; k < T && s + T < tx->n; k++) {
+                bad +=
+                    x[r * T + k] != (float)tx->bytes[s + k] || y[r * T + k] != tx->bytes[s + k + 1];
+                if (k + 1 < T) shift += (float)y[r * T + k] != x[r * T + k + 1];
+            }
+            *lo = s < *lo ? s : *lo;
+            *hi = s > *hi ? s : *hi;
+        }
+    }
+    VT_CHECK(t, j == b->windows, "%s: an epoch gave %u windows of %u", what, j, b->windows);
+    VT_CHECK(t, bad == 0, "%s: %d values or starts differ from the documented windows", what, bad);
+    VT_CHECK(t, shift == 0, "%s: %d targets are not the next input", what, shift);
+    VT_CHECK(t, outside == 0, "%s: %d windows reach into the validation part", what, outside);
+    free(x);
+    free(y);
+}
+
+static void test_text(vt *t) {
+    enum { NA = 600, NB = 403, T = 8 };
+    uint8_t a[NA], bb[NB], all[NA + NB];
+    text_bytes(a, NA, 1);
+    text_bytes(bb, NB, 2);
+    memcpy(all, a, NA);
+    memcpy(all + NA, bb, NB);
+    char dir[300], sub[320];
+    snprintf(dir, sizeof dir, "%s/text", g_dir);
+    snprintf(sub, sizeof sub, "%s/text/sub", g_dir);
+    mkdir(dir, 0700);
+    mkdir(sub, 0700);
+    // Written out of order; a .dat index, a symbolic link and a subdirectory that must be skipped.
+    write_file(tpath("text/b"), bb, NB, false);
+    write_file(tpath("text/a"), a, NA, false);
+    write_file(tpath("text/a.dat"), "index", 5, false);
+    write_file(tpath("text/sub/c"), "nested", 6, false);
+    VT_CHECK(t, symlink("a", tpath("text/a.u8")) == 0, "cannot make a symbolic link");
+    write_file(tpath("a.gz"), a, NA, true);
+
+    vkt_text tx;
+    const char *d1[] = {dir};
+    VT_OK(t, vkt_text_load(d1, 1, &tx));
+    VT_CHECK(t, tx.n == NA + NB && tx.files == 2 && tx.bytes && memcmp(tx.bytes, all, NA + NB) == 0,
+             "directory: %llu bytes from %u files, expected a then b (%d bytes from 2)",
+             (unsigned long long)tx.n, tx.files, NA + NB);
+    VT_CHECK(t, tx.train_n == NA + NB - (NA + NB) / 10 && tx.train_n == 903,
+             "split: training part %llu bytes", (unsigned long long)tx.train_n);
+    VT_CHECK(t, has(tx.source, "text"), "source %s", tx.source);
+    vkt_text t2;
+    const char *d2[] = {tpath("text/b"), tpath("a.gz")};
+    VT_OK(t, vkt_text_load(d2, 2, &t2));
+    VT_CHECK(t,
+             t2.n == NA + NB && memcmp(t2.bytes, bb, NB) == 0 && memcmp(t2.bytes + NB, a, NA) == 0,
+             "files in the order given, gzip decompressed");
+    VT_CHECK(t, has(t2.source, "+ 1 more"), "source %s", t2.source);
+    vkt_text_free(&t2);
+    VT_CHECK(t, t2.bytes == NULL && t2.n == 0, "free zeroes");
+    vkt_text_free(&t2);
+
+    // Training windows, shuffled: the documented draws over several epochs reach both ends of
+    // the training part and never beyond; the same seed again gives the same batches.
+    vkt_batcher b, b2;
+    VT_OK(t, vkt_batcher_init_text(&b, &tx, T, 5, true, 9, 0));
+    VT_CHECK(t,
+             b.windows == (903 - 1) / T && vkt_batcher_count(&b) == 23 &&
+                 vkt_batcher_samples(&b) == 112,
+             "windows %u, batches %u", b.windows, vkt_batcher_count(&b));
+    uint64_t lo = UINT64_MAX, hi = 0, l, h;
+    for (uint64_t e = 0; e < 12; e++) {
+        check_windows(t, &b, e, "shuffled", &l, &h);
+        lo = l < lo ? l : lo;
+        hi = h > hi ? h : hi;
+    }
+    VT_CHECK(t, lo < 10 && hi > 903 - T - 1 - 10 && hi <= 903 - T - 1,
+             "starts from %llu to %llu over 12 epochs (0 to %d possible)", (unsigned long long)lo,
+             (unsigned long long)hi, 903 - T - 1);
+    float x1[5 * T], x2[5 * T];
+    uint32_t y1[5 * T], y2[5 * T];
+    VT_OK(t, vkt_batcher_init_text(&b2, &tx, T, 5, true, 9, 0));
+    vkt_batcher_epoch(&b, 3);
+    vkt_batcher_epoch(&b2, 3);
+    vkt_batcher_get(&b, 4, x1, y1);
+    vkt_batcher_get(&b2, 4, x2, y2);
+    VT_CHECK(t, memcmp(x1, x2, sizeof x1) == 0 && memcmp(y1, y2, sizeof y1) == 0,
+             "the same seed and epoch gave other windows");
+    vkt_batcher_epoch(&b2, 4);
+    vkt_batcher_get(&b2, 4, x2, y2);
+    VT_CHECK(t, memcmp(x1, x2, sizeof x1) != 0, "epochs 3 and 4 gave the same windows");
+    vkt_batcher_free(&b2);
+    VT_OK(t, vkt_batcher_init_text(&b2, &tx, T, 5, true, 10, 0));
+    vkt_batcher_epoch(&b2, 3);
+    vkt_batcher_get(&b2, 4, x2, y2);
+    VT_CHECK(t, memcmp(x1, x2, sizeof x1) != 0, "seeds 9 and 10 gave the same windows");
+    vkt_batcher_free(&b2);
+    // Another batch size: window j is the same window (batch 4 of 5 = windows 20..24).
+    VT_OK(t, vkt_batcher_init_text(&b2, &tx, T, 3, true, 9, 0));
+    vkt_batcher_epoch(&b2, 3);
+    float x3[3 * T];
+    int moved = 0;
+    for (uint32_t j = 20; j < 25; j++) {
+        vkt_batcher_get(&b2, j / 3, x3, NULL);
+        moved += memcmp(x3 + (j % 3) * T, x1 + (j - 20) * T, T * sizeof(float)) != 0;
+    }
+    VT_CHECK(t, moved == 0, "%d windows change with the batch size", moved);
+    vkt_batcher_free(&b2);
+    vkt_batcher_free(&b);
+
+    // Unshuffled: consecutive windows from the first byte, the same every epoch; a limit.
+    VT_OK(t, vkt_batcher_init_text(&b, &tx, T, 7, false, 9, 0));
+    check_windows(t, &b, 0, "in order", &l, &h);
+    VT_CHECK(t, l == 0 && h == 111 * T, "in order: starts %llu to %llu", (unsigned long long)l,
+             (unsigned long long)h);
+    check_windows(t, &b, 5, "in order, epoch 5", &l, &h);
+    vkt_batcher_free(&b);
+    VT_OK(t, vkt_batcher_init_text(&b, &tx, T, 5, true, 9, 7));
+    VT_CHECK(t, b.windows == 7 && vkt_batcher_count(&b) == 2, "limit 7: %u windows", b.windows);
+    check_windows(t, &b, 2, "limit 7", &l, &h);
+    vkt_batcher_free(&b);
+    VT_OK(t, vkt_batcher_init_text(&b, &tx, T, 5, true, 9, 100000));
+    VT_CHECK(t, b.windows == 112, "a limit above W keeps W: %u", b.windows);
+    vkt_augment flip = {.flip = true};
+    vkt_shape s1 = {1, {T}};
+    EXPECT_FAIL(t, vkt_batcher_augment(&b, &flip, &s1), VKT_ERR_ARG, "text");
+    vkt_batcher_free(&b);
+    EXPECT_FAIL(t, vkt_batcher_init_text(&b, &tx, T, 0, true, 9, 0), VKT_ERR_ARG, "batch size");
+
+    // Validation: consecutive windows of the last tenth, from its first byte.
+    vkt_dataset v;
+    VT_OK(t, vkt_text_validation(&tx, T, 0, &v));
+    VT_CHECK(t, v.n == (100 - 1) / T && v.features == T && v.targets == T && v.classes == 256,
+             "validation: n %u features %u targets %u classes %u", v.n, v.features, v.targets,
+             v.classes);
+    int bad = 0;
+    for (uint32_t k = 0; k < v.n; k++)
+        for (uint32_t i = 0; i < T; i++)
+            bad += v.x[k * T + i] != (float)all[903 + k * T + i] ||
+                   v.y[k * T + i] != all[903 + k * T + i + 1];
+    VT_CHECK(t, bad == 0, "validation: %d values differ", bad);
+    VT_OK(t, vkt_dataset_check(&v, "validation"));
+    vkt_dataset_free(&v);
+    VT_OK(t, vkt_text_validation(&tx, T, 5, &v));
+    VT_CHECK(t, v.n == 5 && v.x[4 * T] == (float)all[903 + 4 * T], "validation limit 5: n %u", v.n);
+    vkt_dataset_free(&v);
+
+    // Windows that do not fit: each part must hold T + 1 bytes (here validation 100, T = 99).
+    VT_OK(t, vkt_text_check(&tx, 99));
+    EXPECT_FAIL(t, vkt_text_check(&tx, 100), VKT_ERR_FORMAT, "too short", "1003 bytes",
+                "903 for training and 100 for validation", "input [100]", "at least 1010 bytes");
+    EXPECT_FAIL(t, vkt_text_validation(&tx, 100, 0, &v), VKT_ERR_FORMAT, "too short");
+    EXPECT_FAIL(t, vkt_batcher_init_text(&b, &tx, 100, 4, true, 1, 0), VKT_ERR_FORMAT, "too short");
+    vkt_text_free(&tx);
+
+    // In memory; empty, missing and unreadable text.
+    VT_OK(t, vkt_text_from_bytes(all, 30, "thirty bytes", &tx));
+    VT_CHECK(t, tx.n == 30 && tx.train_n == 27, "from bytes: %llu, %llu", (unsigned long long)tx.n,
+             (unsigned long long)tx.train_n);
+    EXPECT_FAIL(t, vkt_text_check(&tx, 8), VKT_ERR_FORMAT, "thirty bytes", "too short");
+    vkt_text_free(&tx);
+    EXPECT_FAIL(t, vkt_text_from_bytes(all, 0, "nothing", &tx), VKT_ERR_FORMAT, "empty");
+    write_file(tpath("empty.txt"), "", 0, false);
+    const char *e1[] = {tpath("empty.txt")};
+    EXPECT_FAIL(t, vkt_text_load(e1, 1, &tx), VKT_ERR_FORMAT, "empty.txt", "empty");
+    const char *e2[] = {tpath("text/a"), tpath("missing.txt")};
+    EXPECT_FAIL(t, vkt_text_load(e2, 2, &tx), VKT_ERR_IO, "missing.txt");
+    VT_CHECK(t, tx.bytes == NULL && tx.n == 0, "a failed load leaves the corpus empty");
+    char dats[320];
+    snprintf(dats, sizeof dats, "%s/dats", g_dir);
+    mkdir(dats, 0700);
+    write_file(tpath("dats/x.dat"), "index", 5, false);
+    const char *e3[] = {dats};
+    EXPECT_FAIL(t, vkt_text_load(e3, 1, &tx), VKT_ERR_ARG, "dats", "no regular file");
+    EXPECT_FAIL(t, vkt_text_load(e3, 0, &tx), VKT_ERR_ARG, "no text");
+}
+
+// ---------------------------------------------------------------------------------------------
+// What vkt_train_run refuses before it opens a device: data that does not fit the model.
+
+static vkt_status run_with(const char *model_json, const vkt_dataset *train,
+                           const char *const *text, int ntext) {
+    vkt_model_desc m;
+    vkt_status s = vkt_model_parse(model_json, "model", &m);
+    if (s != VKT_OK) return s;
+    vkt_train_opts o = {.model = &m,
+                        .train_set = train,
+                        .text_paths = text,
+                        .ntext = ntext,
+                        .epochs = 1,
+                        .batch = 4,
+                        .optim = vkt_optim_default(VKT_OPTIM_SGD)};
+    o.optim.lr = 0.1f;
+    vkt_train_result r;
+    s = vkt_train_run(&o, &r);
+    vkt_model_free(&m);
+    return s;
+}
+
+static void test_fits(vt *t) {
+    enum { N = 4, T = 6 };
+    // Output [6, 16]: six labels per sample, 16 classes. Output [16]: one.
+    const char *seq = "{\"name\": \"seq\", \"input\": [6, 1], \"layers\": [{\"type\": \"dense\", "
+                      "\"units\": 16}], \"loss\": \"softmax_cross_entropy\"}";
+    const char *one = "{\"name\": \"one\", \"input\": [6], \"layers\": [{\"type\": \"dense\", "
+                      "\"units\": 16}], \"loss\": \"softmax_cross_entropy\"}";
+    const char *mse = "{\"name\": \"reg\", \"input\": [6], \"layers\": [{\"type\": \"dense\", "
+                      "\"units\": 16}], \"loss\": \"mse\"}";
+    float x[N * T] = {0};
+    uint32_t y[N * T] = {0};
+    for (int i = 0; i < N * T; i++)
+        y[i] = (uint32_t)(i % 16);
+    vkt_dataset per_pos, per_sample, big;
+    VT_OK(t, vkt_dataset_from_sequences(x, y, N, T, T, 16, &per_pos));
+    VT_OK(t, vkt_dataset_from_arrays(x, y, N, T, 16, &per_sample));
+    y[1 * T + 2] = 17;
+    VT_OK(t, vkt_dataset_from_sequences(x, y, N, T, T, 20, &big));
+    EXPECT_FAIL(t, run_with(seq, &per_sample, NULL, 0), VKT_ERR_FORMAT, "model seq",
+                "expects 6 labels per sample", "has 1 per sample");
+    EXPECT_FAIL(t, run_with(one, &per_pos, NULL, 0), VKT_ERR_FORMAT, "model one",
+                "expects one label per sample", "has 6 per sample");
+    EXPECT_FAIL(t, run_with(seq, &big, NULL, 0), VKT_ERR_FORMAT, "label 17 at sample 1, position 2",
+                "16 classes", "[6, 16]");
+    EXPECT_FAIL(t, run_with(mse, &per_pos, NULL, 0), VKT_ERR_FORMAT, "mse", "6 labels per sample");
+
+    // Text needs input [T] and output [T, 256] under softmax_cross_entropy.
+    const char *txt[] = {tpath("text/a")};
+    const char *seq256 = "{\"name\": \"seq256\", \"input\": [6, 1], \"layers\": [{\"type\": "
+                         "\"dense\", \"units\": 256}], \"loss\": \"softmax_cross_entropy\"}";
+    EXPECT_FAIL(t, run_with(seq256, NULL, txt, 1), VKT_ERR_ARG, "input [T]", "output [T, 256]",
+                "model seq256 has input [6, 1], output [6, 256]");
+    EXPECT_FAIL(t, run_with(one, NULL, txt, 1), VKT_ERR_ARG, "input [6], output [16]");
+    EXPECT_FAIL(t, run_with(one, &per_sample, txt, 1), VKT_ERR_ARG, "one source of data");
+    const char *empty[] = {tpath("empty.txt")};
+    EXPECT_FAIL(t, run_with(one, NULL, empty, 1), VKT_ERR_FORMAT, "empty");
+    vkt_dataset_free(&per_pos);
+    vkt_dataset_free(&per_sample);
+    vkt_dataset_free(&big);
+}
+
+// fortunes, the default text: every regular file but the .dat indexes (not the .u8 links).
+static void test_fortunes(vt *t) {
+    struct stat st;
+    const char *ci = getenv("CI");
+    if (stat(VKT_DEFAULT_TEXT_DIR, &st) != 0) {
+        VT_CHECK(t, !(ci && strcmp(ci, "true") == 0),
+                 "CI=true but %s is missing (scripts/setup.sh installs fortunes)",
+                 VKT_DEFAULT_TEXT_DIR);
+        printf("test_data: note: %s is missing; the fortunes check is skipped\n",
+               VKT_DEFAULT_TEXT_DIR);
+        return;
+    }
+    uint64_t bytes = 0;
+    uint32_t files = 0;
+    DIR *d = opendir(VKT_DEFAULT_TEXT_DIR);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char p[1024];
+        size_t n = strlen(e->d_name);
+        snprintf(p, sizeof p, "%s/%s", VKT_DEFAULT_TEXT_DIR, e->d_name);
+        if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+            !(n > 4 && strcmp(e->d_name + n - 4, ".dat") == 0)) {
+            bytes += (uint64_t)st.st_size;
+            files++;
+        }
+    }
+    if (d) closedir(d);
+    vkt_text tx;
+    const char *p[] = {VKT_DEFAULT_TEXT_DIR};
+    VT_OK(t, vkt_text_load(p, 1, &tx));
+    VT_CHECK(t, tx.n == bytes && tx.files == files && files >= 10 && bytes > 1000000,
+             "fortunes: %llu bytes from %u files, expected %llu from %u", (unsigned long long)tx.n,
+             tx.files, (unsigned long long)bytes, files);
+    VT_OK(t, vkt_text_check(&tx, 256));
+    vkt_text_free(&tx);
+}
+
 // vt_finish must fail a run with a failed check even without devices (this test uses none).
 static void test_harness(vt *t) {
     vt bad = {.name = "test_data (harness self-check)"};
@@ -763,7 +1189,11 @@ int main(void) {
     test_batcher(&t);
     test_arrays(&t);
     test_augment(&t);
+    test_npy_tokens(&t);
+    test_text(&t);
+    test_fits(&t);
     test_fashion_mnist(&t);
+    test_fortunes(&t);
     vt_remove_dir(g_dir);
     return vt_finish(&t);
 }

@@ -87,7 +87,6 @@ bad:
 typedef struct printer {
     bool tty, json, quiet;
     bool show_lr; // a schedule moves the rate: each line says it
-    uint32_t every;
 } printer;
 
 static void on_progress(const vkt_progress *p, void *user) {
@@ -119,7 +118,8 @@ static void on_progress(const vkt_progress *p, void *user) {
                p->epochs, bar, p->batch, p->batches, p->loss, lr, p->samples_per_sec, eta / 60,
                eta % 60);
         fflush(stdout);
-    } else if (p->batch % pr->every == 0 || p->batch == p->batches) {
+    } else if (p->batch % (p->batches / 10 ? p->batches / 10 : 1) == 0 ||
+               p->batch == p->batches) { // about ten lines an epoch
         char lr[40] = "";
         if (pr->show_lr) snprintf(lr, sizeof lr, " lr %.4g", p->lr);
         printf("epoch %d/%d batch %u/%u step %llu loss %.4f%s %.0f samples/s\n", p->epoch,
@@ -209,6 +209,35 @@ static int parse_augment(vkt_train_opts *o, const char *list, bool pad_given) {
     return 0;
 }
 
+// --data-text FILE[,FILE...], repeatable: every name into o->text_paths (the strings are kept
+// here, for the life of the process). Returns 0, or 2 after printing why.
+static int add_text_paths(vkt_train_opts *o, const char *list) {
+    enum { MAX_PATHS = 256 };
+    static const char *paths[MAX_PATHS];
+    size_t n = strlen(list);
+    bool bad = n == 0 || list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,");
+    char *copy = bad ? NULL : strdup(list);
+    if (!copy) {
+        fprintf(stderr,
+                "vktrain: --data-text wants FILE[,FILE...] (files or directories of text), not "
+                "\"%s\"\n",
+                list);
+        return 2;
+    }
+    for (char *save = NULL, *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        if (o->ntext == MAX_PATHS) {
+            fprintf(stderr,
+                    "vktrain: --data-text names more than %d files; name their directory "
+                    "instead\n",
+                    MAX_PATHS);
+            return 2;
+        }
+        paths[o->ntext++] = w; // copy stays allocated: the names point into it
+    }
+    o->text_paths = paths;
+    return 0;
+}
+
 static const char *default_model(void) {
     static const char *rel = "assets/models/fashion_mlp.json";
     if (access(rel, R_OK) == 0) return rel;
@@ -262,6 +291,9 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             *comma = 0;
             o->npy_x = buf;
             o->npy_y = comma + 1;
+        } else if (!strcmp(a, "--data-text")) {
+            TAKES_VALUE;
+            if (add_text_paths(o, v)) return 2;
         } else if (!strcmp(a, "--limit-train")) {
             TAKES_VALUE;
             if (!parse_u64(a, v, 1, UINT32_MAX, &u)) return 2;
@@ -647,14 +679,6 @@ int cmd_train(int argc, char **argv) {
     }
     vkt_train_result r;
     vkt_status st;
-    // Batches between plain progress lines: about ten a epoch.
-    pr.every = 1;
-    {
-        vkt_train_opts *o = &c.o;
-        uint32_t n = o->limit_train ? o->limit_train : 60000;
-        uint32_t nb = (n + o->batch - 1) / o->batch;
-        pr.every = nb / 10 ? nb / 10 : 1;
-    }
     if (c.view)
         st = cli_train_with_viewer(&c, &r);
     else

@@ -1,6 +1,6 @@
-// data.c: reads IDX (MNIST layout) and NumPy .npy data sets into host memory, and walks them in
-// (optionally shuffled) batches. See data.h for the formats accepted and the shuffle's
-// definition.
+// data.c: reads IDX (MNIST layout) and NumPy .npy data sets and text corpora into host memory,
+// and walks them in (optionally shuffled) batches, or in windows of text. See data.h for the
+// formats accepted and the definitions of the shuffle and of the text windows.
 //
 // Every file goes through zlib's gzread, which reads plain and gzip-compressed files alike, so
 // "train-images-idx3-ubyte" and "train-images-idx3-ubyte.gz" (or a gzipped .npy) need no separate
@@ -12,12 +12,14 @@
 // read as little-endian host memory), any device work.
 #include "data.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "vkt_internal.h"
@@ -27,6 +29,8 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 // Class indices above this are taken as a sign of a wrong file, not of a real task.
 #define MAX_CLASSES (1u << 24)
+// Integer features (token ids) must be below this: every such integer is exact in a float.
+#define MAX_TOKEN_ID (1u << 24)
 
 // ---------------------------------------------------------------------------------------------
 // A reader over gzread that counts bytes, so that messages can say where things went wrong.
@@ -140,6 +144,15 @@ void vkt_dataset_free(vkt_dataset *ds) {
     memset(ds, 0, sizeof *ds);
 }
 
+uint32_t vkt_dataset_targets(const vkt_dataset *ds) { return ds->targets ? ds->targets : 1; }
+
+// " at position 3" when a sample has several labels, "" otherwise, for messages.
+static const char *position_text(uint32_t targets, uint64_t pos, char *buf, size_t size) {
+    if (targets <= 1) return "";
+    snprintf(buf, size, ", position %llu", (unsigned long long)pos);
+    return buf;
+}
+
 vkt_status vkt_dataset_check(const vkt_dataset *ds, const char *who) {
     if (!ds->x || !ds->y) return vkt_fail(VKT_ERR_ARG, "%s: %s is NULL", who, !ds->x ? "x" : "y");
     if (ds->n == 0 || ds->features == 0 || ds->classes == 0)
@@ -153,12 +166,19 @@ vkt_status vkt_dataset_check(const vkt_dataset *ds, const char *who) {
     if (count / ds->features != ds->n || count > SIZE_MAX / sizeof(float))
         return vkt_fail(VKT_ERR_HOST_MEMORY, "%s: %u x %u features overflow", who, ds->n,
                         ds->features);
-    for (uint32_t i = 0; i < ds->n; i++)
-        if (ds->y[i] >= ds->classes)
+    uint32_t tps = vkt_dataset_targets(ds);
+    size_t labels = (size_t)ds->n * tps;
+    if (labels / tps != ds->n || labels > SIZE_MAX / sizeof(uint32_t))
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "%s: %u x %u labels overflow", who, ds->n, tps);
+    for (size_t i = 0; i < labels; i++)
+        if (ds->y[i] >= ds->classes) {
+            char pos[48];
             return vkt_fail(VKT_ERR_ARG,
-                            "%s: sample %u has label %u, but there are %u classes (labels must be "
-                            "0..%u)",
-                            who, i, ds->y[i], ds->classes, ds->classes - 1);
+                            "%s: sample %zu%s has label %u, but there are %u classes (labels must "
+                            "be 0..%u)",
+                            who, i / tps, position_text(tps, i % tps, pos, sizeof pos), ds->y[i],
+                            ds->classes, ds->classes - 1);
+        }
     for (size_t k = 0; k < count; k++)
         if (!isfinite(ds->x[k]))
             return vkt_fail(
@@ -167,29 +187,47 @@ vkt_status vkt_dataset_check(const vkt_dataset *ds, const char *who) {
     return VKT_OK;
 }
 
-vkt_status vkt_dataset_from_arrays(const float *x, const uint32_t *y, uint32_t n, uint32_t features,
-                                   uint32_t classes, vkt_dataset *out) {
+static vkt_status from_arrays(const char *who, const float *x, const uint32_t *y, uint32_t n,
+                              uint32_t features, uint32_t targets, uint32_t classes,
+                              vkt_dataset *out) {
     memset(out, 0, sizeof *out);
+    if (targets == 0) return vkt_fail(VKT_ERR_ARG, "%s: targets (0) must be at least 1", who);
     // The arrays as a set that borrows them, checked as any set the caller hands a run.
-    vkt_dataset view = {
-        .n = n, .features = features, .classes = classes, .x = (float *)x, .y = (uint32_t *)y};
-    VKT_TRY(vkt_dataset_check(&view, "vkt_dataset_from_arrays"));
-    size_t count = (size_t)n * features;
+    vkt_dataset view = {.n = n,
+                        .features = features,
+                        .classes = classes,
+                        .targets = targets,
+                        .x = (float *)x,
+                        .y = (uint32_t *)y};
+    VKT_TRY(vkt_dataset_check(&view, who));
+    size_t count = (size_t)n * features, labels = (size_t)n * targets;
     vkt_status s = VKT_OK;
     out->x = xmalloc(count * sizeof(float), "the features", "arrays in memory", &s);
     if (s == VKT_OK)
-        out->y = xmalloc((size_t)n * sizeof(uint32_t), "the labels", "arrays in memory", &s);
+        out->y = xmalloc(labels * sizeof(uint32_t), "the labels", "arrays in memory", &s);
     if (s != VKT_OK) {
         vkt_dataset_free(out);
         return s;
     }
     memcpy(out->x, x, count * sizeof(float));
-    memcpy(out->y, y, (size_t)n * sizeof(uint32_t));
+    memcpy(out->y, y, labels * sizeof(uint32_t));
     out->n = n;
     out->features = features;
     out->classes = classes;
+    out->targets = targets;
     snprintf(out->source, sizeof out->source, "arrays in memory");
     return VKT_OK;
+}
+
+vkt_status vkt_dataset_from_arrays(const float *x, const uint32_t *y, uint32_t n, uint32_t features,
+                                   uint32_t classes, vkt_dataset *out) {
+    return from_arrays("vkt_dataset_from_arrays", x, y, n, features, 1, classes, out);
+}
+
+vkt_status vkt_dataset_from_sequences(const float *x, const uint32_t *y, uint32_t n,
+                                      uint32_t features, uint32_t targets, uint32_t classes,
+                                      vkt_dataset *out) {
+    return from_arrays("vkt_dataset_from_sequences", x, y, n, features, targets, classes, out);
 }
 
 void vkt_dataset_limit(vkt_dataset *ds, uint32_t n) {
@@ -200,7 +238,8 @@ void vkt_dataset_limit(vkt_dataset *ds, uint32_t n) {
 // classes = largest label + 1 (the readers have already bounded the labels by MAX_CLASSES).
 static void set_classes(vkt_dataset *ds) {
     uint32_t mx = 0;
-    for (uint32_t i = 0; i < ds->n; i++)
+    size_t labels = (size_t)ds->n * vkt_dataset_targets(ds);
+    for (size_t i = 0; i < labels; i++)
         if (ds->y[i] > mx) mx = ds->y[i];
     ds->classes = mx + 1;
 }
@@ -274,6 +313,7 @@ static vkt_status idx_load(rd *ri, rd *rl, vkt_dataset *ds) {
     free(raw);
     ds->n = n;
     ds->features = (uint32_t)features;
+    ds->targets = 1;
     return s;
 }
 
@@ -502,7 +542,7 @@ static vkt_status npy_type_of(const char *path, const char *descr, bool features
         bool x, y;
     } table[] = {
         {"<f4", NPY_F4, true, false}, {"<f8", NPY_F8, true, false}, {"|u1", NPY_U1, true, true},
-        {"<u1", NPY_U1, true, true},  {"<i8", NPY_I8, false, true}, {"<i4", NPY_I4, false, true},
+        {"<u1", NPY_U1, true, true},  {"<i8", NPY_I8, true, true},  {"<i4", NPY_I4, true, true},
         {"<u4", NPY_U4, false, true},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
@@ -518,7 +558,7 @@ static vkt_status npy_type_of(const char *path, const char *descr, bool features
     if (features)
         return vkt_fail(VKT_ERR_FORMAT,
                         "%s: dtype '%s' is not supported for features%s; use '<f4', '<f8' or "
-                        "'|u1' (x.astype(numpy.float32))",
+                        "'|u1' (x.astype(numpy.float32)), or '<i4' / '<i8' for token ids",
                         path, descr, hint);
     return vkt_fail(VKT_ERR_FORMAT,
                     "%s: dtype '%s' is not supported for labels%s; use '<i8', '<i4', '<u4' or "
@@ -539,7 +579,7 @@ static size_t npy_itemsize(npy_type t) {
 }
 
 // Opens a .npy file and checks its header: C order, a supported dtype, n = shape[0] and
-// inner = the product of the other dimensions.
+// inner = the product of the other dimensions (labels: the labels per sample).
 static vkt_status npy_open(rd *r, const char *path, bool features, npy_type *t, uint64_t *n,
                            uint64_t *inner) {
     npy_header h;
@@ -563,11 +603,6 @@ static vkt_status npy_open(rd *r, const char *path, bool features, npy_type *t, 
             return vkt_fail(VKT_ERR_FORMAT, "%s: too many features per sample", path);
         *inner *= h.shape[i];
     }
-    if (!features && *inner != 1)
-        return vkt_fail(VKT_ERR_FORMAT,
-                        "%s: labels must have shape (n,) or (n, 1), found %d dimensions with %llu "
-                        "values per sample",
-                        path, h.ndim, (unsigned long long)*inner);
     if (*n == 0 || *inner == 0) return vkt_fail(VKT_ERR_FORMAT, "%s: the array is empty", path);
     if (*n > UINT32_MAX)
         return vkt_fail(VKT_ERR_FORMAT, "%s: %llu samples is more than this engine indexes", path,
@@ -578,7 +613,8 @@ static vkt_status npy_open(rd *r, const char *path, bool features, npy_type *t, 
 }
 
 // Reads count elements of type t in chunks and converts them: features to float (u1 scaled by
-// 1/255, non-finite values rejected), labels to uint32 (negative or huge values rejected).
+// 1/255, non-finite values rejected; integers, token ids, exactly, those outside [0, 2^24)
+// rejected), labels to uint32 (negative or huge values rejected). inner: values per sample.
 static vkt_status npy_read_data(rd *r, npy_type t, uint64_t count, uint64_t inner, float *xf,
                                 uint32_t *yu) {
     size_t isz = npy_itemsize(t);
@@ -603,7 +639,25 @@ static vkt_status npy_read_data(rd *r, npy_type t, uint64_t count, uint64_t inne
         for (uint64_t j = 0; j < k; j++) {
             uint64_t e = done + j;
             const uint8_t *q = buf + j * isz;
-            if (xf) {
+            if (xf && (t == NPY_I4 || t == NPY_I8)) {
+                int64_t id;
+                int32_t i4;
+                if (t == NPY_I8) {
+                    memcpy(&id, q, 8);
+                } else {
+                    memcpy(&i4, q, 4);
+                    id = i4;
+                }
+                if (id < 0 || id >= (int64_t)MAX_TOKEN_ID) {
+                    s = vkt_fail(VKT_ERR_FORMAT,
+                                 "%s: row %llu, column %llu holds token id %lld: ids must be "
+                                 "0..%u (whole numbers below 2^24 are exact as float32 inputs)",
+                                 r->path, (unsigned long long)(e / inner),
+                                 (unsigned long long)(e % inner), (long long)id, MAX_TOKEN_ID - 1);
+                    break;
+                }
+                xf[e] = (float)id;
+            } else if (xf) {
                 float v;
                 double d;
                 switch (t) {
@@ -640,10 +694,12 @@ static vkt_status npy_read_data(rd *r, npy_type t, uint64_t count, uint64_t inne
                 default: v = q[0]; break;
                 }
                 if (v < 0 || v >= (int64_t)MAX_CLASSES) {
+                    char pos[48];
                     s = vkt_fail(VKT_ERR_FORMAT,
-                                 "%s: label %lld of sample %llu is %s: labels are class indices "
+                                 "%s: label %lld of sample %llu%s is %s: labels are class indices "
                                  "0..C-1",
-                                 r->path, (long long)v, (unsigned long long)e,
+                                 r->path, (long long)v, (unsigned long long)(e / inner),
+                                 position_text((uint32_t)inner, e % inner, pos, sizeof pos),
                                  v < 0 ? "negative" : "implausibly large");
                     break;
                 }
@@ -661,20 +717,22 @@ static vkt_status npy_load(rd *rx, rd *ry, const char *x_path, const char *y_pat
                            vkt_dataset *ds) {
     vkt_status s = VKT_OK;
     npy_type tx, ty;
-    uint64_t n, inner, ny, one;
+    uint64_t n, inner, ny, per;
     VKT_TRY(npy_open(rx, x_path, true, &tx, &n, &inner));
-    VKT_TRY(npy_open(ry, y_path, false, &ty, &ny, &one));
+    VKT_TRY(npy_open(ry, y_path, false, &ty, &ny, &per));
     if (ny != n)
         return vkt_fail(VKT_ERR_FORMAT,
-                        "%s holds %llu samples but %s holds %llu labels: they are not a pair",
-                        x_path, (unsigned long long)n, y_path, (unsigned long long)ny);
+                        "%s holds %llu samples but %s holds %llu %s: they are not a pair", x_path,
+                        (unsigned long long)n, y_path, (unsigned long long)ny,
+                        per == 1 ? "labels" : "rows of labels");
     ds->x = xmalloc(n * inner * sizeof(float), "features", x_path, &s);
-    ds->y = xmalloc(n * sizeof(uint32_t), "labels", y_path, &s);
+    ds->y = xmalloc(n * per * sizeof(uint32_t), "labels", y_path, &s);
     if (s != VKT_OK) return s;
     ds->n = (uint32_t)n;
     ds->features = (uint32_t)inner;
+    ds->targets = (uint32_t)per;
     VKT_TRY(npy_read_data(rx, tx, n * inner, inner, ds->x, NULL));
-    return npy_read_data(ry, ty, n, 1, NULL, ds->y);
+    return npy_read_data(ry, ty, n * per, per, NULL, ds->y);
 }
 
 vkt_status vkt_dataset_load_npy(const char *x_path, const char *y_path, vkt_dataset *out) {
@@ -689,6 +747,210 @@ vkt_status vkt_dataset_load_npy(const char *x_path, const char *y_path, vkt_data
         return s;
     }
     snprintf(out->source, sizeof out->source, "%s", x_path);
+    return VKT_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text
+
+typedef struct bytebuf {
+    uint8_t *p;
+    uint64_t n, cap;
+} bytebuf;
+
+// Appends the whole (decompressed) content of one file.
+static vkt_status text_read_file(const char *path, bytebuf *b) {
+    rd r;
+    VKT_TRY(rd_open(&r, path));
+    vkt_status s = VKT_OK;
+    for (;;) {
+        if (b->cap - b->n < (1u << 16)) {
+            uint64_t cap = b->cap ? 2 * b->cap : 1u << 20;
+            uint8_t *p = cap <= SIZE_MAX ? realloc(b->p, (size_t)cap) : NULL;
+            if (!p) {
+                s = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory: %llu bytes of text at %s",
+                             (unsigned long long)cap, path);
+                break;
+            }
+            b->p = p;
+            b->cap = cap;
+        }
+        uint64_t got = 0;
+        s = rd_read(&r, b->p + b->n, b->cap - b->n, &got);
+        if (s != VKT_OK || got == 0) break;
+        b->n += got;
+    }
+    rd_close(&r);
+    return s;
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+// Appends the regular files of a directory in sorted name order (symbolic links, subdirectories
+// and fortune's .dat index files skipped); *files counts them.
+static vkt_status text_read_dir(const char *dir, bytebuf *b, uint32_t *files) {
+    DIR *d = opendir(dir);
+    if (!d) return vkt_fail(VKT_ERR_IO, "cannot open directory %s: %s", dir, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    vkt_status s = VKT_OK;
+    char path[4096];
+    for (struct dirent *e; s == VKT_OK && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || ends_with(e->d_name, ".dat"))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **p = realloc(names, cap * sizeof *names);
+            if (!p) {
+                s = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory listing %s", dir);
+                break;
+            }
+            names = p;
+        }
+        names[n] = strdup(e->d_name);
+        if (!names[n])
+            s = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory listing %s", dir);
+        else
+            n++;
+    }
+    closedir(d);
+    if (s == VKT_OK && n == 0)
+        s = vkt_fail(VKT_ERR_ARG,
+                     "directory %s holds no regular file to read (symbolic links, subdirectories "
+                     "and .dat index files are skipped): name the text files or another directory",
+                     dir);
+    if (s == VKT_OK) qsort(names, n, sizeof *names, cmp_names);
+    for (size_t i = 0; i < n && s == VKT_OK; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        s = text_read_file(path, b);
+        (*files)++;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return s;
+}
+
+void vkt_text_free(vkt_text *t) {
+    if (!t) return;
+    free(t->bytes);
+    memset(t, 0, sizeof *t);
+}
+
+static void text_split(vkt_text *t) { t->train_n = t->n - t->n / 10; }
+
+vkt_status vkt_text_load(const char *const *paths, int npaths, vkt_text *out) {
+    memset(out, 0, sizeof *out);
+    if (!paths || npaths < 1)
+        return vkt_fail(VKT_ERR_ARG, "no text to read: name at least one file or directory");
+    bytebuf b = {0};
+    vkt_status s = VKT_OK;
+    for (int i = 0; i < npaths && s == VKT_OK; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) != 0) {
+            s = vkt_fail(VKT_ERR_IO, "cannot open %s: %s (check the path and its permissions)",
+                         paths[i], strerror(errno));
+        } else if (S_ISDIR(st.st_mode)) {
+            s = text_read_dir(paths[i], &b, &out->files);
+        } else {
+            s = text_read_file(paths[i], &b);
+            out->files++;
+        }
+    }
+    if (npaths > 1)
+        snprintf(out->source, sizeof out->source, "%s + %d more", paths[0], npaths - 1);
+    else
+        snprintf(out->source, sizeof out->source, "%s", paths[0]);
+    if (s == VKT_OK && b.n == 0)
+        s = vkt_fail(VKT_ERR_FORMAT,
+                     "the text of %s is empty (%u file%s, 0 bytes): nothing to train on",
+                     out->source, out->files, out->files == 1 ? "" : "s");
+    if (s != VKT_OK) {
+        free(b.p);
+        vkt_text_free(out);
+        return s;
+    }
+    out->bytes = b.p;
+    out->n = b.n;
+    text_split(out);
+    return VKT_OK;
+}
+
+vkt_status vkt_text_from_bytes(const void *bytes, uint64_t n, const char *source, vkt_text *out) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->source, sizeof out->source, "%s", source ? source : "text in memory");
+    if (!bytes || n == 0)
+        return vkt_fail(VKT_ERR_FORMAT, "the text of %s is empty: nothing to train on",
+                        out->source);
+    vkt_status s = VKT_OK;
+    out->bytes = n <= SIZE_MAX ? xmalloc((size_t)n, "the text", out->source, &s) : NULL;
+    if (!out->bytes) {
+        if (s == VKT_OK) s = vkt_fail(VKT_ERR_HOST_MEMORY, "%s: too many bytes", out->source);
+        vkt_text_free(out);
+        return s;
+    }
+    memcpy(out->bytes, bytes, (size_t)n);
+    out->n = n;
+    out->files = 0;
+    text_split(out);
+    return VKT_OK;
+}
+
+vkt_status vkt_text_check(const vkt_text *t, uint32_t T) {
+    if (T == 0)
+        return vkt_fail(VKT_ERR_FORMAT, "a window of text needs an input of at least 1 byte");
+    uint64_t need = (uint64_t)T + 1, val = t->n - t->train_n;
+    if (t->train_n < need || val < need)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s is too short: its %llu bytes split into %llu for training and %llu "
+                        "for validation (the last tenth), and a window of a model with input [%u] "
+                        "takes %llu bytes (%u inputs and the next byte) from each: give at least "
+                        "%llu bytes of text, or a model with a shorter input",
+                        t->source, (unsigned long long)t->n, (unsigned long long)t->train_n,
+                        (unsigned long long)val, T, (unsigned long long)need, T,
+                        (unsigned long long)(10 * need));
+    return VKT_OK;
+}
+
+vkt_status vkt_text_validation(const vkt_text *t, uint32_t T, uint32_t limit, vkt_dataset *out) {
+    memset(out, 0, sizeof *out);
+    VKT_TRY(vkt_text_check(t, T));
+    uint64_t val = t->n - t->train_n, count = (val - 1) / T;
+    if (count > UINT32_MAX) count = UINT32_MAX;
+    if (limit && limit < count) count = limit;
+    vkt_status s = VKT_OK;
+    size_t cells = (size_t)count * T;
+    if (cells / T != count || cells > SIZE_MAX / sizeof(float))
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "%s: %llu validation windows of %u bytes are too many",
+                        t->source, (unsigned long long)count, T);
+    out->x = xmalloc(cells * sizeof(float), "the validation windows", t->source, &s);
+    if (s == VKT_OK)
+        out->y = xmalloc(cells * sizeof(uint32_t), "the validation targets", t->source, &s);
+    if (s != VKT_OK) {
+        vkt_dataset_free(out);
+        return s;
+    }
+    const uint8_t *v = t->bytes + t->train_n;
+    for (uint64_t k = 0; k < count; k++)
+        for (uint32_t i = 0; i < T; i++) {
+            out->x[k * T + i] = (float)v[k * T + i];
+            out->y[k * T + i] = v[k * T + i + 1];
+        }
+    out->n = (uint32_t)count;
+    out->features = T;
+    out->targets = T;
+    out->classes = 256;
+    snprintf(out->source, sizeof out->source, "%s (validation part)", t->source);
     return VKT_OK;
 }
 
@@ -732,9 +994,35 @@ vkt_status vkt_batcher_init(vkt_batcher *b, const vkt_dataset *ds, uint32_t batc
     return VKT_OK;
 }
 
+vkt_status vkt_batcher_init_text(vkt_batcher *b, const vkt_text *t, uint32_t T, uint32_t batch,
+                                 bool shuffle, uint64_t seed, uint32_t limit) {
+    memset(b, 0, sizeof *b);
+    if (batch == 0) return vkt_fail(VKT_ERR_ARG, "batch size must be at least 1");
+    VKT_TRY(vkt_text_check(t, T));
+    uint64_t w = (t->train_n - 1) / T;
+    if (w > UINT32_MAX) w = UINT32_MAX;
+    if (limit && limit < w) w = limit;
+    b->text = t;
+    b->T = T;
+    b->windows = (uint32_t)w;
+    b->batch = batch;
+    b->shuffle = shuffle;
+    b->seed = seed;
+    return VKT_OK;
+}
+
+uint64_t vkt_batcher_window(const vkt_batcher *b, uint32_t j) {
+    if (!b->shuffle) return (uint64_t)j * b->T;
+    uint64_t state = mix64(b->seed ^ mix64(b->epoch + 0x6a09e667f3bcc909ull) ^
+                           mix64((uint64_t)j + 0xbb67ae8584caa73bull));
+    return below(&state, b->text->train_n - b->T);
+}
+
+uint32_t vkt_batcher_samples(const vkt_batcher *b) { return b->text ? b->windows : b->ds->n; }
+
 void vkt_batcher_epoch(vkt_batcher *b, uint64_t epoch) {
     b->epoch = epoch;
-    if (!b->shuffle) return;
+    if (!b->shuffle || b->text) return;
     uint32_t n = b->ds->n;
     // Start from the identity every epoch: the order depends on (seed, epoch) alone.
     for (uint32_t i = 0; i < n; i++)
@@ -749,14 +1037,32 @@ void vkt_batcher_epoch(vkt_batcher *b, uint64_t epoch) {
 }
 
 uint32_t vkt_batcher_count(const vkt_batcher *b) {
-    return (uint32_t)(((uint64_t)b->ds->n + b->batch - 1) / b->batch);
+    return (uint32_t)(((uint64_t)vkt_batcher_samples(b) + b->batch - 1) / b->batch);
+}
+
+// Batch i of a text batcher: window j = i batch + r in row r.
+static uint32_t text_get(const vkt_batcher *b, uint32_t i, float *x, uint32_t *y) {
+    uint64_t start = (uint64_t)i * b->batch;
+    if (start >= b->windows) return 0;
+    uint32_t rows =
+        b->windows - (uint32_t)start < b->batch ? b->windows - (uint32_t)start : b->batch;
+    size_t T = b->T;
+    for (uint32_t r = 0; r < rows; r++) {
+        const uint8_t *w = b->text->bytes + vkt_batcher_window(b, (uint32_t)start + r);
+        for (size_t k = 0; k < T; k++) {
+            if (x) x[r * T + k] = (float)w[k];
+            if (y) y[r * T + k] = w[k + 1];
+        }
+    }
+    return rows;
 }
 
 uint32_t vkt_batcher_get(const vkt_batcher *b, uint32_t i, float *x, uint32_t *y) {
+    if (b->text) return text_get(b, i, x, y);
     uint64_t start = (uint64_t)i * b->batch;
     if (start >= b->ds->n) return 0;
     uint32_t rows = b->ds->n - (uint32_t)start < b->batch ? b->ds->n - (uint32_t)start : b->batch;
-    size_t f = b->ds->features;
+    size_t f = b->ds->features, tps = vkt_dataset_targets(b->ds);
     bool aug = b->aug.crop || b->aug.flip;
     for (uint32_t r = 0; r < rows; r++) {
         uint32_t k = b->order[start + r];
@@ -765,7 +1071,7 @@ uint32_t vkt_batcher_get(const vkt_batcher *b, uint32_t i, float *x, uint32_t *y
             vkt_augment_sample(b, k, src, x + (size_t)r * f);
         else if (x)
             memcpy(x + (size_t)r * f, src, f * sizeof(float));
-        if (y) y[r] = b->ds->y[k];
+        if (y) memcpy(y + r * tps, b->ds->y + (size_t)k * tps, tps * sizeof(uint32_t));
     }
     return rows;
 }
@@ -780,6 +1086,9 @@ vkt_status vkt_batcher_augment(vkt_batcher *b, const vkt_augment *a, const vkt_s
     }
     char sh[96];
     vkt_shape_format(shape, sh, sizeof sh);
+    if (b->text)
+        return vkt_fail(VKT_ERR_ARG, "--augment crops and flips images; it does not apply to text "
+                                     "windows (drop --augment)");
     if (shape->ndim != 3)
         return vkt_fail(VKT_ERR_ARG,
                         "--augment crops and flips images: it needs samples shaped [C, H, W] "

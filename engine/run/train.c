@@ -1,8 +1,10 @@
-// train.c: the training loop. Loads the model and data (or borrows the caller's, in memory),
-// builds the strategy, runs epochs of steps (one submit per step and device: forward, backward
-// and update recorded together), evaluates after each epoch, writes metrics and checkpoints, and
-// stops with a clear error on a non-finite loss. Printing is the caller's (through the progress
-// callback).
+// train.c: the training loop. Loads the model and data (or borrows the caller's, in memory; or
+// text, cut into windows), builds the strategy, runs epochs of steps (one submit per step and
+// device: forward, backward and update recorded together), evaluates after each epoch, writes
+// metrics and checkpoints, and stops with a clear error on a non-finite loss. A sample has
+// vkt_model_targets_per_sample targets (one label, T labels for an output [T, V], or MSE's
+// floats): every mean and the accuracy count targets, not samples. Printing is the caller's
+// (through the progress callback).
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
@@ -421,6 +423,9 @@ typedef struct run {
     vkt_dataset train, test;  // read from files, or shallow copies of the caller's sets
     bool borrowed;            // train and test are the caller's: never freed here
     bool have_test;
+    vkt_text text; // text runs: the corpus (test holds its validation windows)
+    bool is_text;
+    uint32_t tps; // targets per sample: the loss means and the accuracy are per target
     vkt_strategy *s;
     FILE *metrics;
     float *x;
@@ -435,27 +440,119 @@ static void run_free(run *r) {
         vkt_dataset_free(&r->train);
         vkt_dataset_free(&r->test);
     }
+    vkt_text_free(&r->text);
     vkt_model_free(&r->own_model);
     free(r->x);
     free(r->labels);
     free(r->targets);
 }
 
-// Checks that a data set fits the model: its features, and its classes against the outputs.
+// Checks that a data set fits the model: its features; its labels per sample against the
+// model's targets per sample; every label below the classes (naming the first that is not).
 static vkt_status check_fits(const run *r, const vkt_dataset *d) {
-    if (d->features != r->m->input_features)
+    const vkt_model_desc *m = r->m;
+    char in[96], out[96];
+    vkt_shape_format(&m->input, in, sizeof in);
+    vkt_shape_format(&m->output, out, sizeof out);
+    if (d->features != m->input_features)
         return vkt_fail(VKT_ERR_FORMAT,
                         "the data has %u features per sample (%s) but model %s "
-                        "takes %u",
-                        d->features, d->source, r->m->name, r->m->input_features);
-    if (r->m->loss == VKT_LOSS_SOFTMAX_XENT && d->classes > r->m->output_features)
-        return vkt_fail(VKT_ERR_FORMAT, "the data has %u classes (%s) but model %s has %u outputs",
-                        d->classes, d->source, r->m->name, r->m->output_features);
+                        "takes %u (input %s)",
+                        d->features, d->source, m->name, m->input_features, in);
+    uint32_t have = vkt_dataset_targets(d);
+    if (m->loss == VKT_LOSS_MSE) {
+        if (have != 1)
+            return vkt_fail(VKT_ERR_FORMAT,
+                            "model %s (loss mse) trains against one-hot rows made from one label "
+                            "per sample, but the data (%s) has %u labels per sample",
+                            m->name, d->source, have);
+        return VKT_OK;
+    }
+    uint32_t want = vkt_model_targets_per_sample(m), V = vkt_model_classes(m);
+    if (have != want) {
+        if (want == 1)
+            return vkt_fail(VKT_ERR_FORMAT,
+                            "model %s (output %s) expects one label per sample, but the data (%s) "
+                            "has %u per sample (one per position): a model with an output [%u, "
+                            "classes] takes them",
+                            m->name, out, d->source, have, have);
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "model %s (output %s) expects %u labels per sample, one per position "
+                        "(labels [n, %u], e.g. the next token of each input position), but the "
+                        "data (%s) has %u per sample",
+                        m->name, out, want, want, d->source, have);
+    }
+    uint64_t labels = (uint64_t)d->n * have;
+    for (uint64_t i = 0; i < labels; i++)
+        if (d->y[i] >= V) {
+            char pos[48] = "";
+            if (have > 1)
+                snprintf(pos, sizeof pos, ", position %llu", (unsigned long long)(i % have));
+            return vkt_fail(VKT_ERR_FORMAT,
+                            "the data (%s) has label %u at sample %llu%s, but model %s has %u "
+                            "classes (output %s): labels must be 0..%u",
+                            d->source, d->y[i], (unsigned long long)(i / have), pos, m->name, V,
+                            out, V - 1);
+        }
+    if (d->classes > V)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "the data has %u classes (%s) but model %s has %u (output %s)", d->classes,
+                        d->source, m->name, V, out);
     return VKT_OK;
+}
+
+// Whether a model reads bytes of text: input [T], output [T, 256], softmax_cross_entropy.
+static bool reads_bytes(const vkt_model_desc *m) {
+    return m->input.ndim == 1 && m->loss == VKT_LOSS_SOFTMAX_XENT && m->output.ndim == 2 &&
+           m->output.dim[0] == m->input.dim[0] && m->output.dim[1] == 256;
+}
+
+// Text: the corpus, its validation windows as the test set; the training windows come from the
+// batcher (vkt_batcher_init_text).
+static vkt_status load_text(run *r) {
+    const vkt_train_opts *o = r->o;
+    const vkt_model_desc *m = r->m;
+    const char *fallback = VKT_DEFAULT_TEXT_DIR;
+    const char *const *paths = o->ntext ? o->text_paths : &fallback;
+    if (!o->ntext && access(fallback, R_OK) != 0)
+        return vkt_fail(VKT_ERR_IO,
+                        "model %s is a byte-level language model and no data is named; its "
+                        "default text, %s, is missing: install Debian's fortunes package "
+                        "(scripts/setup.sh does) or name text with --data-text FILE",
+                        m->name, fallback);
+    // The text first: an unreadable or empty file is reported whatever the model.
+    VKT_TRY(vkt_text_load(paths, o->ntext ? o->ntext : 1, &r->text));
+    if (!reads_bytes(m)) {
+        char in[96], out[96];
+        vkt_shape_format(&m->input, in, sizeof in);
+        vkt_shape_format(&m->output, out, sizeof out);
+        return vkt_fail(VKT_ERR_ARG,
+                        "text (%s) trains a byte-level language model: input [T] (T bytes as "
+                        "ids), output [T, 256] (the next byte's scores at every position) under "
+                        "softmax_cross_entropy; model %s has input %s, output %s and loss %s",
+                        r->text.source, m->name, in, out, vkt_model_loss_name(m->loss));
+    }
+    uint32_t T = m->input.dim[0];
+    VKT_TRY(vkt_text_check(&r->text, T));
+    VKT_TRY(vkt_text_validation(&r->text, T, o->limit_test, &r->test));
+    r->is_text = true;
+    r->have_test = true;
+    return check_fits(r, &r->test);
 }
 
 static vkt_status load_data(run *r, bool need_train) {
     const vkt_train_opts *o = r->o;
+    bool in_memory = o->train_set || (!need_train && o->test_set);
+    if (o->ntext > 0 && (in_memory || o->npy_x || o->data_dir))
+        return vkt_fail(VKT_ERR_ARG,
+                        "--data-text is one source of data, and this run names another (%s): "
+                        "give one of --data-text, --data-npy, --data",
+                        in_memory  ? "a data set in memory"
+                        : o->npy_x ? "--data-npy"
+                                   : "--data");
+    // Text: named, or the default data of a model that reads bytes.
+    if (o->ntext > 0 || (!in_memory && !o->npy_x && !o->data_dir && reads_bytes(r->m)))
+        return load_text(r);
     if (need_train && !o->train_set && o->test_set)
         return vkt_fail(VKT_ERR_ARG,
                         "test_set is given without train_set: a run trains on the sets in memory "
@@ -505,9 +602,11 @@ static vkt_status setup(run *r, bool need_train) {
                                      ".model to a vkt_model_desc (vkt_model_parse makes one)");
     }
     VKT_TRY(load_data(r, need_train));
+    r->tps = vkt_model_targets_per_sample(r->m);
     uint64_t rows = o->batch;
+    uint64_t labels = r->m->loss == VKT_LOSS_MSE ? 1 : r->tps; // MSE: one label, made one-hot
     r->x = malloc(rows * r->m->input_features * 4);
-    r->labels = malloc(rows * 4);
+    r->labels = malloc(rows * labels * 4);
     r->targets = malloc(rows * r->m->output_features * 4);
     if (!r->x || !r->labels || !r->targets)
         return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
@@ -547,10 +646,9 @@ static vkt_status evaluate(run *r, double *loss, double *acc) {
     }
     vkt_batcher_free(&b);
     VKT_TRY(st);
-    double denom =
-        r->m->loss == VKT_LOSS_MSE ? (double)r->test.n * r->m->output_features : r->test.n;
-    *loss = loss_sum / denom;
-    *acc = r->m->loss == VKT_LOSS_SOFTMAX_XENT ? (double)correct / r->test.n : -1;
+    double targets = (double)r->test.n * r->tps; // positions (MSE: outputs) of every sample
+    *loss = loss_sum / targets;
+    *acc = r->m->loss == VKT_LOSS_SOFTMAX_XENT ? (double)correct / targets : -1;
     return VKT_OK;
 }
 
@@ -578,7 +676,11 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     if (st == VKT_OK && o->init_path) st = vkt_checkpoint_load(r.s, o->init_path, false, NULL);
     if (st == VKT_OK && o->resume_path) st = vkt_checkpoint_load(r.s, o->resume_path, true, &pos);
     vkt_batcher b = {0};
-    if (st == VKT_OK) st = vkt_batcher_init(&b, &r.train, o->batch, o->shuffle, o->seed);
+    if (st == VKT_OK && r.is_text)
+        st = vkt_batcher_init_text(&b, &r.text, r.m->input.dim[0], o->batch, o->shuffle, o->seed,
+                                   o->limit_train);
+    else if (st == VKT_OK)
+        st = vkt_batcher_init(&b, &r.train, o->batch, o->shuffle, o->seed);
     if (st == VKT_OK) st = vkt_batcher_augment(&b, &o->augment, &r.m->input);
     if (st != VKT_OK) {
         vkt_batcher_free(&b);
@@ -646,8 +748,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             step++;
             train_ns += (double)(vkt_trace_now_ns() - t0);
             samples += B;
-            double denom = r.m->loss == VKT_LOSS_MSE ? (double)B * r.m->output_features : B;
-            double loss = loss_sum / denom;
+            double loss = loss_sum / ((double)B * r.tps);
             if (!isfinite(loss)) {
                 st = vkt_fail(VKT_ERR_NUMERIC,
                               "the loss became %s at step %llu (epoch %d, batch "
@@ -691,10 +792,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
         if (!o->skip_eval) st = evaluate(&r, &tl, &ta);
         if (st != VKT_OK) break;
         res->epochs = epoch + 1;
-        res->train_loss =
-            epoch_rows
-                ? epoch_loss / (epoch_rows * (r.m->loss == VKT_LOSS_MSE ? r.m->output_features : 1))
-                : 0;
+        res->train_loss = epoch_rows ? epoch_loss / ((double)epoch_rows * r.tps) : 0;
         res->test_loss = tl;
         res->test_accuracy = ta;
         if (o->trace && ta >= 0)
@@ -724,9 +822,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
         if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
     }
     if (st == VKT_OK && stopped) {
-        if (epoch_rows)
-            res->train_loss =
-                epoch_loss / (epoch_rows * (r.m->loss == VKT_LOSS_MSE ? r.m->output_features : 1));
+        if (epoch_rows) res->train_loss = epoch_loss / ((double)epoch_rows * r.tps);
         if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
     }
     if (r.s && o->trace) {

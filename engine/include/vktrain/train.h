@@ -81,6 +81,14 @@ typedef void (*vkt_progress_fn)(const vkt_progress *p, void *user);
 // The model and the data come from files named here, or from memory. model_path wins over model;
 // train_set wins over npy_x/npy_y and data_dir. The in-memory model and data sets are borrowed:
 // the caller keeps them alive during the call, the run neither changes nor frees them.
+//
+// Text (text_paths, or no data named and a byte-level language model: input [T], output
+// [T, 256] under softmax_cross_entropy, which reads VKT_DEFAULT_TEXT_DIR): training windows are
+// drawn from the first nine tenths, the evaluation is on the fixed windows of the last tenth
+// (data.h, "Text"); an epoch is W windows (data.h), limit_train caps W, limit_test the
+// validation windows; --no-shuffle takes the training part in order. Text excludes the other
+// sources. With several positions per sample (an output [T, V]) the losses are means over every
+// position and the accuracy is correct positions / (samples x positions).
 typedef struct vkt_train_opts {
     const char *model_path;
     const vkt_model_desc *model;      // used when model_path is NULL (vkt_model_parse makes one)
@@ -88,7 +96,9 @@ typedef struct vkt_train_opts {
     const char *npy_x, *npy_y;        // training data from .npy instead (test set: none)
     const vkt_dataset *train_set;     // training data in memory (vkt_dataset_from_arrays)
     const vkt_dataset *test_set;      // with train_set: evaluated after every epoch; NULL = none
-    uint32_t limit_train, limit_test; // 0 = all
+    const char *const *text_paths;    // text files or directories (data.h, "Text"); NULL = none
+    int ntext;                        // entries of text_paths
+    uint32_t limit_train, limit_test; // 0 = all (text: windows per epoch, validation windows)
     int epochs;
     uint32_t batch;
     uint64_t max_steps; // stop after this many steps of the run (0 = no limit)
@@ -109,8 +119,9 @@ typedef struct vkt_train_opts {
 } vkt_train_opts;
 
 typedef struct vkt_train_result {
-    double train_loss;               // mean loss of the last epoch's steps
-    double test_loss, test_accuracy; // after the last epoch (accuracy -1: no test set)
+    double train_loss;               // mean loss of the last epoch's steps (per target)
+    double test_loss, test_accuracy; // after the last epoch (accuracy -1: no test set; of
+                                     // positions when samples have several)
     double samples_per_sec; // training samples over training wall time (evaluation excluded)
     int epochs;             // epochs completed in total (including resumed ones)
     uint64_t steps;         // steps in total
@@ -122,13 +133,15 @@ typedef struct vkt_train_result {
 } vkt_train_result;
 
 // Runs the training. Fails with the status of what went wrong (bad data or model file, no model
-// given, data whose features or labels do not fit the model, device errors, VKT_ERR_NUMERIC when
-// the loss stops being finite: the message gives the step, and the last checkpoint written is
-// left as it was).
+// given, data whose features or labels do not fit the model: features, labels per sample against
+// vkt_model_targets_per_sample, a label not below the classes (naming the sample and the
+// position), text for a model that is not input [T] / output [T, 256]; device errors,
+// VKT_ERR_NUMERIC when the loss stops being finite: the message gives the step, and the last
+// checkpoint written is left as it was).
 vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *r);
 
-// Evaluates a checkpoint's parameters on the test split (or on npy data when given; in memory, on
-// test_set, or on train_set when there is no test_set).
+// Evaluates a checkpoint's parameters on the test split (or on npy data when given; text: on the
+// validation windows; in memory, on test_set, or on train_set when there is no test_set).
 vkt_status vkt_eval_run(const vkt_train_opts *o, vkt_train_result *r);
 
 // Writes / reads a checkpoint of the strategy's parameters and buffers (and the parameters'
