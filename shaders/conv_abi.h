@@ -25,7 +25,7 @@
 #define VKT_SPEC_CONV_PERM_OC (VKT_SPEC_USER + 0)
 #define VKT_SPEC_CONV_PERM_P (VKT_SPEC_USER + 1)
 #define VKT_SPEC_CONV_PERM_DIR (VKT_SPEC_USER + 2)
-// floats per invocation: 4 or 1
+// floats per invocation: 4 or 1 (8 in conv_permute64)
 #define VKT_SPEC_CONV_PERM_V (VKT_SPEC_USER + 3)
 
 #define VKT_CONV_TO_NCHW 0   // y[b][oc][p] = z[oc][b*P + p] (+ bias[oc])
@@ -37,7 +37,7 @@
 //   conv_im2col:  n = nb*P columns per row; grid (columns / 4, K rows); binding 0 = x, 1 and 2 =
 //                 cols (float[] and vec4[])
 //   conv_col2im:  n = nb*C*H*W input elements; binding 0 = dcols, 1 = dx (overwritten)
-//   conv_permute: n = nb*OC*P output elements; bindings in conv_permute.comp
+//   conv_permute: n = nb*OC*P output elements; bindings in conv_permute.glsl
 // flags: VKT_CONV_BIAS (conv_permute adds the bias), VKT_CONV_VEC4 (conv_im2col may write the
 // columns as vec4s: n % 4 == 0 and the view 16-byte aligned).
 #define VKT_CONV_BIAS 1u
@@ -54,6 +54,58 @@ VKT_STRUCT(vkt_conv_push) {
 VKT_STRUCT(vkt_conv_rowsum_push) {
     VKT_U32 R;
     VKT_U32 N;
+};
+
+// conv_dw: the split-K weight-gradient product (conv_dw.comp says what it computes): the output
+// tile (rows TM of the gradient's M, columns TN of its NB), floats per load V (4 or 1), whether
+// the operands are read as texels (TEXEL: V = 4 only), the positions P of a sample of the
+// output gradient, and whether the gradient has the bias column (BIAS: column N = the row sums
+// of the output gradient).
+#define VKT_SPEC_CONV_DW_TM (VKT_SPEC_USER + 0)
+#define VKT_SPEC_CONV_DW_TN (VKT_SPEC_USER + 1)
+#define VKT_SPEC_CONV_DW_V (VKT_SPEC_USER + 2)
+#define VKT_SPEC_CONV_DW_TEXEL (VKT_SPEC_USER + 3)
+#define VKT_SPEC_CONV_DW_P (VKT_SPEC_USER + 4)
+#define VKT_SPEC_CONV_DW_BIAS (VKT_SPEC_USER + 5)
+// conv_fwd: the small-K forward product written in NCHW (conv_fwd.glsl): rows TM of the output
+// tile, the product's inner size K, floats per column piece V (1, 4, or 8 in conv_fwd64),
+// texel reads of the columns (TEXEL: V = 4 or 8), P positions per sample, and whether a bias
+// is added.
+#define VKT_SPEC_CONV_FWD_TM (VKT_SPEC_USER + 0)
+#define VKT_SPEC_CONV_FWD_K (VKT_SPEC_USER + 1)
+#define VKT_SPEC_CONV_FWD_V (VKT_SPEC_USER + 2)
+#define VKT_SPEC_CONV_FWD_TEXEL (VKT_SPEC_USER + 3)
+#define VKT_SPEC_CONV_FWD_P (VKT_SPEC_USER + 4)
+#define VKT_SPEC_CONV_FWD_BIAS (VKT_SPEC_USER + 5)
+
+// conv_dw: M channels of the output gradient, N rows of the columns (their K), n = nb*P columns;
+// a_off: the element offset of the chunk's first sample in the output gradient's binding;
+// pieces: V-float pieces per part (the workgroups of y); tiles_n: output tiles along NB.
+VKT_STRUCT(vkt_conv_dw_push) {
+    VKT_U32 M;
+    VKT_U32 N;
+    VKT_U32 n;
+    VKT_U32 a_off;
+    VKT_U32 pieces;
+    VKT_U32 tiles_n;
+};
+
+// conv_dw_reduce: dw[M, N] += the sum over j < parts of part[j][M][NB] (columns < N), and, with
+// NB = N + 1, db[M] += the sums of column N; one invocation per (m, column), j in order.
+VKT_STRUCT(vkt_conv_reduce_push) {
+    VKT_U32 M;
+    VKT_U32 N;
+    VKT_U32 NB;
+    VKT_U32 parts;
+};
+
+// conv_fwd: M output channels, n = nb*P columns, y_off: the element offset of the chunk's first
+// sample in y's binding; pieces: V-float column pieces per workgroup of y.
+VKT_STRUCT(vkt_conv_fwd_push) {
+    VKT_U32 M;
+    VKT_U32 n;
+    VKT_U32 y_off;
+    VKT_U32 pieces;
 };
 
 #endif

@@ -13,6 +13,16 @@
 //     conv + relu + conv + flatten + dense under softmax cross-entropy, MSE, the input gradient
 //     through a conv that is not first, and batches cut into several chunks (the chunk bound
 //     forced small); two runs of that backward give bitwise the same gradients.
+//  4. The fast paths (engine/ops/conv_ops.c): the split weight gradient (conv_dw + its ordered
+//     reduction) against a double reference with dW and db starting nonzero, over odd column
+//     counts (float loads), part counts that do not divide the columns, two row tiles, vec4
+//     texels and (SwiftShader, views past its 65536 texels) vec4 storage loads; the small-K
+//     forward (conv_fwd, conv_fwd64) over float, vec4 and dvec4 stores, with and without bias,
+//     writing only its samples; im2col and col2im of stride-1 same-width convs take the run
+//     kernels in part 2 (the 32 x 14 x 14 case), checked against the same references; the
+//     products each conv reports to the tuner; and layer_check on models whose convs split
+//     (with and without an input gradient) and on a batch whose chunks split but the last,
+//     twice bitwise the same.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,20 +103,43 @@ static void test_parse(vt *t) {
              c.fwd_flops == 2.0 * 5 * 27 * 16 && c.bwd_flops == 4.0 * 5 * 27 * 16 &&
                  c.saved_floats == 5 * 16,
              "cost %g %g %g", c.fwd_flops, c.bwd_flops, c.saved_floats);
+    // K = 27: the forward is conv_fwd's, not a product; the weight gradient of 96 columns too
+    // few to split.
     vkt_mm_shape sh[4];
     int n = l->type->matmuls(l, 6, true, sh);
     VT_CHECK(t,
-             n == 3 && sh[0].form == VKT_MM_NN && sh[0].M == 5 && sh[0].N == 96 && sh[0].K == 27 &&
-                 sh[1].form == VKT_MM_NT && sh[1].M == 5 && sh[1].N == 27 && sh[1].K == 96 &&
-                 sh[2].form == VKT_MM_TN && sh[2].M == 27 && sh[2].N == 96 && sh[2].K == 5,
+             n == 2 && sh[0].form == VKT_MM_NT && sh[0].M == 5 && sh[0].N == 27 && sh[0].K == 96 &&
+                 sh[1].form == VKT_MM_TN && sh[1].M == 27 && sh[1].N == 96 && sh[1].K == 5,
              "products at batch 6");
-    VT_CHECK(t, l->type->matmuls(l, 6, false, sh) == 2, "no input-gradient product without dx");
+    VT_CHECK(t, l->type->matmuls(l, 6, false, sh) == 1, "no input-gradient product without dx");
     char buf[512];
     VT_OK(t, vkt_model_torch(&m, buf, sizeof buf));
     VT_CHECK(t,
              has(buf, "nn.Conv2d(3, 5, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), "
                       "bias=True)"),
              "torch: %s", buf);
+    vkt_model_free(&m);
+
+    // K = 16 (a multiple of 8): all three products on the matmul.
+    VT_OK(t, parse_one("[16, 5, 5]", "\"out_channels\": 3, \"kernel_size\": 1", &m));
+    if (m.nlayers) {
+        n = m.layers[0].type->matmuls(&m.layers[0], 4, true, sh);
+        VT_CHECK(t,
+                 n == 3 && sh[0].form == VKT_MM_NN && sh[0].M == 3 && sh[0].N == 100 &&
+                     sh[0].K == 16 && sh[1].form == VKT_MM_NT && sh[2].form == VKT_MM_TN,
+                 "K = 16: %d products", n);
+    }
+    vkt_model_free(&m);
+    // fashion_cnn's first conv at batch 128: the forward by conv_fwd and the weight gradient
+    // split (100352 columns, a 32 x 9 gradient): only the input gradient is a product.
+    VT_OK(t,
+          parse_one("[1, 28, 28]", "\"out_channels\": 32, \"kernel_size\": 3, \"padding\": 1", &m));
+    if (m.nlayers) {
+        n = m.layers[0].type->matmuls(&m.layers[0], 128, true, sh);
+        VT_CHECK(t, n == 1 && sh[0].form == VKT_MM_TN && sh[0].N == 100352, "1 -> 32: %d products",
+                 n);
+        VT_CHECK(t, vkt_conv_dw_parts(32, 9, true, 100352) >= 2, "1 -> 32: the split");
+    }
     vkt_model_free(&m);
 
     // Non-square everything, no bias: 2 x 9 x 6 -> 4 x 5 x 5.
@@ -362,6 +395,133 @@ out:
     free(ref);
 }
 
+// The split weight gradient of samples [b0, b0 + nb) of a batch of B, read from dy [B][M][P]
+// with the columns cols [N][nb*P]; dw [M, N] and db [M] start nonzero (the ops accumulate).
+// Sums of many terms: the tolerance is relative to the sum of their magnitudes.
+static void test_dw(dctx *c, uint32_t M, uint32_t N, uint32_t P, uint32_t B, uint32_t b0,
+                    uint32_t nb, bool bias, uint64_t seed) {
+    char what[160];
+    uint64_t n = (uint64_t)nb * P, ny = (uint64_t)B * M * P, nc = N * n, nw = (uint64_t)M * N;
+    uint32_t S = vkt_conv_dw_parts(M, N, bias, n);
+    snprintf(what, sizeof what, "split dW M %u N %u P %u samples %u..%u of %u%s (%u parts)", M, N,
+             P, b0, b0 + nb - 1, B, bias ? " with db" : "", S);
+    VT_CHECK(c->t, S >= 2, "%s: expected a split", what);
+    if (S < 2) return;
+    uint64_t npart = vkt_conv_dw_part_bytes(M, N, bias, n) / 4;
+    float *dy = malloc(ny * 4), *cols = malloc(nc * 4), *w0 = malloc(nw * 4), *b0v = malloc(M * 4);
+    float *got = malloc(nw * 4);
+    double *ref = calloc(nw + M, sizeof(double)), *mag = calloc(nw + M, sizeof(double));
+    vt_fill_uniform(dy, ny, seed, -1, 1);
+    vt_fill_uniform(cols, nc, seed + 1, -1, 1);
+    vt_fill_uniform(w0, nw, seed + 2, -1, 1);
+    vt_fill_uniform(b0v, M, seed + 3, -1, 1);
+    vkt_buffer *bdy = buf_new(c, ny * 4, dy), *bc = buf_new(c, nc * 4, cols);
+    vkt_buffer *bw = buf_new(c, nw * 4, w0), *bb = buf_new(c, M * 4ull, b0v);
+    vkt_buffer *bp = buf_new(c, npart * 4, NULL);
+    if (!bdy || !bc || !bw || !bb || !bp) goto out;
+    vkt_view db = vkt_buffer_whole(bb);
+    VT_OK(c->t, vkt_cmd_begin(c->cmd, false));
+    vkt_op_conv_dw_parts(c->cmd, c->ops, vkt_buffer_whole(bp), vkt_buffer_whole(bdy),
+                         vkt_buffer_whole(bc), M, N, P, b0, nb, bias, "dw parts");
+    vkt_cmd_barrier(c->cmd);
+    vkt_op_conv_dw_reduce(c->cmd, c->ops, vkt_buffer_whole(bw), bias ? &db : NULL,
+                          vkt_buffer_whole(bp), M, N, n, "dw reduce");
+    if (!vt_run(c->t, c->cmd, c->ops, what, c->name)) goto out;
+    for (uint64_t m = 0; m < M; m++) {
+        for (uint64_t k = 0; k < N; k++) {
+            double s = w0[m * N + k], a = fabs(s);
+            for (uint64_t b = 0; b < nb; b++)
+                for (uint64_t q = 0; q < P; q++) {
+                    double v = (double)dy[((b0 + b) * M + m) * P + q] * cols[k * n + b * P + q];
+                    s += v, a += fabs(v);
+                }
+            ref[m * N + k] = s, mag[m * N + k] = a;
+        }
+        double s = b0v[m], a = fabs(s);
+        for (uint64_t b = 0; b < nb; b++)
+            for (uint64_t q = 0; q < P; q++) {
+                double v = dy[((b0 + b) * M + m) * P + q];
+                s += v, a += fabs(v);
+            }
+        ref[nw + m] = bias ? s : b0v[m], mag[nw + m] = a;
+    }
+    size_t bad = 0;
+    VT_OK(c->t, vkt_buffer_read(bw, 0, got, nw * 4));
+    for (uint64_t i = 0; i < nw; i++)
+        bad += !(fabs(got[i] - ref[i]) <= 1e-6 * mag[i]);
+    VT_OK(c->t, vkt_buffer_read(bb, 0, got, M * 4ull));
+    for (uint64_t m = 0; m < M; m++)
+        bad += !(fabs(got[m] - ref[nw + m]) <= 1e-6 * mag[nw + m]);
+    VT_CHECK(c->t, bad == 0, "%s on %s: %zu of %llu wrong", what, c->name, bad,
+             (unsigned long long)(nw + M));
+out:
+    vkt_buffer_destroy(bdy);
+    vkt_buffer_destroy(bc);
+    vkt_buffer_destroy(bw);
+    vkt_buffer_destroy(bb);
+    vkt_buffer_destroy(bp);
+    free(dy);
+    free(cols);
+    free(w0);
+    free(b0v);
+    free(got);
+    free(ref);
+    free(mag);
+}
+
+// The small-K forward of samples [b0, b0 + nb) of a batch of B: y [B][M][P] from cols [K][nb*P],
+// w [M, K] and the bias; the other samples of y keep their poison.
+static void test_fwd(dctx *c, uint32_t M, uint32_t K, uint32_t P, uint32_t B, uint32_t b0,
+                     uint32_t nb, bool bias, uint64_t seed) {
+    char what[160];
+    snprintf(what, sizeof what, "conv_fwd M %u K %u P %u samples %u..%u of %u%s", M, K, P, b0,
+             b0 + nb - 1, B, bias ? " with bias" : "");
+    VT_CHECK(c->t, vkt_conv_fwd_small(M, K), "%s: expected the small-K kernel", what);
+    uint64_t n = (uint64_t)nb * P, ny = (uint64_t)B * M * P, nc = (uint64_t)K * n;
+    float *cols = malloc(nc * 4), *w = malloc(M * K * 4), *bv = malloc(M * 4), *y = malloc(ny * 4);
+    double *ref = calloc(ny, sizeof(double));
+    vt_fill_uniform(cols, nc, seed, -1, 1);
+    vt_fill_uniform(w, (size_t)M * K, seed + 1, -1, 1);
+    vt_fill_uniform(bv, M, seed + 2, -1, 1);
+    for (uint64_t i = 0; i < ny; i++)
+        y[i] = NAN;
+    vkt_buffer *bc = buf_new(c, nc * 4, cols), *bw = buf_new(c, M * K * 4ull, w);
+    vkt_buffer *bb = buf_new(c, M * 4ull, bv), *by = buf_new(c, ny * 4, y);
+    if (!bc || !bw || !bb || !by) goto out;
+    vkt_view bias_v = vkt_buffer_whole(bb);
+    VT_OK(c->t, vkt_cmd_begin(c->cmd, false));
+    vkt_op_conv_forward_small(c->cmd, c->ops, vkt_buffer_whole(by), vkt_buffer_whole(bc),
+                              vkt_buffer_whole(bw), bias ? &bias_v : NULL, M, K, P, b0, nb,
+                              "conv_fwd");
+    if (!vt_run(c->t, c->cmd, c->ops, what, c->name)) goto out;
+    for (uint64_t b = 0; b < nb; b++)
+        for (uint64_t m = 0; m < M; m++)
+            for (uint64_t q = 0; q < P; q++) {
+                double s = bias ? bv[m] : 0;
+                for (uint64_t k = 0; k < K; k++)
+                    s += (double)w[m * K + k] * cols[k * n + b * P + q];
+                ref[((b0 + b) * M + m) * P + q] = s;
+            }
+    VT_OK(c->t, vkt_buffer_read(by, 0, y, ny * 4));
+    uint64_t first = (uint64_t)b0 * M * P, count = n * M;
+    compare(c, what, y + first, ref + first, count, 1e-5);
+    size_t outside = 0;
+    for (uint64_t i = 0; i < ny; i++)
+        if ((i < first || i >= first + count) && !isnan(y[i])) outside++;
+    VT_CHECK(c->t, outside == 0, "%s on %s wrote %zu floats outside its samples", what, c->name,
+             outside);
+out:
+    vkt_buffer_destroy(bc);
+    vkt_buffer_destroy(bw);
+    vkt_buffer_destroy(bb);
+    vkt_buffer_destroy(by);
+    free(cols);
+    free(w);
+    free(bv);
+    free(y);
+    free(ref);
+}
+
 static void test_kernels(dctx *c) {
     uint64_t seed = 1000;
     // (geometry, batch, first sample, samples)
@@ -376,6 +536,23 @@ static void test_kernels(dctx *c) {
     test_permute(c, 5, 16, 5, 3, 2, false, seed++);
     test_permute(c, 3, 7, 3, 1, 1, true, seed++);
     test_permute(c, 64, 196, 3, 1, 2, true, seed++);
+    // (M, N, P, batch, first sample, samples, bias). Odd columns (floats, not vec4s), a part
+    // count that does not divide them, and db: 1127 = 23 * 49 columns in 2 parts.
+    test_dw(c, 5, 27, 49, 25, 1, 23, true, seed++);
+    // vec4 pieces (as texels where the device binds them): 2624 columns in 5 parts of 132
+    // pieces but the last (128); two tiles of rows (40 > 32) with the last clamped.
+    test_dw(c, 32, 9, 64, 44, 3, 41, false, seed++);
+    test_dw(c, 40, 12, 36, 42, 1, 40, true, seed++);
+    // Views beyond SwiftShader's 65536 texels (vec4s from storage buffers there): 20000 columns.
+    test_dw(c, 16, 20, 400, 51, 1, 50, true, seed++);
+    // An odd P (floats); P % 8 == 4 (vec4s); P % 8 == 0 at an 8-aligned first sample (dvec4
+    // stores where the device has them) and two tiles of rows; K of 1, 9 and 27.
+    test_fwd(c, 5, 27, 49, 4, 1, 3, true, seed++);
+    test_fwd(c, 3, 9, 36, 4, 1, 2, false, seed++);
+    test_fwd(c, 40, 9, 64, 5, 1, 4, true, seed++);
+    test_fwd(c, 7, 1, 16, 3, 0, 3, true, seed++);
+    // Columns beyond SwiftShader's 65536 texels (read as vec4s from a storage buffer there).
+    test_fwd(c, 4, 9, 300, 101, 1, 100, false, seed++);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -421,6 +598,40 @@ static const lc_case CASES[] = {
      .input_grad = true},
 };
 
+// The split weight gradient and the small-K forward in a network: 1 -> 6 channels, 3x3 padding
+// 1 on 12x12 at batch 8 (1152 columns: 2 parts; K = 9), then a relu and a conv whose input
+// gradient is needed (6 -> 4, K = 54: the matmul's products, stride 1 so the run-form im2col
+// and col2im); and the split with the input gradient through it (a conv after a relu: the
+// permute, the input-gradient product and col2im beside the split).
+static const lc_case SPLIT[] = {
+    {.json =
+         IMG("split", "[1, 12, 12]") CONV(6, "3") ", \"padding\": 1}, {\"type\": \"relu\"}," CONV(
+             4, "3") ", \"padding\": 1},"
+                     "{\"type\": \"flatten\"}, {\"type\": "
+                     "\"dense\", \"units\": 3}], \"loss\": "
+                     "\"softmax_cross_entropy\"}",
+     .B = 8,
+     .max_fd = 60},
+    {.json = IMG("split_dx", "[2, 12, 12]") "{\"type\": \"relu\"}," CONV(
+         3, "3") ", \"padding\": 1}, {\"type\": \"flatten\"}], \"loss\": \"mse\"}",
+     .B = 8,
+     .input_grad = true,
+     .max_fd = 60},
+};
+
+// Chunks that split and one that does not: 1 -> 4 channels, 3x3 padding 1 on 16x16 (P = 256,
+// 4 * (2*9 + 4) * 256 = 22528 bytes a sample), batch 11 under a bound of 5 samples: chunks of
+// 4, 4 and 3 samples, the first two (1024 columns) split in 2 parts, the last (768) on the
+// matmul.
+static const lc_case SPLIT_CHUNKED = {.json = IMG("split_chunked", "[1, 16, 16]")
+                                          CONV(4, "3") ", \"padding\": 1},"
+                                                       "{\"type\": \"relu\"}, {\"type\": "
+                                                       "\"flatten\"}, {\"type\": \"dense\", "
+                                                       "\"units\": 3}], \"loss\": "
+                                                       "\"softmax_cross_entropy\"}",
+                                      .B = 11,
+                                      .max_fd = 40};
+
 // The multi-chunk cases: run with the chunk bound forced to a few samples' scratch.
 static const lc_case CHUNKED[] = {
     {.json = IMG("chunked", "[3, 7, 7]")
@@ -435,15 +646,16 @@ static const lc_case CHUNKED[] = {
 };
 
 // How many chunks conv layer 0 of json cuts batch B into under the current bound (from the
-// products it reports).
+// columns of the first product it reports: N of NN and TN, K of NT).
 static uint32_t chunks_of(vt *t, const char *json, uint32_t B) {
     vkt_model_desc m;
     VT_OK(t, vkt_model_parse(json, "chunked", &m));
     if (m.nlayers == 0) return 0;
     const vkt_layer_desc *l = &m.layers[0];
     vkt_mm_shape sh[4];
-    l->type->matmuls(l, B, false, sh);
-    uint32_t P = l->out.dim[1] * l->out.dim[2], per = sh[0].N / P;
+    if (l->type->matmuls(l, B, true, sh) == 0) return 0;
+    uint32_t P = l->out.dim[1] * l->out.dim[2];
+    uint32_t per = (sh[0].form == VKT_MM_NT ? sh[0].K : sh[0].N) / P;
     vkt_model_free(&m);
     return (B + per - 1) / per;
 }
@@ -521,6 +733,21 @@ static void test_networks(vt *t, vkt_ops *const *ops) {
     vkt_conv_set_chunk_bytes(0);
     n = chunks_of(t, CHUNKED[0].json, CHUNKED[0].B);
     VT_CHECK(t, n == 1, "the default bound makes %u chunks of batch 7", n);
+    for (size_t i = 0; i < sizeof SPLIT / sizeof *SPLIT; i++)
+        lc_run(t, ops, &SPLIT[i]);
+    VT_CHECK(t,
+             vkt_conv_dw_parts(6, 9, true, 8 * 144) == 2 &&
+                 vkt_conv_dw_parts(3, 18, true, 8 * 144) == 2,
+             "the split cases split");
+    vkt_conv_set_chunk_bytes(5 * 22528 + 100);
+    n = chunks_of(t, SPLIT_CHUNKED.json, SPLIT_CHUNKED.B);
+    VT_CHECK(t, n == 3, "the forced bound cuts batch 11 into %u chunks, expected 3", n);
+    VT_CHECK(t, vkt_conv_dw_parts(4, 9, true, 1024) == 2 && vkt_conv_dw_parts(4, 9, true, 768) == 0,
+             "chunks of 4 samples split, of 3 do not");
+    lc_run(t, ops, &SPLIT_CHUNKED);
+    for (int d = 0; d < t->ndev && ops[d]; d++)
+        test_deterministic(t, t->dev[d], ops[d], &SPLIT_CHUNKED);
+    vkt_conv_set_chunk_bytes(0);
 }
 
 int main(void) {

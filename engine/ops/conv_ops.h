@@ -44,6 +44,31 @@ void vkt_op_conv_from_nchw(vkt_cmd *cmd, vkt_ops *ops, vkt_view dz, vkt_view dy,
 void vkt_op_conv_rowsum(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dz, uint32_t R,
                         uint32_t N, const char *label);
 
+// The weight gradient of a conv whose gradient is small next to its n = nb*P columns, split
+// over the columns (the engine's matmul gives such a product one workgroup):
+//   dw[M, N] += dZ[M, n] cols[N, n]^T  and, with db, db[M] += the row sums of dZ
+// where dZ is read straight from the output gradient: dZ[m][b*P + q] = dy[b0 + b][m][q].
+// vkt_conv_dw_parts: the number S of parts (0: the split does not pay for this shape, use the
+// matmul); vkt_conv_dw_part_bytes: the partials' bytes (S*8*M*(N + bias) floats).
+// vkt_op_conv_dw_parts writes the partial sums of the S parts into part; after a barrier,
+// vkt_op_conv_dw_reduce adds them, in order, into dw (and db) (accumulates; deterministic).
+uint32_t vkt_conv_dw_parts(uint32_t M, uint32_t N, bool bias, uint64_t n);
+uint64_t vkt_conv_dw_part_bytes(uint32_t M, uint32_t N, bool bias, uint64_t n);
+void vkt_op_conv_dw_parts(vkt_cmd *cmd, vkt_ops *ops, vkt_view part, vkt_view dy, vkt_view cols,
+                          uint32_t M, uint32_t N, uint32_t P, uint32_t b0, uint32_t nb, bool bias,
+                          const char *label);
+void vkt_op_conv_dw_reduce(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, const vkt_view *db,
+                           vkt_view part, uint32_t M, uint32_t N, uint64_t n, const char *label);
+
+// The forward product of a conv with a small inner size K (vkt_conv_fwd_small: K <= 32 and not
+// a multiple of 8, where the matmul has no wide kernel), written in NCHW:
+//   y[b0 + b][m][q] = bias[m] (when bias != NULL) + sum over k of w[m][k] cols[k][b*P + q]
+// (overwrites the chunk's samples of y; w is [M, K]).
+bool vkt_conv_fwd_small(uint32_t M, uint32_t K);
+void vkt_op_conv_forward_small(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view cols, vkt_view w,
+                               const vkt_view *bias, uint32_t M, uint32_t K, uint32_t P,
+                               uint32_t b0, uint32_t nb, const char *label);
+
 // The bound on a conv layer's scratch (columns, product and columns' gradient of one chunk of
 // samples) by which engine/nn/layers/conv2d.c cuts a batch into chunks: 32 MiB by default. A
 // test sets it small to force several chunks; 0 restores the default. Read when a network is

@@ -13,8 +13,18 @@
 //           of dZ, dcols = W^T dZ (TN) | dx = col2im(dcols) (a gather, beside the next chunk's
 //           first phase); "|" is a barrier. The columns are computed again in the backward
 //           rather than kept: K*P floats a sample against the OC*P of the output.
-//   scratch the shared scratch holds one chunk's cols [K, nb*P], Z or dZ [OC, nb*P] and dcols
-//           [K, nb*P]; K = C*kh*kw, P = OH*OW.
+//   and two shapes the matmul serves badly (conv_ops.h; 1 -> 32 channels 3x3 on 28x28, batch
+//   128, on lavapipe: dW 88 ms as one workgroup of the matmul, the forward 36 ms on its scalar
+//   kernel plus 10 ms of permute):
+//     a small K (vkt_conv_fwd_small: K <= 32, not a multiple of 8): y = W cols + b straight into
+//           NCHW by conv_fwd, no Z and no permute;
+//     a small weight gradient next to its columns (vkt_conv_dw_parts > 0): the chunk's columns
+//           cut into S parts whose partial dW (and db) conv_dw computes from dy itself in one
+//           dispatch (no permute unless the input gradient needs dZ), summed in order into dW
+//           and db after the barrier, beside the next chunk's first phase (deterministic).
+//   scratch the shared scratch holds one chunk's cols [K, nb*P], Z or dZ [OC, nb*P], dcols
+//           [K, nb*P] and the split's partials (vkt_conv_dw_part_bytes: about 1 MiB at most,
+//           outside the chunk bound); K = C*kh*kw, P = OH*OW.
 // Does not fuse: no activation in its products' epilogues (takes_epilogue false), and its weight
 // gradient accumulates over chunks, so the optimizer step is never fused into it.
 #include <math.h>
@@ -75,7 +85,7 @@ static uint32_t chunk_of(const vkt_layer_desc *l, uint32_t B) {
 }
 
 typedef struct conv_scratch {
-    vkt_view cols, z, dcols;
+    vkt_view cols, z, dcols, part;
 } conv_scratch;
 
 // The regions of a chunk of nb samples (offsets for the scratch callback when whole is NULL).
@@ -84,19 +94,25 @@ static uint64_t scratch_layout(const vkt_layer_desc *l, uint64_t nb, const vkt_v
     vkt_conv_geom g = geom_of(l);
     uint64_t cols = 4 * vkt_conv_k(&g) * vkt_conv_p(&g) * nb;
     uint64_t z = 4ull * g.OC * vkt_conv_p(&g) * nb;
+    uint64_t part =
+        vkt_conv_dw_part_bytes(l->units, (uint32_t)vkt_conv_k(&g), l->bias, vkt_conv_p(&g) * nb);
     uint64_t zoff = align_up(cols, REGION_ALIGN), doff = zoff + align_up(z, REGION_ALIGN);
+    uint64_t poff = doff + align_up(cols, REGION_ALIGN);
     if (whole) {
-        VKT_ASSERT(whole->size >= doff + cols);
+        VKT_ASSERT(whole->size >= poff + part);
         s->cols = (vkt_view){whole->buffer, whole->offset, cols};
         s->z = (vkt_view){whole->buffer, whole->offset + zoff, z};
         s->dcols = (vkt_view){whole->buffer, whole->offset + doff, cols};
+        s->part = (vkt_view){whole->buffer, whole->offset + poff, part};
     }
-    return doff + cols;
+    return poff + part;
 }
 
+// At least REGION_ALIGN bytes: the ops bind a texel of it where a kernel's texel binding goes
+// unread.
 static uint64_t conv_scratch_bytes(const vkt_layer_desc *l, uint32_t B) {
-    uint64_t m = chunk_max(l);
-    return scratch_layout(l, m < B ? m : B, NULL, NULL);
+    uint64_t m = chunk_max(l), bytes = scratch_layout(l, m < B ? m : B, NULL, NULL);
+    return bytes > REGION_ALIGN ? bytes : REGION_ALIGN;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,8 +202,9 @@ static int conv_matmuls(const vkt_layer_desc *l, uint32_t B, bool need_dx, vkt_m
     vkt_conv_geom g = geom_of(l);
     uint32_t K = (uint32_t)vkt_conv_k(&g), N = chunk_of(l, B) * (uint32_t)vkt_conv_p(&g);
     int n = 0;
-    out[n++] = (vkt_mm_shape){VKT_MM_NN, l->units, N, K};
-    out[n++] = (vkt_mm_shape){VKT_MM_NT, l->units, K, N};
+    if (!vkt_conv_fwd_small(l->units, K)) out[n++] = (vkt_mm_shape){VKT_MM_NN, l->units, N, K};
+    if (!vkt_conv_dw_parts(l->units, K, l->bias, N))
+        out[n++] = (vkt_mm_shape){VKT_MM_NT, l->units, K, N};
     if (need_dx) out[n++] = (vkt_mm_shape){VKT_MM_TN, K, N, l->units};
     return n;
 }
@@ -205,10 +222,21 @@ static void conv_forward(vkt_rec *r, int node) {
     const char *lc = vkt_rec_label(r, node, "fwd", "im2col");
     const char *lm = vkt_rec_label(r, node, "fwd", "conv");
     const char *lp = vkt_rec_label(r, node, "fwd", "permute");
+    bool small = vkt_conv_fwd_small(l->units, K);
     for (uint32_t b0 = 0; b0 < r->B; b0 += bc) {
         uint32_t nb = r->B - b0 < bc ? r->B - b0 : bc;
         conv_scratch s;
         scratch_layout(l, nb, &ws, &s);
+        if (small) {
+            // y = W cols (+ b) in one kernel, written in NCHW; the previous chunk's reads the
+            // columns this im2col writes.
+            if (b0 > 0) vkt_cmd_barrier(r->cmd);
+            vkt_op_conv_im2col(r->cmd, r->ops, s.cols, x, &g, b0, nb, lc);
+            vkt_cmd_barrier(r->cmd);
+            vkt_op_conv_forward_small(r->cmd, r->ops, y, s.cols, w, l->bias ? &bias : NULL,
+                                      l->units, K, P, b0, nb, lm);
+            continue;
+        }
         // (The previous chunk's permute reads Z beside this im2col: different regions.)
         vkt_op_conv_im2col(r->cmd, r->ops, s.cols, x, &g, b0, nb, lc);
         vkt_cmd_barrier(r->cmd);
@@ -238,29 +266,52 @@ static void conv_backward(vkt_rec *r, int node) {
     const char *lb = vkt_rec_label(r, node, "bwd", "dbias");
     const char *ld = vkt_rec_label(r, node, "bwd", "dinput");
     const char *li = vkt_rec_label(r, node, "bwd", "col2im");
+    const char *lr = vkt_rec_label(r, node, "bwd", "dwreduce");
+    const vkt_view *dbp = l->bias ? &db : NULL;
+    // The previous chunk's work after the barrier: its input gradient from its dcols (prev_dx)
+    // and the sums of its split weight gradient (prev_split).
     conv_scratch prev = {0};
     uint32_t prev_b0 = 0, prev_nb = 0;
+    bool prev_dx = false, prev_split = false;
     for (uint32_t b0 = 0; b0 < r->B; b0 += bc) {
         uint32_t nb = r->B - b0 < bc ? r->B - b0 : bc, n = nb * P;
+        bool split = vkt_conv_dw_parts(l->units, K, l->bias, n) > 0;
         conv_scratch s;
         scratch_layout(l, nb, &ws, &s);
         if (b0 > 0) vkt_rec_barrier(r); // the previous chunk's products read cols and dZ
         vkt_op_conv_im2col(r->cmd, r->ops, s.cols, x, &g, b0, nb, lc);
-        vkt_op_conv_from_nchw(r->cmd, r->ops, s.z, dy, l->units, P, b0, nb, lp);
-        // The previous chunk's input gradient, from its dcols (which nothing here writes).
-        if (prev_nb) vkt_op_conv_col2im(r->cmd, r->ops, dx, prev.dcols, &g, prev_b0, prev_nb, li);
+        // dZ in the products' layout, for the products that read it (the split reads dy).
+        if (!split || need_dx)
+            vkt_op_conv_from_nchw(r->cmd, r->ops, s.z, dy, l->units, P, b0, nb, lp);
+        // (Nothing here writes the previous chunk's dcols or partials.)
+        if (prev_dx) vkt_op_conv_col2im(r->cmd, r->ops, dx, prev.dcols, &g, prev_b0, prev_nb, li);
+        if (prev_split)
+            vkt_op_conv_dw_reduce(r->cmd, r->ops, dw, dbp, prev.part, l->units, K,
+                                  (uint64_t)prev_nb * P, lr);
         vkt_rec_barrier(r);
-        // dW[OC, K] += dZ[OC, n] cols[K, n]^T; db[OC] += row sums of dZ
-        vkt_op_matmul(r->cmd, r->ops, VKT_MM_NT, dw, s.z, s.cols, NULL, 1.0f, l->units, K, n, lw);
-        if (l->bias) vkt_op_conv_rowsum(r->cmd, r->ops, db, s.z, l->units, n, lb);
-        if (!need_dx) continue;
+        if (split) {
+            // Partial sums of dW[OC, K] += dZ[OC, n] cols[K, n]^T and db[OC] += row sums of dZ
+            // over parts of the columns, added into dW and db after the next barrier.
+            vkt_op_conv_dw_parts(r->cmd, r->ops, s.part, dy, s.cols, l->units, K, P, b0, nb,
+                                 l->bias, lw);
+        } else {
+            // dW[OC, K] += dZ[OC, n] cols[K, n]^T; db[OC] += row sums of dZ
+            vkt_op_matmul(r->cmd, r->ops, VKT_MM_NT, dw, s.z, s.cols, NULL, 1.0f, l->units, K, n,
+                          lw);
+            if (l->bias) vkt_op_conv_rowsum(r->cmd, r->ops, db, s.z, l->units, n, lb);
+        }
         // dcols[K, n] = W[OC, K]^T dZ[OC, n]
-        vkt_op_matmul(r->cmd, r->ops, VKT_MM_TN, s.dcols, w, s.z, NULL, 0.0f, K, n, l->units, ld);
-        prev = s, prev_b0 = b0, prev_nb = nb;
+        if (need_dx)
+            vkt_op_matmul(r->cmd, r->ops, VKT_MM_TN, s.dcols, w, s.z, NULL, 0.0f, K, n, l->units,
+                          ld);
+        prev = s, prev_b0 = b0, prev_nb = nb, prev_dx = need_dx, prev_split = split;
     }
-    if (prev_nb) {
+    if (prev_dx || prev_split) {
         vkt_rec_barrier(r);
-        vkt_op_conv_col2im(r->cmd, r->ops, dx, prev.dcols, &g, prev_b0, prev_nb, li);
+        if (prev_dx) vkt_op_conv_col2im(r->cmd, r->ops, dx, prev.dcols, &g, prev_b0, prev_nb, li);
+        if (prev_split)
+            vkt_op_conv_dw_reduce(r->cmd, r->ops, dw, dbp, prev.part, l->units, K,
+                                  (uint64_t)prev_nb * P, lr);
     }
 }
 
