@@ -116,6 +116,9 @@ def main():
         failures += compare(vktrain, path, work, device, x_all, y_all, runs)
         if parallel and model_name == "fashion_cnn":
             failures += compare_parallel(vktrain, path, work, device, x_all, y_all)
+    if not only or "char_gpt" in only:
+        failures += compare_lm(vktrain, os.path.join(src, "assets/models/char_gpt.json"), work,
+                               device)
     print("torch_equiv: %d failed" % failures)
     return 1 if failures else 0
 
@@ -344,6 +347,76 @@ def compare_parallel(vktrain, model_path, work, device, x_all, y_all):
               ("ok  " if ok else "FAIL", name0, label, two, worst, dev_single,
                "" if ok else " (%d entries out of tolerance)" % bad))
     return failures
+
+
+def write_npy(path, a):
+    np.save(path, a)
+
+
+def compare_lm(vktrain, model_path, work, device, steps=10, batch=4):
+    """A language model (char_gpt.json) for 10 AdamW steps on the same token batches: windows of
+    Debian's fortunes in order (--data-npy ids and next-byte targets, --no-shuffle), the loss
+    the mean over every position, as F.cross_entropy over [B*T, 256]."""
+    name0 = os.path.splitext(os.path.basename(model_path))[0]
+    model, spec = vkt_torch.build(vktrain, model_path)
+    T = spec["input"][0]
+    text = b""
+    root = "/usr/share/games/fortunes"
+    for f in sorted(os.listdir(root)):
+        p = os.path.join(root, f)
+        if os.path.isfile(p) and not os.path.islink(p) and not f.endswith(".dat"):
+            text += open(p, "rb").read()
+        if len(text) > (steps * batch + 1) * (T + 1):
+            break
+    n = steps * batch
+    ids = np.frombuffer(text[:n * T + 1], dtype=np.uint8).astype(np.int64)
+    x = np.stack([ids[i * T:(i + 1) * T] for i in range(n)])
+    y = np.stack([ids[i * T + 1:(i + 1) * T + 1] for i in range(n)])
+    xp, yp = os.path.join(work, "lm_x.npy"), os.path.join(work, "lm_y.npy")
+    write_npy(xp, x)
+    write_npy(yp, y)
+    init_path = os.path.join(work, "%s_init.safetensors" % name0)
+    write_safetensors(init_path, model.state_dict())
+    opt = torch.optim.AdamW(model.parameters(), lr=0.001, weight_decay=0.01)
+    weak_ever = {}
+    for step in range(steps):
+        xb = torch.from_numpy(x[step * batch:(step + 1) * batch]).float()
+        yb = torch.from_numpy(y[step * batch:(step + 1) * batch])
+        opt.zero_grad()
+        logits = model(xb)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 yb.reshape(-1))
+        loss.backward()
+        opt.step()
+        for k, q in model.named_parameters():
+            st = opt.state[q]
+            vhat = st["exp_avg_sq"] / (1 - 0.999 ** st["step"])
+            w = vhat.sqrt() < 100 * 1e-8
+            weak_ever[k] = w if k not in weak_ever else (weak_ever[k] | w)
+    out = os.path.join(work, "%s_adamw_%d.safetensors" % (name0, steps))
+    cmd = [vktrain, "train", "--model", model_path, "--init", init_path, "--no-shuffle",
+           "--data-npy", "%s,%s" % (xp, yp), "--batch", str(batch), "--max-steps", str(steps),
+           "--epochs", "1", "--no-eval", "--quiet", "--device", device, "--save", out,
+           "--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL %s: %s\n%s" % (" ".join(cmd), r.stdout, r.stderr))
+        return 1
+    got = read_safetensors(out)
+    worst, bad, loose = differences(model, got, steps, weak_ever, 0.001)
+    ok = bad == 0
+    print("%s %s adamw after %2d steps on %s (batch %d x %d tokens of fortunes): "
+          "max |p_vktrain - p_torch| = %.3g, final loss %.4f%s%s" %
+          ("ok  " if ok else "FAIL", name0, steps, device, batch, T, worst, float(loss),
+           " (%d ill-conditioned Adam entries held to lr*steps)" % loose if loose else "",
+           "" if ok else " (%d entries out of tolerance)" % bad))
+    try:
+        vkt_torch.build(vktrain, model_path)[0].load_state_dict(got, strict=True)
+        print("ok   %s: load_state_dict(strict=True) reads a vktrain checkpoint" % name0)
+    except Exception as e:  # noqa: BLE001 -- any failure to load is the finding
+        print("FAIL %s load_state_dict: %s" % (name0, e))
+        ok = False
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
