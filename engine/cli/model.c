@@ -56,7 +56,7 @@ static void print_layers(const vkt_model_desc *m, const vkt_layer_desc *ls, int 
             cJSON_AddItemToArray(arr, o);
         } else {
             printf("  %-8s %*s%-*s %-16s -> %-16s %12llu %14.0f\n", path, 2 * depth, "",
-                   12 - 2 * depth > 0 ? 12 - 2 * depth : 0, vkt_layer_type_name(l), in, out,
+                   24 - 2 * depth > 0 ? 24 - 2 * depth : 0, vkt_layer_type_name(l), in, out,
                    (unsigned long long)params, c.fwd_flops + c.bwd_flops);
         }
         if (l->nlayers) print_layers(m, l->layers, l->nlayers, path, depth + 1, arr);
@@ -117,7 +117,7 @@ int cmd_model(int argc, char **argv) {
         cJSON_Delete(o);
     } else {
         printf("%s: %s -> %s, loss %s\n", m.name, in, out, vkt_model_loss_name(m.loss));
-        printf("  %-8s %-14s %-16s    %-16s %12s %14s\n", "layer", "type", "in", "out",
+        printf("  %-8s %-24s %-16s    %-16s %12s %14s\n", "layer", "type", "in", "out",
                "parameters", "FLOPs/sample");
         print_layers(&m, m.layers, m.nlayers, "", 0, NULL);
         printf("  %llu parameters; %.0f FLOPs per sample and step (forward %.0f, backward "
