@@ -1,9 +1,9 @@
 // norm_bn_bwd_finish: batchnorm2d's parameter gradients and the coefficients of its input
-// gradient, one invocation per channel c < C (groups folded into y). Adds the p.parts partial
-// sums of norm_bn_bwd_sums in part order: sdy = sum dy, sdx = sum dy * xhat; dbeta[c] += sdy,
-// dgamma[c] += sdx; with k = gamma*invstd and N = B*HW, dx = k (dy - sdy/N - xhat sdx/N)
-// = k dy + (x - mean) u + v, and coef[c * 4 + {0..3}] = mean, k, u = -k invstd sdx/N,
-// v = -k sdy/N (norm_bn_dx). Reads part, saved[2C], gamma[C].
+// gradient, one invocation per channel c < C (groups folded into y). Adds the parts * nseg
+// partial sums of norm_bn_bwd_sums (norm_bn_part.glsl) in order: sdy = sum dy, sdx = sum
+// dy * xhat; dbeta[c] += sdy, dgamma[c] += sdx; with k = gamma*invstd and N = B*HW,
+// dx = k (dy - sdy/N - xhat sdx/N) = k dy + (x - mean) u + v, and coef[c * 4 + {0..3}] =
+// mean, k, u = -k invstd sdx/N, v = -k sdy/N (norm_bn_dx). Reads part, saved[2C], gamma[C].
 #version 450
 #include "norm_abi.h"
 
@@ -21,9 +21,10 @@ void main() {
              gl_LocalInvocationID.x;
     if (c >= p.C) return;
     float sdy = 0.0, sdx = 0.0;
-    for (uint q = 0u; q < p.parts; q++) {
-        sdy += part[(q * p.C + c) * 2u];
-        sdx += part[(q * p.C + c) * 2u + 1u];
+    uint o = c * p.parts * p.nseg * 2u;
+    for (uint q = 0u; q < p.parts * p.nseg; q++, o += 2u) {
+        sdy += part[o];
+        sdx += part[o + 1u];
     }
     dbeta[c] += sdy;
     dgamma[c] += sdx;

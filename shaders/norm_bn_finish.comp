@@ -1,6 +1,7 @@
 // norm_bn_finish: batchnorm2d's per-channel statistics and coefficients, one invocation per
-// channel c < C (groups folded into y). p.train = 1: combines the p.parts partial (mean, M2) of
-// norm_bn_stats in part order (Chan's formula: the mean and M2 of two sets from theirs), writes
+// channel c < C (groups folded into y). p.train = 1: combines the parts * nseg partial (mean,
+// M2) of norm_bn_stats (norm_bn_part.glsl) in order, part by part and segment by segment
+// (Chan's formula: the mean and M2 of two sets from theirs), writes
 // saved[c] = mean, saved[C + c] = invstd = 1/sqrt(var + eps) (biased var = M2 / N, N = B*HW),
 // updates running_mean[c] and running_var[c] (the unbiased variance M2 / (N - 1)) with momentum,
 // and adds 1 to num_batches[0] (invocation 0). p.train = 0: the running statistics are the
@@ -28,14 +29,16 @@ void main() {
     if (p.train != 0u) {
         float n = 0.0, m2 = 0.0;
         mean = 0.0;
-        for (uint q = 0u; q < p.parts; q++) {
-            float nb = float(min(p.spp, p.B - q * p.spp) * p.HW);
-            float mb = part[(q * p.C + c) * 2u], m2b = part[(q * p.C + c) * 2u + 1u];
-            float nab = n + nb, d = mb - mean;
-            mean += d * (nb / nab);
-            m2 += m2b + d * d * (n * (nb / nab));
-            n = nab;
-        }
+        uint o = c * p.parts * p.nseg * 2u;
+        for (uint q = 0u; q < p.parts; q++)
+            for (uint s = 0u; s < p.nseg; s++, o += 2u) {
+                float nb = float(min(p.spp, p.B - q * p.spp) * min(p.seglen, p.HW - s * p.seglen));
+                float mb = part[o], m2b = part[o + 1u];
+                float nab = n + nb, d = mb - mean;
+                mean += d * (nb / nab);
+                m2 += m2b + d * d * (n * (nb / nab));
+                n = nab;
+            }
         float var = m2 / n;
         invstd = 1.0 / sqrt(var + p.eps);
         saved[c] = mean;

@@ -29,6 +29,29 @@ VKT_STRUCT(vkt_pool_push) {
     VKT_U32 off2; // binding 2's: dx (max backward)
 };
 
+// pool_nov_fwd_texel, pool_nov_bwd, pool_nov_bwd_texel (pool_nov.glsl): non-overlapping windows
+// (stride == kernel; KH, KW in specialization constants), one invocation per unit of 4 windows of
+// an output row: planes * upp units, upp = rows * groups units per plane, groups = ceil(ow / 4)
+// units per output row, rows = oh (forward), or oh + 1 where the backward also zeroes the rows
+// below the last window (h % KH != 0). inv_* are 1 / float(upp), 1 / float(groups), for the
+// kernels' divisions. off0: x's first float; off1: y's (forward) or dy's; off2: dx's.
+VKT_STRUCT(vkt_pool_nov_push) {
+    VKT_U32 planes;
+    VKT_U32 h;
+    VKT_U32 w;
+    VKT_U32 oh;
+    VKT_U32 ow;
+    VKT_U32 groups;
+    VKT_U32 upp;
+    VKT_F32 inv_groups;
+    VKT_F32 inv_upp;
+    VKT_U32 off0;
+    VKT_U32 off1;
+    VKT_U32 off2;
+};
+
+#define VKT_POOL_NOV_UNIT 4 // windows per unit
+
 // pool_window's specialization constant VKT_SPEC_USER: what a window gives.
 #define VKT_POOL_MODE_MAX 0 // its largest element (PyTorch's rule for ties and NaN)
 #define VKT_POOL_MODE_AVG 1 // the mean of its elements

@@ -13,8 +13,13 @@
 //  3. ties and NaN, by hand: which element of a window gets the gradient, on the devices and in
 //     the reference, against what PyTorch 2 (CPU) computes for the same inputs (the numbers below
 //     come from torch.nn.functional.max_pool2d and autograd);
-//  4. views larger than a device's maxStorageBufferRange (lavapipe's 128 MiB), sliced into
-//     several dispatches at planes whose offsets are not aligned, against a float reference.
+//  4. windows that do not overlap (pool_nov.glsl's kernels) through the ops on shapes of each of
+//     their paths (rows of 28, 14, 7, 13, 16 ... floats; the rows and columns past the last
+//     window; 3x3, 2x4, 1x2, 2x1, 4x4 windows), with ties, -inf and NaN, bit for bit against
+//     PyTorch's scan, every element of dx written;
+//  5. views larger than a device's maxStorageBufferRange (lavapipe's 128 MiB), sliced into
+//     several dispatches at planes whose offsets are not aligned (and in slices of 4 planes for
+//     lavapipe's texel reads), against a float reference.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,12 +368,137 @@ static void test_ties(vt *t, vkt_ops *const *ops) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4. Views beyond the storage-buffer range
+// 4. Windows that do not overlap, through the ops
+
+// Shapes of pool_nov.glsl's paths (engine/ops/pool_ops.c): on lavapipe the texel reads with rows
+// of x on multiples of 4, 2 and 1 floats and rows of y on multiples of 4, 2 and 1 (28 x 28 is
+// fashion_cnn's first pool, 14 x 14 its second), the rows and columns past the last window
+// (odd sizes), windows of 3 x 3, 2 x 4, 1 x 2, 2 x 1 and 4 x 4, and shapes whose views are not
+// whole texels (storage-buffer reads, as on every other device).
+static const vkt_pool2d g_nov[] = {
+    {.planes = 8, .h = 28, .w = 28, .kh = 2, .kw = 2},
+    {.planes = 12, .h = 14, .w = 14, .kh = 2, .kw = 2},
+    {.planes = 4, .h = 7, .w = 7, .kh = 2, .kw = 2},
+    {.planes = 5, .h = 7, .w = 7, .kh = 2, .kw = 2},
+    {.planes = 4, .h = 9, .w = 13, .kh = 3, .kw = 3},
+    {.planes = 8, .h = 8, .w = 16, .kh = 2, .kw = 4},
+    {.planes = 4, .h = 6, .w = 10, .kh = 1, .kw = 2},
+    {.planes = 4, .h = 5, .w = 8, .kh = 2, .kw = 1},
+    {.planes = 3, .h = 6, .w = 6, .kh = 3, .kw = 2},
+    {.planes = 16, .h = 4, .w = 4, .kh = 4, .kw = 4},
+    {.planes = 2, .h = 3, .w = 3, .kh = 3, .kw = 3},
+    {.planes = 6, .h = 11, .w = 30, .kh = 2, .kw = 2},
+};
+
+// The index in the plane of window (oh, ow)'s maximum by PyTorch's scan (larger or NaN replaces).
+static uint32_t nov_argmax(const vkt_pool2d *s, const float *plane, uint32_t oh, uint32_t ow) {
+    uint32_t at = oh * s->kh * s->w + ow * s->kw;
+    float m = -INFINITY;
+    for (uint32_t a = 0; a < s->kh; a++)
+        for (uint32_t b = 0; b < s->kw; b++) {
+            uint32_t j = (oh * s->kh + a) * s->w + ow * s->kw + b;
+            if (plane[j] > m || isnan(plane[j])) m = plane[j], at = j;
+        }
+    return at;
+}
+
+static vkt_buffer *nov_buffer(vt *t, vkt_device *dev, const float *data, uint64_t n) {
+    vkt_buffer *b = NULL;
+    VT_OK(t, vkt_buffer_create(dev, 4 * n, "nov", &b));
+    if (b && data) VT_OK(t, vkt_buffer_write(b, 0, data, 4 * n));
+    return b;
+}
+
+// Each shape with ties (values of four levels), -inf and NaN: maxpool2d forward and backward
+// bit for bit against the scan above (dx filled with 7s first: every element is written), and
+// avgpool2d forward against double means.
+static void test_nov(vt *t, vkt_device *dev, vkt_ops *ops) {
+    for (size_t i = 0; i < sizeof g_nov / sizeof *g_nov; i++) {
+        vkt_pool2d s = g_nov[i];
+        s.sh = s.kh, s.sw = s.kw;
+        uint32_t oh = s.h / s.kh, ow = s.w / s.kw, hw = s.h * s.w;
+        uint64_t nin = (uint64_t)s.planes * hw, nout = (uint64_t)s.planes * oh * ow;
+        float *x = malloc(4 * nin), *dy = malloc(4 * nout), *got = malloc(4 * nin);
+        float *sevens = malloc(4 * nin);
+        uint64_t st = 11 + i;
+        for (uint64_t j = 0; j < nin; j++) {
+            uint64_t r = vt_rand_u64(&st);
+            x[j] = (float)(r % 4) - 1.0f;
+            if (r % 97 == 0) x[j] = NAN;
+            if (r % 89 == 0) x[j] = -INFINITY;
+            sevens[j] = 7.0f;
+        }
+        for (uint64_t j = 0; j < nout; j++)
+            dy[j] = (float)(j % 13) + 0.5f;
+        vkt_buffer *bx = nov_buffer(t, dev, x, nin), *bdx = nov_buffer(t, dev, sevens, nin);
+        vkt_buffer *by = nov_buffer(t, dev, NULL, nout), *bya = nov_buffer(t, dev, NULL, nout);
+        vkt_buffer *bdy = nov_buffer(t, dev, dy, nout);
+        vkt_cmd *cmd = NULL;
+        VT_OK(t, vkt_cmd_create(dev, &cmd));
+        char where[200];
+        snprintf(where, sizeof where, "%u planes of %u x %u, %u x %u windows, on %s", s.planes, s.h,
+                 s.w, s.kh, s.kw, vkt_device_label(dev));
+        if (bx && bdx && by && bya && bdy && cmd) {
+            VT_OK(t, vkt_cmd_begin(cmd, false));
+            vkt_op_pool2d_forward(cmd, ops, VKT_POOL_MAX, vkt_buffer_whole(by),
+                                  vkt_buffer_whole(bx), &s, "max fwd");
+            vkt_op_pool2d_forward(cmd, ops, VKT_POOL_AVG, vkt_buffer_whole(bya),
+                                  vkt_buffer_whole(bx), &s, "avg fwd");
+            vkt_op_pool2d_backward(cmd, ops, VKT_POOL_MAX, vkt_buffer_whole(bdx),
+                                   vkt_buffer_whole(bdy), vkt_buffer_whole(bx), &s, "max bwd");
+            if (vt_run(t, cmd, ops, "non-overlapping pools", where)) {
+                size_t bad_y = 0, bad_a = 0, bad_dx = 0;
+                float *want = malloc(4 * nin);
+                VT_OK(t, vkt_buffer_read(by, 0, got, 4 * nout));
+                for (uint32_t pl = 0; pl < s.planes; pl++)
+                    for (uint32_t o = 0; o < oh * ow; o++) {
+                        float w = x[(uint64_t)pl * hw +
+                                    nov_argmax(&s, x + (uint64_t)pl * hw, o / ow, o % ow)];
+                        float g = got[(uint64_t)pl * oh * ow + o];
+                        bad_y += isnan(w) ? !isnan(g) : g != w;
+                    }
+                VT_OK(t, vkt_buffer_read(bya, 0, got, 4 * nout));
+                for (uint32_t pl = 0; pl < s.planes; pl++)
+                    for (uint32_t o = 0; o < oh * ow; o++) {
+                        double m = 0;
+                        for (uint32_t a = 0; a < s.kh; a++)
+                            for (uint32_t b = 0; b < s.kw; b++)
+                                m += x[(uint64_t)pl * hw + (o / ow * s.kh + a) * s.w +
+                                       o % ow * s.kw + b];
+                        m /= s.kh * s.kw;
+                        float g = got[(uint64_t)pl * oh * ow + o];
+                        bad_a += isnan(m) ? !isnan(g) : !(g == m || fabs(g - m) <= 1e-6);
+                    }
+                VT_OK(t, vkt_buffer_read(bdx, 0, got, 4 * nin));
+                memset(want, 0, 4 * nin);
+                for (uint32_t pl = 0; pl < s.planes; pl++)
+                    for (uint32_t o = 0; o < oh * ow; o++)
+                        want[(uint64_t)pl * hw +
+                             nov_argmax(&s, x + (uint64_t)pl * hw, o / ow, o % ow)] =
+                            dy[(uint64_t)pl * oh * ow + o];
+                for (uint64_t j = 0; j < nin; j++)
+                    bad_dx += got[j] != want[j];
+                VT_CHECK(t, bad_y == 0 && bad_a == 0 && bad_dx == 0,
+                         "%s: maxpool2d y %zu wrong, avgpool2d y %zu, maxpool2d dx %zu", where,
+                         bad_y, bad_a, bad_dx);
+                free(want);
+            }
+        }
+        vkt_cmd_destroy(cmd);
+        vkt_buffer_destroy(bdy), vkt_buffer_destroy(bya), vkt_buffer_destroy(by);
+        vkt_buffer_destroy(bdx), vkt_buffer_destroy(bx);
+        free(x), free(dy), free(got), free(sevens);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Views beyond the storage-buffer range
 
 // Planes of 7 x 9 (252 bytes: lavapipe's slices of 532610 planes start 8 bytes past its 16-byte
 // offset alignment, so the kernels' offsets into their bindings are used): maxpool2d 2x2
-// forward and backward and global_avgpool forward, then global_avgpool backward.
-#define BIG_PLANES 600001u
+// forward and backward and global_avgpool forward, then global_avgpool backward; at 600001
+// planes (x not whole texels: storage-buffer reads everywhere) and at 600000 (lavapipe's texel
+// reads, in slices of a multiple of 4 planes).
 #define BIG_H 7u
 #define BIG_W 9u
 #define BIG_HW (BIG_H * BIG_W)
@@ -391,20 +521,21 @@ static uint32_t big_argmax(const float *plane, uint32_t o) {
     return at;
 }
 
-static void test_big(vt *t, vkt_device *dev, vkt_ops *ops) {
+static void test_big(vt *t, vkt_device *dev, vkt_ops *ops, uint32_t planes) {
     uint64_t range = vkt_device_get_info(dev)->max_storage_buffer_range;
-    uint64_t nin = (uint64_t)BIG_PLANES * BIG_HW, nout = (uint64_t)BIG_PLANES * BIG_OUT;
+    uint64_t nin = (uint64_t)planes * BIG_HW, nout = (uint64_t)planes * BIG_OUT;
     if (nin * 4 <= range) {
         printf("  %s: its storage-buffer range (%llu bytes) holds %llu bytes: no slicing to test\n",
                vkt_device_label(dev), (unsigned long long)range, (unsigned long long)nin * 4);
         return;
     }
-    const char *where = vkt_device_label(dev);
+    char where[160];
+    snprintf(where, sizeof where, "%s, %u planes", vkt_device_label(dev), planes);
     float *x = malloc(nin * 4), *got = malloc(nin * 4), *dy = malloc(nout * 4);
-    float *g = malloc(BIG_PLANES * 4ull);
+    float *g = malloc(planes * 4ull);
     vkt_buffer *bx = big_buffer(t, dev, nin, "x"), *bdx = big_buffer(t, dev, nin, "dx");
     vkt_buffer *by = big_buffer(t, dev, nout, "y"), *bdy = big_buffer(t, dev, nout, "dy");
-    vkt_buffer *bg = big_buffer(t, dev, BIG_PLANES, "means");
+    vkt_buffer *bg = big_buffer(t, dev, planes, "means");
     vkt_cmd *cmd = NULL;
     VT_OK(t, vkt_cmd_create(dev, &cmd));
     if (!x || !got || !dy || !g || !bx || !bdx || !by || !bdy || !bg || !cmd) goto out;
@@ -412,14 +543,13 @@ static void test_big(vt *t, vkt_device *dev, vkt_ops *ops) {
     vt_fill_uniform(dy, nout, 6, -1.0f, 1.0f);
     VT_OK(t, vkt_buffer_write(bx, 0, x, nin * 4));
     VT_OK(t, vkt_buffer_write(bdy, 0, dy, nout * 4));
-    vkt_pool2d s = {
-        .planes = BIG_PLANES, .h = BIG_H, .w = BIG_W, .kh = 2, .kw = 2, .sh = 2, .sw = 2};
+    vkt_pool2d s = {.planes = planes, .h = BIG_H, .w = BIG_W, .kh = 2, .kw = 2, .sh = 2, .sw = 2};
     VT_OK(t, vkt_cmd_begin(cmd, false));
     vkt_op_pool2d_forward(cmd, ops, VKT_POOL_MAX, vkt_buffer_whole(by), vkt_buffer_whole(bx), &s,
                           "maxpool fwd");
     vkt_op_pool2d_backward(cmd, ops, VKT_POOL_MAX, vkt_buffer_whole(bdx), vkt_buffer_whole(bdy),
                            vkt_buffer_whole(bx), &s, "maxpool bwd");
-    vkt_op_global_avgpool_forward(cmd, ops, vkt_buffer_whole(bg), vkt_buffer_whole(bx), BIG_PLANES,
+    vkt_op_global_avgpool_forward(cmd, ops, vkt_buffer_whole(bg), vkt_buffer_whole(bx), planes,
                                   BIG_HW, "global fwd");
     int n = vkt_cmd_dispatch_count(cmd);
     VT_CHECK(t, n >= 6, "%s: %llu bytes over a %llu-byte range in %d dispatches (3 ops)", where,
@@ -429,19 +559,19 @@ static void test_big(vt *t, vkt_device *dev, vkt_ops *ops) {
     // every value is exact); the last row and column are in no window.
     size_t bad_y = 0, bad_dx = 0, bad_g = 0;
     VT_OK(t, vkt_buffer_read(by, 0, got, nout * 4));
-    for (uint64_t pl = 0; pl < BIG_PLANES; pl++)
+    for (uint64_t pl = 0; pl < planes; pl++)
         for (uint32_t o = 0; o < BIG_OUT; o++)
             bad_y += got[pl * BIG_OUT + o] != x[pl * BIG_HW + big_argmax(x + pl * BIG_HW, o)];
     VT_OK(t, vkt_buffer_read(bdx, 0, got, nin * 4));
-    for (uint64_t pl = 0; pl < BIG_PLANES; pl++) {
+    for (uint64_t pl = 0; pl < planes; pl++) {
         float want[BIG_HW] = {0};
         for (uint32_t o = 0; o < BIG_OUT; o++)
             want[big_argmax(x + pl * BIG_HW, o)] = dy[pl * BIG_OUT + o];
         for (uint32_t j = 0; j < BIG_HW; j++)
             bad_dx += got[pl * BIG_HW + j] != want[j];
     }
-    VT_OK(t, vkt_buffer_read(bg, 0, g, BIG_PLANES * 4ull));
-    for (uint64_t pl = 0; pl < BIG_PLANES; pl++) {
+    VT_OK(t, vkt_buffer_read(bg, 0, g, planes * 4ull));
+    for (uint64_t pl = 0; pl < planes; pl++) {
         double sum = 0;
         for (uint32_t j = 0; j < BIG_HW; j++)
             sum += x[pl * BIG_HW + j];
@@ -452,8 +582,8 @@ static void test_big(vt *t, vkt_device *dev, vkt_ops *ops) {
              bad_dx, bad_g);
     // global_avgpool backward from the means as its output gradient.
     VT_OK(t, vkt_cmd_begin(cmd, false));
-    vkt_op_global_avgpool_backward(cmd, ops, vkt_buffer_whole(bdx), vkt_buffer_whole(bg),
-                                   BIG_PLANES, BIG_HW, "global bwd");
+    vkt_op_global_avgpool_backward(cmd, ops, vkt_buffer_whole(bdx), vkt_buffer_whole(bg), planes,
+                                   BIG_HW, "global bwd");
     VT_CHECK(t, vkt_cmd_dispatch_count(cmd) >= 2, "%s: global_avgpool backward not sliced", where);
     if (!vt_run(t, cmd, ops, "sliced global_avgpool backward", where)) goto out;
     VT_OK(t, vkt_buffer_read(bdx, 0, got, nin * 4));
@@ -479,8 +609,11 @@ int main(void) {
     for (size_t i = 0; i < sizeof g_cases / sizeof *g_cases; i++)
         lc_run(t, ops, &g_cases[i]);
     test_ties(t, ops);
-    for (int d = 0; d < t->ndev && ops[d]; d++)
-        test_big(t, t->dev[d], ops[d]);
+    for (int d = 0; d < t->ndev && ops[d]; d++) {
+        test_nov(t, t->dev[d], ops[d]);
+        test_big(t, t->dev[d], ops[d], 600001);
+        test_big(t, t->dev[d], ops[d], 600000);
+    }
     for (int d = 0; d < t->ndev; d++)
         vkt_ops_destroy(ops[d]);
     return vt_finish(t);

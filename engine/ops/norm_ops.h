@@ -15,8 +15,8 @@
 // ---------------------------------------------------------------------------------------------
 // batchnorm2d, as torch.nn.BatchNorm2d(C, eps, momentum) with affine and running statistics
 
-// Bytes of scratch the batchnorm ops need for C channels and at most B samples.
-uint64_t vkt_op_batchnorm_scratch_bytes(uint32_t C, uint32_t B);
+// Bytes of scratch the batchnorm ops need for C channels of HW floats and at most B samples.
+uint64_t vkt_op_batchnorm_scratch_bytes(uint32_t C, uint32_t B, uint32_t HW);
 
 // y[B, C, HW] = (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c]; gamma, beta,
 // running_mean, running_var are [C], num_batches one float.

@@ -1,7 +1,8 @@
 // pool_ops.h: the pooling ops (engine/ops/pool_ops.c, shaders/pool_*.comp) behind the maxpool2d,
 // avgpool2d and global_avgpool layer kinds (engine/nn/layers/pool.c). Each records its dispatches
 // only (no barrier): one, or one per slice of whole planes when a view is larger than the
-// device's maxStorageBufferRange (the slices are independent). A plane is one (sample, channel)
+// device's maxStorageBufferRange (the slices are independent, but for a barrier between two
+// whose bindings overlap). A plane is one (sample, channel)
 // image, row-major; B samples of C channels are B * C planes. Shapes are checked against the views
 // with VKT_ASSERT. Not here: padding, dilation and ceil_mode (the kinds take none).
 #ifndef VKT_POOL_OPS_H
@@ -32,7 +33,9 @@ void vkt_op_pool2d_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_pool_mode mode, vkt_v
                            const vkt_pool2d *s, const char *label);
 // dx[planes, h, w] = the sum over the windows holding each element of dy[planes, oh, ow] (max:
 // over the windows whose maximum it is, found again from x, the forward's input; avg: divided by
-// kh * kw; x unused). Overwrites dx, every element (0 outside every window).
+// kh * kw; x unused). Overwrites dx, every element (0 outside every window). Max over windows
+// that do not overlap (stride == kernel) finds each window's maximum once and writes its whole
+// window; otherwise each element gathers from the windows that hold it.
 void vkt_op_pool2d_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_pool_mode mode, vkt_view dx,
                             vkt_view dy, vkt_view x, const vkt_pool2d *s, const char *label);
 // y[planes] = the mean of each plane of x[planes, hw] (a team of lanes per plane where hw is

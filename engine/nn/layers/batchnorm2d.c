@@ -94,7 +94,7 @@ static uint64_t bn_saved(const vkt_layer_desc *l, uint32_t B) {
 }
 
 static uint64_t bn_scratch(const vkt_layer_desc *l, uint32_t B) {
-    return vkt_op_batchnorm_scratch_bytes(channels(l), B);
+    return vkt_op_batchnorm_scratch_bytes(channels(l), B, plane(l));
 }
 
 static void refuse_single_value(const vkt_layer_desc *l, uint32_t B) {

@@ -10,12 +10,15 @@
 //           whole number or [h, w]; no padding (0), dilation 1, ceil_mode False. global_avgpool:
 //           none. No parameters.
 //   records fwd: one kernel over the output (engine/ops/pool_ops.c); bwd (when dx is needed):
-//           one kernel over the input in gather form, each input element summing the output
-//           gradient of the windows it belongs to (maxpool2d: whose maximum it is, found again
-//           from the input). Nothing is kept besides the output (no saved indices): the input
-//           is in the slot anyway, finding a window's maximum again costs kh*kw cached reads per
-//           window an element is in, and saved indices would take as much memory per slot as the
-//           output (411 MB at a batch of 512 of 64 x 56 x 56).
+//           one kernel over the input. maxpool2d with stride == kernel_size (windows that do not
+//           overlap): a unit of windows finds each one's maximum again from the input and
+//           writes the window's whole input gradient (dy at the maximum, 0 elsewhere); otherwise
+//           the gather form, each input element summing the output gradient of the windows it
+//           belongs to (maxpool2d: whose maximum it is, found again from the input). Nothing is
+//           kept besides the output (no saved indices): the input is in the slot anyway,
+//           finding a window's maximum again costs kh*kw cached reads, and saved indices would
+//           take as much memory per slot as the output (411 MB at a batch of 512 of 64 x 56 x
+//           56).
 #include <math.h>
 #include <stdio.h>
 
@@ -89,9 +92,11 @@ static vkt_pool2d window_of(const vkt_layer_desc *l, uint32_t B) {
 static void window_cost(const vkt_layer_desc *l, vkt_layer_cost *c, bool max) {
     double in = l->in_features, out = l->out_features, k = (double)l->kernel[0] * l->kernel[1];
     c->fwd_flops = out * k;
-    // The gather: max finds each window's maximum again for each of its kh*kw elements; avg adds
-    // each window's gradient into its kh*kw elements.
-    c->bwd_flops = max ? out * k * k : out * k;
+    // max finds each window's maximum again: once where windows do not overlap, else in the
+    // gather, once for each of its kh*kw elements; avg adds each window's gradient into its kh*kw
+    // elements.
+    bool overlap = l->stride[0] != l->kernel[0] || l->stride[1] != l->kernel[1];
+    c->bwd_flops = max && overlap ? out * k * k : out * k;
     c->fwd_bytes = 4 * (in + out);
     c->bwd_bytes = max ? 4 * (2 * in + out) : 4 * (in + out); // (max reads x too)
     c->saved_floats = out;

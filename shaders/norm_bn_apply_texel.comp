@@ -1,0 +1,7 @@
+// norm_bn_apply_texel: norm_bn_apply reading uniform texel buffers (lavapipe). The kernel is
+// norm_bn_ew.glsl, compiled with the defines below (a line of shaders/variants.cmake would replace
+// this file).
+#version 450
+#define NORM_BWD 0
+#define NORM_TEXEL 1
+#include "norm_bn_ew.glsl"
