@@ -101,6 +101,24 @@ expect_error "--optimizer foo" "sgd or adamw" train --optimizer foo
 expect_error "--device nothing" "matches no device" train --device nosuchgpu
 expect_error "unknown flag" "unknown option" train --frobnicate
 expect_error "eval without --init" "--init" eval
+# batchnorm over one value per channel (a [2, 1, 1] input at batch 1): refused as PyTorch does,
+# through the step's error, not an abort.
+printf '%s' '{"input": [2, 1, 1], "layers": [{"type": "batchnorm2d"}, {"type": "flatten"},
+ {"type": "dense", "units": 2}], "loss": "softmax_cross_entropy"}' > "$work/bn1.json"
+python3 - "$work" <<'PY'
+import struct, sys
+def npy(path, descr, code, shape, data):  # .npy, version 1.0
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, tuple(shape))
+    h += " " * (63 - (10 + len(h)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode())
+        f.write(struct.pack("<%d%s" % (len(data), code), *data))
+npy(sys.argv[1] + "/bnx.npy", "<f4", "f", (4, 2, 1, 1), [0.1 * i for i in range(8)])
+npy(sys.argv[1] + "/bny.npy", "<i8", "q", (4,), [0, 1, 0, 1])
+PY
+expect_error "batchnorm with one value per channel" "one value per channel" train \
+    --model "$work/bn1.json" --data-npy "$work/bnx.npy,$work/bny.npy" --device llvmpipe \
+    --batch 1 --max-steps 1 --no-eval
 VK_ICD_FILENAMES=/nonexistent VK_DRIVER_FILES=/nonexistent VK_ADD_DRIVER_FILES= "$bin" train --limit-train 64 > /dev/null 2> "$work/err"
 rc=$?; [ $rc -ne 0 ] && grep -q "no Vulkan device found" "$work/err"; ok=$? # (a $(...) in check's name would reset $?)
 check "train with no driver: $(cat "$work/err")" $ok

@@ -41,14 +41,6 @@ static vkt_status bn_parse(const vkt_layer_parse *p, vkt_layer_desc *l) {
 }
 
 static int bn_params(const vkt_layer_desc *l, vkt_param_spec *out) {
-#if VKT_LAYER_MAX_PARAMS < 5
-    // The callers' arrays hold VKT_LAYER_MAX_PARAMS specs (engine/nn/layer.h): writing five into
-    // them would overrun the stack.
-    (void)l, (void)out;
-    vkt_abort("batchnorm2d has five tensors (weight, bias, running_mean, running_var, "
-              "num_batches_tracked): VKT_LAYER_MAX_PARAMS in engine/nn/layer.h must be 5 or more",
-              __FILE__, __LINE__);
-#else
     uint32_t C = channels(l);
     out[0] =
         (vkt_param_spec){.name = "weight", .ndim = 1, .shape = {C}, .init = VKT_INIT_CONST, .a = 1};
@@ -73,7 +65,6 @@ static int bn_params(const vkt_layer_desc *l, vkt_param_spec *out) {
                               .state = true,
                               .int64 = true};
     return 5;
-#endif
 }
 
 static void bn_cost(const vkt_layer_desc *l, vkt_layer_cost *c) {
@@ -97,20 +88,29 @@ static uint64_t bn_scratch(const vkt_layer_desc *l, uint32_t B) {
     return vkt_op_batchnorm_scratch_bytes(channels(l), B, plane(l));
 }
 
-static void refuse_single_value(const vkt_layer_desc *l, uint32_t B) {
+// A training batch with one value per channel: the device path reports it through the ops'
+// pending failure (the step fails with this message, nothing recorded); the reference, which
+// only tests call, stops.
+static void refuse_single_value(const vkt_layer_desc *l, uint32_t B, vkt_ops *ops) {
     char msg[256];
     snprintf(msg, sizeof msg,
              "batchnorm2d on [%u, %u, %u] in training at a batch of %u: one value per channel "
              "(PyTorch refuses it too: 'Expected more than 1 value per channel when training'); "
              "use a batch of 2 or more per device",
              l->in.dim[0], l->in.dim[1], l->in.dim[2], B);
-    vkt_abort(msg, __FILE__, __LINE__);
+    if (ops)
+        vkt_ops_fail(ops, VKT_ERR_ARG, msg);
+    else
+        vkt_abort(msg, __FILE__, __LINE__);
 }
 
 static void bn_forward(vkt_rec *r, int node) {
     const vkt_layer_desc *l = vkt_rec_node(r, node)->desc;
     bool train = r->phase.train;
-    if (train && (uint64_t)r->B * plane(l) < 2) refuse_single_value(l, r->B);
+    if (train && (uint64_t)r->B * plane(l) < 2) {
+        refuse_single_value(l, r->B, r->ops);
+        return;
+    }
     vkt_op_batchnorm_forward(
         r->cmd, r->ops, vkt_rec_out(r, node), vkt_rec_saved(r, node),
         vkt_rec_param(r, node, 2, VKT_STORE_PARAM), vkt_rec_param(r, node, 3, VKT_STORE_PARAM),
@@ -124,10 +124,12 @@ static void bn_backward(vkt_rec *r, int node) {
     const vkt_layer_desc *l = vkt_rec_node(r, node)->desc;
     // The backward reads the batch statistics a training forward saved; the engine only
     // backpropagates training forwards.
-    if (!r->phase.train)
-        vkt_abort("batchnorm2d: a backward recorded in the evaluation phase (it needs the batch "
-                  "statistics of a training forward)",
-                  __FILE__, __LINE__);
+    if (!r->phase.train) {
+        vkt_ops_fail(r->ops, VKT_ERR_ARG,
+                     "batchnorm2d: a backward recorded in the evaluation phase (it needs the "
+                     "batch statistics of a training forward)");
+        return;
+    }
     vkt_view dx = vkt_rec_dx(r, node);
     vkt_op_batchnorm_backward(r->cmd, r->ops, vkt_rec_need_dx(r, node) ? &dx : NULL,
                               vkt_rec_param(r, node, 0, VKT_STORE_GRAD),
@@ -160,7 +162,7 @@ static void bn_ref_forward(vkt_ref *r, const vkt_layer_desc *l, double *const *p
                            double *y) {
     uint32_t B = vkt_ref_batch(r), C = channels(l), HW = plane(l);
     bool train = vkt_ref_phase(r)->train;
-    if (train && (uint64_t)B * HW < 2) refuse_single_value(l, B);
+    if (train && (uint64_t)B * HW < 2) refuse_single_value(l, B, NULL);
     double N = (double)B * HW, m = l->momentum;
     for (uint32_t c = 0; c < C; c++) {
         double mean, var;
