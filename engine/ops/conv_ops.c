@@ -18,6 +18,7 @@
 // conv_ops.h (ops.h) before the ABI headers: vkt_abi.h #defines names that ops.h's enums use.
 #include "conv_ops.h"
 #include "conv_abi.h"
+#include "ops_limits.h"
 #include "vkt_internal.h"
 #include "vkt_shaders.h"
 
@@ -35,15 +36,6 @@ uint64_t vkt_conv_p(const vkt_conv_geom *g) { return (uint64_t)g->OH * g->OW; }
 
 static const vkt_device_info *info_of(vkt_ops *ops) {
     return vkt_device_get_info(vkt_ops_device(ops));
-}
-
-// 256 invocations, or fewer where the device allows fewer (ops_nn.c's rule).
-static uint32_t wg_1d(vkt_ops *ops) {
-    const vkt_device_info *d = info_of(ops);
-    uint32_t wg = 256;
-    if (d->max_workgroup_invocations < wg) wg = d->max_workgroup_invocations;
-    if (d->max_workgroup_size[0] < wg) wg = d->max_workgroup_size[0];
-    return wg;
 }
 
 // count floats of v from float first on, bound from the aligned offset at or before it; *off is
@@ -149,7 +141,7 @@ static bool im2col_run(vkt_cmd *cmd, vkt_ops *ops, vkt_view cols, vkt_view x,
     if (end > x.offset + x.size) return false;
     xv.size = end - xv.offset;
     if (!texel_ok(ops, xv) || cv.offset % 16) return false;
-    uint32_t wg = wg_1d(ops), gx, gy;
+    uint32_t wg = vkt_ops_wg_1d(ops), gx, gy;
     vkt_kernel *k = geom_kernel(ops, VKT_SHADER_CONV_IM2COL_RUN, wg, g);
     if (!k) return true; // reported by vkt_ops_status
     vkt_view bind[2] = {xv, cv};
@@ -168,7 +160,7 @@ void vkt_op_conv_im2col(vkt_cmd *cmd, vkt_ops *ops, vkt_view cols, vkt_view x,
     vkt_conv_push p = {.n = (uint32_t)n, .nb = nb};
     vkt_view xv = slice(ops, x, b0 * in, nb * in, &p.act_off), cv = head(ops, cols, 4 * K * n);
     if (n % 4 == 0 && cv.offset % 16 == 0) p.flags |= VKT_CONV_VEC4;
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     vkt_kernel *k = geom_kernel(ops, VKT_SHADER_CONV_IM2COL, wg, g);
     if (!k) return; // reported by vkt_ops_status
     vkt_view bind[3] = {xv, cv, cv};
@@ -192,7 +184,7 @@ static bool col2im_run(vkt_cmd *cmd, vkt_ops *ops, vkt_view dx, vkt_view dcols,
     vkt_conv_push p = {.n = (uint32_t)(nb * in), .nb = nb};
     vkt_view dv = head(ops, dcols, 4 * K * np), xv = slice(ops, dx, b0 * in, nb * in, &p.act_off);
     if (!texel_ok(ops, dv) || xv.offset % 16 || p.act_off % 4) return false;
-    uint32_t wg = wg_1d(ops), gx, gy;
+    uint32_t wg = vkt_ops_wg_1d(ops), gx, gy;
     vkt_kernel *k = geom_kernel(ops, VKT_SHADER_CONV_COL2IM_RUN, wg, g);
     if (!k) return true; // reported by vkt_ops_status
     vkt_view bind[2] = {dv, xv};
@@ -210,7 +202,7 @@ void vkt_op_conv_col2im(vkt_cmd *cmd, vkt_ops *ops, vkt_view dx, vkt_view dcols,
     VKT_ASSERT(K * np <= UINT32_MAX && n <= UINT32_MAX);
     if (col2im_run(cmd, ops, dx, dcols, g, b0, nb, label)) return;
     vkt_conv_push p = {.n = (uint32_t)n, .nb = nb};
-    uint32_t wg = wg_1d(ops), gx, gy;
+    uint32_t wg = vkt_ops_wg_1d(ops), gx, gy;
     vkt_kernel *k = geom_kernel(ops, VKT_SHADER_CONV_COL2IM, wg, g);
     if (!k) return;
     vkt_view bind[2] = {head(ops, dcols, 4 * K * np), slice(ops, dx, b0 * in, n, &p.act_off)};
@@ -241,7 +233,7 @@ static void permute(vkt_cmd *cmd, vkt_ops *ops, uint32_t dir, vkt_view nchw, vkt
     if (f64 && v == 4 && n % 8 == 0 && dst_off % 8 == 0 && dst.offset % 32 == 0 &&
         texel_ok(ops, src))
         v = 8;
-    uint32_t wg = wg_1d(ops), gx, gy;
+    uint32_t wg = vkt_ops_wg_1d(ops), gx, gy;
     uint32_t spec[VKT_SPEC_CONV_PERM_V + 1] = {wg, 1, 1};
     spec[VKT_SPEC_CONV_PERM_OC] = OC;
     spec[VKT_SPEC_CONV_PERM_P] = P;
@@ -361,7 +353,7 @@ void vkt_op_conv_dw_reduce(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, const vkt_vi
                            vkt_view part, uint32_t M, uint32_t N, uint64_t n, const char *label) {
     uint32_t S = vkt_conv_dw_parts(M, N, db != NULL, n);
     VKT_ASSERT(S);
-    uint32_t NB = N + (db ? 1u : 0u), wg = wg_1d(ops), gx, gy;
+    uint32_t NB = N + (db ? 1u : 0u), wg = vkt_ops_wg_1d(ops), gx, gy;
     vkt_conv_reduce_push p = {.M = M, .N = N, .NB = NB, .parts = S * DW_WG};
     uint32_t spec[3] = {wg, 1, 1};
     vkt_kernel *k = vkt_ops_kernel(ops, VKT_SHADER_CONV_DW_REDUCE, spec, 3);

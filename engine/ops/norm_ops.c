@@ -29,6 +29,7 @@
 
 #include "norm_ops.h"
 #include "norm_abi.h"
+#include "ops_limits.h"
 #include "vkt_internal.h"
 #include "vkt_shaders.h"
 
@@ -84,18 +85,6 @@ static uint32_t wg_1d(vkt_ops *ops) {
     while (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0])
         wg /= 2;
     return wg;
-}
-
-// Whether the device's compute shaders have subgroupShuffleXor (rows.glsl's teams).
-static bool has_shuffle(vkt_ops *ops) {
-    vkt_device *dev = vkt_ops_device(ops);
-    VkPhysicalDeviceSubgroupProperties sg = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                         .pNext = &sg};
-    vkGetPhysicalDeviceProperties2(dev->phys->handle, &props);
-    return (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-           (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
 }
 
 static vkt_kernel *kernel_1d(vkt_ops *ops, vkt_shader_id shader, uint32_t wg) {
@@ -422,7 +411,7 @@ uint64_t vkt_op_layernorm_scratch_bytes(uint32_t R, uint32_t D) {
 static vkt_kernel *ln_row_kernel(vkt_ops *ops, vkt_shader_id shader, uint32_t D,
                                  uint32_t *per_group) {
     uint32_t wg = wg_1d(ops), team = 1;
-    if (D > 32 && has_shuffle(ops)) {
+    if (D > 32 && vkt_ops_has_shuffle(ops)) {
         // A power of two that divides the subgroup (a team never straddles two) and the
         // workgroup, with about 8 or more floats per lane.
         uint32_t sg = info_of(ops)->subgroup_size, cap = sg < 32 ? sg : 32;

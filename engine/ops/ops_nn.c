@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "ops_limits.h"
 #include "vkt_abi.h"
 #include "vkt_internal.h"
 #include "vkt_shaders.h"
@@ -38,7 +39,7 @@ static const vkt_device_info *info_of(vkt_ops *ops) {
 // Invocations of a 1-D workgroup: 256, or fewer where the device allows fewer. lavapipe allows
 // 1024 but gains little from it on elementwise ops (each workgroup is one thread's batch of work
 // either way), and 256 keeps bias_grad's shared-memory reduction short.
-static uint32_t wg_1d(vkt_ops *ops) {
+uint32_t vkt_ops_wg_1d(vkt_ops *ops) {
     const vkt_device_info *d = info_of(ops);
     uint32_t wg = 256;
     if (d->max_workgroup_invocations < wg) wg = d->max_workgroup_invocations;
@@ -48,7 +49,7 @@ static uint32_t wg_1d(vkt_ops *ops) {
 
 // Whether the device's compute shaders have subgroupShuffleXor (rows.glsl ROW_MODE 1,
 // sumsq.comp). One property query per recorded op: cheap beside the dispatch it records.
-static bool has_shuffle(vkt_ops *ops) {
+bool vkt_ops_has_shuffle(vkt_ops *ops) {
     vkt_device *dev = vkt_ops_device(ops);
     VkPhysicalDeviceSubgroupProperties sg = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
@@ -174,7 +175,7 @@ static bool texel_reads(vkt_ops *ops, const vkt_view *v, int nv, uint64_t n) {
 void vkt_op_bias_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view bias, uint32_t R, uint32_t N,
                      const char *label) {
     if (N == 0) return;
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     vkt_kernel *k = kernel_1d(ops, VKT_SHADER_BIAS_ADD, wg, 0, 0, 0);
     nn_arg args[2] = {{bias, 0, N}, {y, N, 0}};
     vkt_bias_push p = {.R = R, .N = N};
@@ -200,7 +201,7 @@ void vkt_op_bias_grad(vkt_cmd *cmd, vkt_ops *ops, vkt_view db, vkt_view dy, uint
         return;
     }
     // TX columns (at least a subgroup's worth, for neighbouring reads) by TY row slices.
-    uint32_t wg = wg_1d(ops), tx = 8;
+    uint32_t wg = vkt_ops_wg_1d(ops), tx = 8;
     while (tx < N && tx < 64 && tx < wg)
         tx *= 2;
     uint32_t ty = wg / tx;
@@ -252,7 +253,7 @@ bool vkt_act_grad_from_output(vkt_act act, float alpha) {
 
 void vkt_op_act_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, vkt_view y,
                         vkt_view x, uint32_t n, const char *label) {
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     vkt_kernel *k = kernel_1d(ops, act_shader(act, 0), wg, 0, 0, 0);
     nn_arg args[6] = {EW_ARG(x), EW_ARG(x), EW_ARG(y)}; // dy (bindings 2-3) is unused forward
     vkt_act_push p = {.n = n, .alpha = alpha};
@@ -261,7 +262,7 @@ void vkt_op_act_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, vk
 
 void vkt_op_act_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, float alpha, vkt_view dx,
                          vkt_view dy, vkt_view x, uint32_t n, const char *label) {
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     vkt_kernel *k = kernel_1d(ops, act_shader(act, 1), wg, 0, 0, 0);
     nn_arg args[6] = {EW_ARG(x), EW_ARG(dy), EW_ARG(dx)};
     vkt_act_push p = {.n = n, .alpha = alpha};
@@ -272,7 +273,7 @@ void vkt_op_act_backward_from_output(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, fl
                                      vkt_view dx, vkt_view dy, vkt_view y, uint32_t n,
                                      const char *label) {
     VKT_ASSERT(vkt_act_grad_from_output(act, alpha));
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     vkt_kernel *k = kernel_1d(ops, act_shader(act, 2), wg, 0, 0, 0);
     nn_arg args[6] = {EW_ARG(y), EW_ARG(dy), EW_ARG(dx)};
     vkt_act_push p = {.n = n, .alpha = alpha};
@@ -286,8 +287,8 @@ void vkt_op_act_backward_from_output(vkt_cmd *cmd, vkt_ops *ops, vkt_act act, fl
 // 5 (-1 for the other row ops, which have none).
 static vkt_kernel *row_kernel(vkt_ops *ops, vkt_shader_id shader, uint32_t B, uint32_t C,
                               int write_preds, nn_grid *g) {
-    uint32_t wg = wg_1d(ops), team = 1;
-    if (C > ROW_TEAM_MIN_COLS && has_shuffle(ops)) {
+    uint32_t wg = vkt_ops_wg_1d(ops), team = 1;
+    if (C > ROW_TEAM_MIN_COLS && vkt_ops_has_shuffle(ops)) {
         // A power of two that divides the subgroup (so that a team never straddles two) and the
         // workgroup, with about 4 or more columns per lane.
         uint32_t sg = info_of(ops)->subgroup_size, cap = sg < 32 ? sg : 32;
@@ -341,8 +342,8 @@ void vkt_op_accuracy(vkt_cmd *cmd, vkt_ops *ops, vkt_view correct, const vkt_vie
 
 void vkt_op_sumsq(vkt_cmd *cmd, vkt_ops *ops, vkt_view out, vkt_view x, uint32_t n,
                   const char *label) {
-    uint32_t wg = wg_1d(ops);
-    vkt_kernel *k = kernel_1d(ops, VKT_SHADER_SUMSQ, wg, has_shuffle(ops) ? 1 : 0, 0, 1);
+    uint32_t wg = vkt_ops_wg_1d(ops);
+    vkt_kernel *k = kernel_1d(ops, VKT_SHADER_SUMSQ, wg, vkt_ops_has_shuffle(ops) ? 1 : 0, 0, 1);
     nn_arg args[3] = {EW_ARG(x), {out, 0, 1}};
     vkt_scale_push p = {.n = n};
     // One workgroup per block of x, up to SUMSQ_GROUPS (sumsq.comp), so that few partial sums
@@ -356,7 +357,7 @@ void vkt_op_sumsq(vkt_cmd *cmd, vkt_ops *ops, vkt_view out, vkt_view x, uint32_t
 
 void vkt_op_clip_scale(vkt_cmd *cmd, vkt_ops *ops, vkt_view g, vkt_view sumsq, uint32_t n,
                        float max_norm, const char *label) {
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     vkt_kernel *k = kernel_1d(ops, VKT_SHADER_CLIP_SCALE, wg, 0, 0, 0);
     nn_arg args[3] = {{sumsq, 0, 1}, EW_ARG(g)};
     vkt_scale_push p = {.n = n, .s = max_norm};
@@ -364,7 +365,7 @@ void vkt_op_clip_scale(vkt_cmd *cmd, vkt_ops *ops, vkt_view g, vkt_view sumsq, u
 }
 
 void vkt_op_scale(vkt_cmd *cmd, vkt_ops *ops, vkt_view g, float s, uint32_t n, const char *label) {
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     vkt_kernel *k = kernel_1d(ops, VKT_SHADER_SCALE, wg, 0, 0, 0);
     nn_arg args[2] = {EW_ARG(g)};
     vkt_scale_push p = {.n = n, .s = s};
@@ -373,7 +374,7 @@ void vkt_op_scale(vkt_cmd *cmd, vkt_ops *ops, vkt_view g, float s, uint32_t n, c
 
 void vkt_op_axpy(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x, float a, uint32_t n,
                  const char *label) {
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     vkt_kernel *k = kernel_1d(ops, VKT_SHADER_AXPY, wg, 0, 0, 0);
     nn_arg args[2] = {{x, 1, 0}, {y, 1, 0}};
     vkt_axpy_push p = {.n = n, .a = a};
@@ -382,9 +383,9 @@ void vkt_op_axpy(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x, float a, ui
                 (nn_grid){.units = n, .grid_per_unit = 1, .per_group = wg}, label);
 }
 
-void vkt_op_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view z, vkt_view x, vkt_view y, float a,
-                uint32_t n, const char *label) {
-    uint32_t wg = wg_1d(ops);
+void vkt_op_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view z, vkt_view x, vkt_view y, float a, uint32_t n,
+                const char *label) {
+    uint32_t wg = vkt_ops_wg_1d(ops);
     vkt_kernel *k = kernel_1d(ops, VKT_SHADER_ADD, wg, 0, 0, 0);
     nn_arg args[6] = {EW_ARG(x), EW_ARG(y), EW_ARG(z)};
     vkt_axpy_push p = {.n = n, .a = a};
@@ -396,7 +397,7 @@ void vkt_op_add(vkt_cmd *cmd, vkt_ops *ops, vkt_view z, vkt_view x, vkt_view y, 
 
 void vkt_op_sgd(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view buf, uint32_t n,
                 float lr, float momentum, float weight_decay, bool nesterov, const char *label) {
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     // Without momentum the buffer is never touched: bind p in its place, so that buf may be
     // any view (even none) and no other buffer looks written.
     vkt_view b = momentum != 0.0f ? buf : p;
@@ -418,7 +419,7 @@ void vkt_op_adamw(vkt_cmd *cmd, vkt_ops *ops, vkt_view p, vkt_view g, vkt_view m
                   uint32_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
                   uint32_t step, const char *label) {
     VKT_ASSERT(step >= 1);
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     vkt_view reads[4] = {g, p, m, v};
     bool tex = texel_reads(ops, reads, 4, n);
     vkt_kernel *k = kernel_1d(ops, tex ? VKT_SHADER_ADAMW_TEXEL : VKT_SHADER_ADAMW, wg, 0, 0, 0);

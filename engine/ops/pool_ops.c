@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "pool_abi.h"
+#include "ops_limits.h"
 #include "vkt_internal.h"
 #include "vkt_shaders.h"
 
@@ -31,27 +32,6 @@
 
 static const vkt_device_info *info_of(vkt_ops *ops) {
     return vkt_device_get_info(vkt_ops_device(ops));
-}
-
-// 256 invocations per workgroup, or fewer where the device allows fewer (as ops_nn.c's wg_1d).
-static uint32_t wg_1d(vkt_ops *ops) {
-    const vkt_device_info *d = info_of(ops);
-    uint32_t wg = 256;
-    if (d->max_workgroup_invocations < wg) wg = d->max_workgroup_invocations;
-    if (d->max_workgroup_size[0] < wg) wg = d->max_workgroup_size[0];
-    return wg;
-}
-
-// Whether compute shaders have subgroupShuffleXor (rows.glsl ROW_MODE 1).
-static bool has_shuffle(vkt_ops *ops) {
-    vkt_device *dev = vkt_ops_device(ops);
-    VkPhysicalDeviceSubgroupProperties sg = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                         .pNext = &sg};
-    vkGetPhysicalDeviceProperties2(dev->phys->handle, &props);
-    return (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-           (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
 }
 
 uint32_t vkt_pool2d_out_plane(const vkt_pool2d *s) {
@@ -142,7 +122,7 @@ static void pool_dispatch(vkt_cmd *cmd, vkt_ops *ops, vkt_kernel *k, const pool_
 // A grid of one invocation per element of a plane (per_plane of them).
 static pool_grid grid_elems(vkt_ops *ops, uint64_t per_plane) {
     return (pool_grid){
-        .per_plane = per_plane, .per_group = wg_1d(ops), .max_inv = POOL_MAX_INVOCATIONS};
+        .per_plane = per_plane, .per_group = vkt_ops_wg_1d(ops), .max_inv = POOL_MAX_INVOCATIONS};
 }
 
 static vkt_pool_push push_of(const vkt_pool2d *s) {
@@ -191,7 +171,7 @@ static void nov_record(vkt_cmd *cmd, vkt_ops *ops, bool bwd, vkt_pool_mode mode,
     vkt_shader_id shader = !bwd    ? VKT_SHADER_POOL_NOV_FWD_TEXEL
                            : texel ? VKT_SHADER_POOL_NOV_BWD_TEXEL
                                    : VKT_SHADER_POOL_NOV_BWD;
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     uint32_t oh = s->h / s->kh, ow = s->w / s->kw;
     uint32_t groups = (ow + VKT_POOL_NOV_UNIT - 1) / VKT_POOL_NOV_UNIT;
     uint32_t rows = oh + (bwd && s->h % s->kh ? 1 : 0);
@@ -241,7 +221,7 @@ void vkt_op_pool2d_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_pool_mode mode, vkt_v
         nov_record(cmd, ops, false, mode, y, x, x, s, label);
         return;
     }
-    uint32_t wg = wg_1d(ops);
+    uint32_t wg = vkt_ops_wg_1d(ops);
     uint32_t spec[4] = {wg, 1, 1, mode == VKT_POOL_MAX ? VKT_POOL_MODE_MAX : VKT_POOL_MODE_AVG};
     vkt_kernel *k = vkt_ops_kernel(ops, VKT_SHADER_POOL_WINDOW, spec, 4);
     vkt_pool_push p = push_of(s);
@@ -258,7 +238,7 @@ void vkt_op_pool2d_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_pool_mode mode, vkt_
         return;
     }
     uint64_t in = (uint64_t)s->h * s->w;
-    uint32_t spec[3] = {wg_1d(ops), 1, 1};
+    uint32_t spec[3] = {vkt_ops_wg_1d(ops), 1, 1};
     vkt_pool_push p = push_of(s);
     if (mode == VKT_POOL_MAX) {
         vkt_kernel *k = vkt_ops_kernel(ops, VKT_SHADER_POOL_MAX_BWD, spec, 3);
@@ -276,8 +256,8 @@ void vkt_op_pool2d_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_pool_mode mode, vkt_
 void vkt_op_global_avgpool_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view x,
                                    uint32_t planes, uint32_t hw, const char *label) {
     VKT_ASSERT(hw > 0);
-    uint32_t wg = wg_1d(ops), team = 1;
-    if (hw > POOL_TEAM_MIN_ELEMS && has_shuffle(ops)) {
+    uint32_t wg = vkt_ops_wg_1d(ops), team = 1;
+    if (hw > POOL_TEAM_MIN_ELEMS && vkt_ops_has_shuffle(ops)) {
         // A power of two that divides the subgroup (so that a team never straddles two) and the
         // workgroup, with about 8 or more elements per lane (ops_nn.c's rule for row ops).
         uint32_t sg = info_of(ops)->subgroup_size, cap = sg < 32 ? sg : 32;
