@@ -792,8 +792,8 @@ static void test_npy_tokens(vt *t) {
         if (c == 0 && ds.targets == T) {
             vkt_batcher b;
             VT_OK(t, vkt_batcher_init(&b, &ds, 3, false, 0));
-            float bx[3 * T];
-            uint32_t by[3 * T];
+            float bx[N * T];
+            uint32_t by[N * T]; // the second batcher below gives batches of 4 = N rows
             uint32_t rows = vkt_batcher_get(&b, 1, bx, by);
             VT_CHECK(t, rows == 1 && memcmp(by, ds.y + 3 * T, T * 4) == 0 && bx[0] == ds.x[3 * T],
                      "the last batch's row: %u rows, labels or ids differ", rows);
