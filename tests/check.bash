@@ -1,5 +1,6 @@
 # check.bash: sourced by the shell tests (tests/*.sh; this file is not one): the failure counter
-# and check(), which prints "ok   NAME" or "FAIL NAME" for a status and counts the failures.
+# and check(), which prints "ok   NAME" or "FAIL NAME" for a status and counts the failures;
+# need_torch; jfield and same_tensors, for results and checkpoints.
 fails=0
 check() { # check NAME CONDITION-STATUS
     if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
@@ -14,4 +15,16 @@ need_torch() {
     fi
     echo "SKIP: python3-torch is not installed (apt-get install python3-torch)"
     exit 77
+}
+# jfield FILE KEY: KEY of the JSON object on FILE's last line (a run's --json summary).
+jfield() { python3 -c "import json,sys; print(json.loads(open('$1').read().strip().splitlines()[-1])['$2'])"; }
+same_tensors() { # same_tensors A B: every tensor of A bit-identical in B
+    python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def load(p):
+    d = open(p, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n])
+    return {k: d[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+sys.exit(0 if a.keys() == b.keys() and all(a[k] == b[k] for k in a) else 1)
+PY
 }

@@ -118,16 +118,6 @@ fi
 # 2. Resume: stopped at step 13 of 20 (the cosine still spans 20: --lr-total-steps), resumed.
 sched="--lr-schedule cosine --warmup-steps 3 --lr-min 0.001"
 common="--model $tiny --limit-train 640 --batch 64 --epochs 2 --seed 7 --quiet --no-eval --device llvmpipe"
-same_tensors() { # same_tensors A B: every tensor of A bit-identical in B
-    python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(p):
-    d = open(p, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n])
-    return {k: d[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-sys.exit(0 if a.keys() == b.keys() and all(a[k] == b[k] for k in a) else 1)
-PY
-}
 rates() { python3 -c "import json,sys; print(' '.join(str(json.loads(l)['lr']) for l in open(sys.argv[1]) if '\"step\",' in l))" "$1"; }
 "$bin" train $common $sched --save "$work/full.safetensors" --metrics "$work/full.jsonl"
 check "uninterrupted cosine run" $?

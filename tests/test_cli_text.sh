@@ -19,17 +19,6 @@ bin=$1 src=$2
 . "$(dirname "$0")/check.bash" # fails, check NAME STATUS
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-jfield() { python3 -c "import json,sys; print(json.loads(open('$1').read().strip().splitlines()[-1])['$2'])"; }
-same_tensors() { # same_tensors A B: every tensor of A bit-identical in B
-    python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(p):
-    d = open(p, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n])
-    return {k: d[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-sys.exit(0 if a.keys() == b.keys() and all(a[k] == b[k] for k in a) else 1)
-PY
-}
 expect_error() { # expect_error NAME PATTERN ARGS...
     local name=$1 pattern=$2; shift 2
     "$bin" "$@" > "$work/out" 2> "$work/err"; local rc=$?

@@ -11,17 +11,6 @@ trap 'rm -rf "$work"' EXIT
 model=$src/assets/models/fashion_mlp.json
 small="--model $model --limit-train 3000 --limit-test 1000 --batch 64 --epochs 1 --quiet"
 
-jfield() { python3 -c "import json,sys; print(json.loads(open('$1').read().strip().splitlines()[-1])['$2'])"; }
-same_tensors() { # same_tensors A B: every tensor of A bit-identical in B
-    python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(p):
-    d = open(p, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n])
-    return {k: d[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-sys.exit(0 if a.keys() == b.keys() and all(a[k] == b[k] for k in a) else 1)
-PY
-}
 
 # 1. Learning on both drivers: one epoch on 3000 samples is well above chance (0.1).
 for dev in llvmpipe swiftshader; do
