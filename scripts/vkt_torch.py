@@ -7,7 +7,10 @@ kind needs nothing here. Parameter names are those of vktrain's checkpoints, so
 load_state_dict(strict=True) takes a vktrain checkpoint as it is.
 """
 import json
+import struct
 import subprocess
+
+import numpy as np
 
 import torch
 from torch import nn
@@ -58,3 +61,36 @@ def build(vktrain, model_path):
     with open(model_path) as f:
         spec = json.load(f)
     return module, spec
+
+
+def write_safetensors(path, tensors):
+    """tensors (a state_dict) as a safetensors file: F32, and I64 for int64 buffers."""
+    header, blobs, off = {}, [], 0
+    for name, t in tensors.items():
+        i64 = t.dtype == torch.int64
+        b = t.detach().contiguous().numpy().astype("<i8" if i64 else "<f4").tobytes()
+        header[name] = {"dtype": "I64" if i64 else "F32", "shape": list(t.shape),
+                        "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - (8 + len(h)) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_safetensors(path):
+    """A safetensors file (F32 and I64 tensors) as a dict of torch tensors."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        dt = {"F32": "<f4", "I64": "<i8"}[info["dtype"]]
+        out[name] = torch.from_numpy(
+            np.frombuffer(data[8 + n + b:8 + n + e], dtype=dt).reshape(info["shape"]).copy())
+    return out

@@ -69,6 +69,16 @@ static void test_assets(vt *t) {
              m.input_features);
     vkt_model_free(&m);
 
+    // GPT-2 small's shape: its logits [1024, 50257] (51 million floats a sample) are within the
+    // per-sample limit of 2^28 elements.
+    load_asset(t, "gpt2_small.json", &m);
+    VT_CHECK(t, vkt_model_param_count(&m) == 163037184ull,
+             "gpt2_small has %llu parameters, its description says 163,037,184",
+             (unsigned long long)vkt_model_param_count(&m));
+    VT_CHECK(t, m.output_features == 1024u * 50257u && m.input_features == 1024,
+             "gpt2_small: in %u out %u", m.input_features, m.output_features);
+    vkt_model_free(&m);
+
     vkt_status s = vkt_model_load("/nonexistent/model.json", &m);
     VT_CHECK(t, s == VKT_ERR_IO && has(vkt_error(), "/nonexistent/model.json"), "%s", vkt_error());
 }
@@ -278,6 +288,10 @@ static const struct bad_case {
      {"name: must be 1 to 63 bytes long, found 69"}},
     {"{\"name\": 5, \"input\": [4], \"layers\": " GOOD_LAYERS ", \"loss\": \"mse\"}",
      {"name: expected a string"}},
+    // One layer's output over 2^28 elements a sample: 16385 x 16384.
+    {"{\"input\": [16385, 4], \"layers\": [{\"type\": \"dense\", \"units\": 16384}], "
+     "\"loss\": \"mse\"}",
+     {"layers[0]", "268451840 elements per sample, over 268435456"}},
 };
 
 static void test_errors(vt *t) {

@@ -19,7 +19,6 @@ usage: torch_equiv.py VKTRAIN_BINARY SOURCE_DIR WORKDIR [--device SPEC] [--model
 Exits 0 when every comparison passes, 1 otherwise; prints one line per comparison.
 """
 import gzip
-import json
 import os
 import struct
 import subprocess
@@ -42,37 +41,6 @@ def read_idx(path):
         rows, cols = struct.unpack(">II", data[8:16])
         return np.frombuffer(data[16:], dtype=np.uint8).reshape(n, rows * cols)
     return np.frombuffer(data[8:], dtype=np.uint8)
-
-
-def write_safetensors(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        i64 = t.dtype == torch.int64
-        b = t.detach().contiguous().numpy().astype("<i8" if i64 else "<f4").tobytes()
-        header[name] = {"dtype": "I64" if i64 else "F32", "shape": list(t.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - (8 + len(h)) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        dt = {"F32": "<f4", "I64": "<i8"}[info["dtype"]]
-        out[name] = torch.from_numpy(
-            np.frombuffer(data[8 + n + b:8 + n + e], dtype=dt).reshape(info["shape"]).copy())
-    return out
 
 
 # The SGD and AdamW runs every model gets: (name, vktrain flags, torch optimizer, steps compared).
@@ -189,7 +157,7 @@ def run_vktrain(vktrain, model_path, init_path, out, device, steps, flags):
     if r.returncode != 0:
         print("FAIL %s: %s\n%s" % (" ".join(cmd), r.stdout, r.stderr))
         return None
-    return read_safetensors(out)
+    return vkt_torch.read_safetensors(out)
 
 
 def differences(model, got, steps, weak_ever=None, lr=0.001, witness=None):
@@ -251,19 +219,19 @@ def compare(vktrain, model_path, work, device, x_all, y_all, runs):
 
     init = build()
     init_path = os.path.join(work, "%s_init.safetensors" % name0)
-    write_safetensors(init_path, init.state_dict())
+    vkt_torch.write_safetensors(init_path, init.state_dict())
     dtype = reference_dtype(init)
     failures = 0
     for name, flags, make_opt, sched, compare_at in runs:
         model = build().to(dtype)
-        model.load_state_dict(read_safetensors(init_path))
+        model.load_state_dict(vkt_torch.read_safetensors(init_path))
         opt = make_opt(model.parameters())
         scheduler = make_scheduler(sched, opt)
         # The float32 twin of a float64 reference: how far fp32 rounding alone moves it.
         twin = twin_opt = twin_sched = None
         if dtype == torch.float64:
             twin = build()
-            twin.load_state_dict(read_safetensors(init_path))
+            twin.load_state_dict(vkt_torch.read_safetensors(init_path))
             twin_opt = make_opt(twin.parameters())
             twin_sched = make_scheduler(sched, twin_opt)
         lr = opt.param_groups[0]["lr"]
@@ -311,7 +279,7 @@ def compare(vktrain, model_path, work, device, x_all, y_all, runs):
     # strict=True loading of a vktrain checkpoint by PyTorch
     try:
         build().load_state_dict(
-            read_safetensors(os.path.join(work, "%s_sgd_%d.safetensors" % (name0, runs[0][4][-1]))),
+            vkt_torch.read_safetensors(os.path.join(work, "%s_sgd_%d.safetensors" % (name0, runs[0][4][-1]))),
             strict=True)
         print("ok   %s: torch.nn.Sequential.load_state_dict(strict=True) reads a vktrain "
               "checkpoint" % name0)
@@ -343,10 +311,10 @@ def compare_parallel(vktrain, model_path, work, device, x_all, y_all):
         model = vkt_torch.build(vktrain, model_path)[0]
         dtype = reference_dtype(model)
         model = model.to(dtype)
-        model.load_state_dict(read_safetensors(init_path))
+        model.load_state_dict(vkt_torch.read_safetensors(init_path))
         opt = make_opt(model.parameters())
         twin = vkt_torch.build(vktrain, model_path)[0]
-        twin.load_state_dict(read_safetensors(init_path))
+        twin.load_state_dict(vkt_torch.read_safetensors(init_path))
         twin_opt = make_opt(twin.parameters())
         for step in range(10):
             xb, yb = batch_of(spec, x_all, y_all, step, dtype)
@@ -400,7 +368,7 @@ def compare_lm(vktrain, model_path, work, device, steps=10, batch=4):
     write_npy(xp, x)
     write_npy(yp, y)
     init_path = os.path.join(work, "%s_init.safetensors" % name0)
-    write_safetensors(init_path, model.state_dict())
+    vkt_torch.write_safetensors(init_path, model.state_dict())
     opt = torch.optim.AdamW(model.parameters(), lr=0.001, weight_decay=0.01)
     weak_ever = {}
     for step in range(steps):
@@ -426,7 +394,7 @@ def compare_lm(vktrain, model_path, work, device, steps=10, batch=4):
     if r.returncode != 0:
         print("FAIL %s: %s\n%s" % (" ".join(cmd), r.stdout, r.stderr))
         return 1
-    got = read_safetensors(out)
+    got = vkt_torch.read_safetensors(out)
     worst, bad, loose = differences(model, got, steps, weak_ever, 0.001)
     ok = bad == 0
     print("%s %s adamw after %2d steps on %s (batch %d x %d tokens of fortunes): "

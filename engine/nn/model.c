@@ -22,9 +22,10 @@
 
 #include "vkt_internal.h"
 
-// Larger than any layer the engine's 32-bit element indexing is meant for; a bigger value is
-// almost surely a typo.
-#define MAX_UNITS (1u << 24)
+// Elements of one sample's input or of one layer's output: 2^28 (1 GiB of floats), above GPT-2's
+// logits ([1024, 50257], 51 million). The ops bind at most maxStorageBufferRange at a time and
+// index within a binding in 32 bits; a bigger value is almost surely a typo.
+#define MAX_UNITS (1u << 28)
 #define MAX_MODEL_FILE (16u << 20)
 
 const char *vkt_model_act_name(vkt_act act) {
