@@ -1,6 +1,7 @@
 # check.bash: sourced by the shell tests (tests/*.sh; this file is not one): the failure counter
 # and check(), which prints "ok   NAME" or "FAIL NAME" for a status and counts the failures;
-# need_torch; jfield and same_tensors, for results and checkpoints.
+# need_torch; jfield and same_tensors, for results and checkpoints; expect_error, for the
+# refusals of $bin (the test's binary; its output goes to $work/out and $work/err).
 fails=0
 check() { # check NAME CONDITION-STATUS
     if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
@@ -27,4 +28,14 @@ def load(p):
 a, b = load(sys.argv[1]), load(sys.argv[2])
 sys.exit(0 if a.keys() == b.keys() and all(a[k] == b[k] for k in a) else 1)
 PY
+}
+# expect_error NAME PATTERN ARGS...: "$bin" ARGS exits with an error (not a signal) and says PATTERN.
+expect_error() {
+    local name=$1 pattern=$2; shift 2
+    "$bin" "$@" > "$work/out" 2> "$work/err"; local rc=$?
+    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qi -- "$pattern" "$work/err"; then
+        echo "ok   $name: $(head -c 300 "$work/err")"
+    else
+        echo "FAIL $name (exit $rc): $(cat "$work/err")"; fails=$((fails + 1))
+    fi
 }

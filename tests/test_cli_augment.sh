@@ -52,15 +52,6 @@ PY
 "$bin" train $run --augment crop,flip --no-eval --resume "$work/part.safetensors" --save "$work/part.safetensors"; check "resumed" $?
 same_tensors "$work/a.safetensors" "$work/part.safetensors"; check "resume = uninterrupted, bit for bit" $?
 
-expect_error() { # expect_error NAME PATTERN ARGS...
-    local name=$1 pattern=$2; shift 2
-    "$bin" "$@" > "$work/out" 2> "$work/err"; local rc=$?
-    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qi -- "$pattern" "$work/err"; then
-        echo "ok   $name: $(head -c 300 "$work/err")"
-    else
-        echo "FAIL $name (exit $rc): $(cat "$work/err")"; fails=$((fails + 1))
-    fi
-}
 expect_error "--augment on flat inputs" "needs samples shaped \[C, H, W\].*not \[784\]" train --model "$src/assets/models/tiny_mlp.json" --limit-train 64 --epochs 1 --device llvmpipe --augment flip
 expect_error "--augment foo" "--augment is crop,flip, crop, flip or none" train --augment foo
 expect_error "--augment crop,crop" "--augment is crop,flip" train --augment crop,crop

@@ -137,15 +137,6 @@ print("metadata differs: %s" % bad if bad else "", end="")
 sys.exit(1 if bad or float(m["lr_min"]) != 0.001 else 0)
 PY
 
-expect_error() { # expect_error NAME PATTERN ARGS...
-    local name=$1 pattern=$2; shift 2
-    "$bin" "$@" > "$work/out" 2> "$work/err"; local rc=$?
-    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qi -- "$pattern" "$work/err"; then
-        echo "ok   $name: $(head -c 300 "$work/err")"
-    else
-        echo "FAIL $name (exit $rc): $(cat "$work/err")"; fails=$((fails + 1))
-    fi
-}
 "$bin" train $common $sched --max-steps 13 --save "$work/short.safetensors"
 check "run of 13 steps, its cosine over 13" $?
 "$bin" train $common --max-steps 5 --save "$work/const.safetensors"

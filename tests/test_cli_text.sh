@@ -19,15 +19,6 @@ bin=$1 src=$2
 . "$(dirname "$0")/check.bash" # fails, check NAME STATUS
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-expect_error() { # expect_error NAME PATTERN ARGS...
-    local name=$1 pattern=$2; shift 2
-    "$bin" "$@" > "$work/out" 2> "$work/err"; local rc=$?
-    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qi -- "$pattern" "$work/err"; then
-        echo "ok   $name: $(head -c 300 "$work/err")"
-    else
-        echo "FAIL $name (exit $rc): $(cat "$work/err")"; fails=$((fails + 1))
-    fi
-}
 
 # ---------------------------------------------------------------------------------------------
 # 1. Token ids and a label per position from .npy

@@ -50,15 +50,6 @@ cmp -s "$work/keep.safetensors" "$work/llvmpipe.safetensors"; check "the old che
 check "the old checkpoint still loads" $?
 
 # 4. Bad input: one clear line, non-zero exit, no crash.
-expect_error() { # expect_error NAME PATTERN ARGS...
-    local name=$1 pattern=$2; shift 2
-    "$bin" "$@" > "$work/out" 2> "$work/err"; local rc=$?
-    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qi -- "$pattern" "$work/err"; then
-        echo "ok   $name: $(head -c 200 "$work/err")"
-    else
-        echo "FAIL $name (exit $rc): $(cat "$work/err")"; fails=$((fails + 1))
-    fi
-}
 mkdir -p "$work/data"
 python3 - "$work/data" <<'PY'
 import gzip, struct, sys, os
