@@ -55,6 +55,13 @@ vkt_status strategy_account(vkt_strategy *s, int d, int step) {
     return strategy_account_cmd(s, d, s->cmd[d], step);
 }
 
+// Whether a dispatch is one of the fused attention kernels (engine/nn/layers/attention.c labels
+// them "<phase>:<path>:attention" and "bwd:<path>:attention_stats").
+static bool label_is_attention(const char *label) {
+    const char *what = label ? strrchr(label, ':') : NULL;
+    return what && (strcmp(what + 1, "attention") == 0 || strcmp(what + 1, "attention_stats") == 0);
+}
+
 vkt_status strategy_account_cmd(vkt_strategy *s, int d, vkt_cmd *cmd, int step) {
     const vkt_timing *tm;
     int n = vkt_cmd_timings(cmd, &tm);
@@ -66,6 +73,7 @@ vkt_status strategy_account_cmd(vkt_strategy *s, int d, vkt_cmd *cmd, int step) 
             s->stats[d].gpu_comm_ns += dur;
         }
         if (vkt_net_label_is_matmul(tm[i].label)) s->stats[d].matmul_ns += dur;
+        if (label_is_attention(tm[i].label)) s->stats[d].attention_ns += dur;
     }
     uint64_t peak = vkt_device_memory_peak(s->dev[d]);
     if (peak > s->stats[d].peak_memory) s->stats[d].peak_memory = peak;

@@ -2,10 +2,14 @@
 # test_cli_bench_train.sh: `vktrain bench train` on a few steps of fashion_mlp: on lavapipe and on
 # SwiftShader the JSON names the device and driver and gives samples/s consistent with the step
 # time, GFLOP/s of the step and of its matmul shapes alone, and a split of the step into
-# matmul / other kernels / communication / host that adds up to one; replicated over two devices
-# it reports communication; --baseline adds PyTorch CPU's samples/s on the same model and the
-# ratio (PyTorch missing: a failure under CI=true, where scripts/setup.sh installs it, a skip
-# elsewhere); the text output prints the command that reproduces it; bad options fail.
+# matmul / attention / other kernels / communication / host that adds up to one (attention 0 for
+# an MLP); replicated over two devices it reports communication; --baseline adds PyTorch CPU's
+# samples/s on the same model and optimizer (AdamW with the flags given) and the ratio (PyTorch
+# missing: a failure under CI=true, where scripts/setup.sh installs it, a skip elsewhere); the
+# language model char_gpt at batch 1 gives tokens/s = samples/s x 128, an initial loss near ln 256
+# (valid token ids and a valid label per position), a positive attention part on both drivers,
+# and (with PyTorch) PyTorch's tokens/s under the same SGD, the faster of 1 thread and all cores;
+# the text output prints the command that reproduces it; bad options fail.
 # Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1
@@ -27,11 +31,13 @@ assert abs(o["samples_per_sec"] - 128 / (o["step_ms"] * 1e-3)) <= 1e-6 * o["samp
 assert o["command"].startswith("vktrain bench train")
 assert len(o["devices"]) == ndev, o["devices"]
 for d in o["devices"]:
-    parts = [d[k] for k in ("matmul_fraction", "other_kernels_fraction",
+    parts = [d[k] for k in ("matmul_fraction", "attention_fraction", "other_kernels_fraction",
                             "communication_fraction", "host_and_idle_fraction")]
     assert all(0 <= p <= 1 for p in parts), d
-    assert abs(sum(parts) - 1) < 1e-6 or parts[3] == 0, d
+    assert abs(sum(parts) - 1) < 1e-6 or parts[4] == 0, d
     assert d["matmul_fraction"] > 0.2, d  # an MLP step is mostly matmuls
+    assert d["attention_fraction"] == 0, d  # and has no attention
+assert "tokens_per_sec" not in o and "tokens_per_sample" not in o, o  # nor token ids
 if strategy == "single":
     assert o["matmul_alone_gflops"] > 0 and o["step_vs_matmul_alone"] > 0, o
 if strategy == "replicated":
@@ -53,23 +59,84 @@ check "bench train replicated runs" $?
 verify "$out/repl.txt" replicated 2; check "bench train replicated: communication reported" $?
 
 # --baseline: PyTorch on the same model and batch.
-skip=""
+skip="" torch=""
 if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
-    "$bin" bench train --device lavapipe --steps 3 --baseline --json > "$out/base.txt" 2> "$out/err"
-    check "bench train --baseline runs" $?
-    python3 - "$out/base.txt" <<'PY'; check "bench train --baseline: PyTorch's samples/s and the ratio" $?
-import json, sys
-o = json.loads([l for l in open(sys.argv[1]) if l.strip().startswith("{")][-1])
-b = o["baseline"]
-assert b["library"] == "pytorch" and b["version"] and b["threads"] >= 1 and b["blas"], b
-assert b["model"] == "fashion_mlp" and b["batch"] == 128 and b["samples_per_sec"] > 0, b
-assert abs(b["ratio"] - o["samples_per_sec"] / b["samples_per_sec"]) <= 1e-9 * b["ratio"], b
-PY
-    grep -q 'vktrain / PyTorch = ' "$out/base.txt"; check "text names the ratio" $?
+    torch=1
 elif [ "${CI:-}" = "true" ]; then
     check "python3-torch is installed under CI=true (scripts/setup.sh test)" 1
 else
     skip="python3-torch is not installed for /usr/bin/python3"
+fi
+check_baseline() { # check_baseline FILE MODEL BATCH OPTIMIZER: the baseline object of FILE
+    python3 - "$@" <<'PY'
+import json, os, sys
+path, model, batch, optimizer = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+o = json.loads([l for l in open(path) if l.strip().startswith("{")][-1])
+b = o["baseline"]
+assert b["library"] == "pytorch" and b["version"] and b["blas"] and b["blas_library"], b
+assert b["model"] == model and b["batch"] == batch and b["samples_per_sec"] > 0, b
+assert abs(b["ratio"] - o["samples_per_sec"] / b["samples_per_sec"]) <= 1e-9 * b["ratio"], b
+assert b["optimizer"] == optimizer, (b["optimizer"], optimizer)
+# 1 thread and all cores tried under OMP_WAIT_POLICY=PASSIVE, the faster kept
+tried = b["threads_tried"]
+assert set(tried) == {"1", str(os.cpu_count())}, tried
+assert b["samples_per_sec"] == max(tried.values()) == tried[str(b["threads"])], b
+assert b["omp_wait_policy"] == "PASSIVE", b
+PY
+}
+if [ -n "$torch" ]; then
+    "$bin" bench train --device lavapipe --steps 3 --baseline --optimizer adamw --lr 0.002 \
+        --weight-decay 0.05 --json > "$out/base.txt" 2> "$out/err"
+    check "bench train --baseline runs" $?
+    check_baseline "$out/base.txt" fashion_mlp 128 \
+        "AdamW (lr 0.002, betas 0.9/0.999, eps 1e-08, weight decay 0.05)"
+    check "bench train --baseline: PyTorch's samples/s, the ratio, the same AdamW" $?
+    grep -q 'vktrain / PyTorch = ' "$out/base.txt"; check "text names the ratio" $?
+fi
+
+# A language model: token ids in, a label per position, tokens/s, attention as its own part, on
+# both drivers; PyTorch (when present) on the same model with vktrain's default SGD.
+verify_lm() { # verify_lm FILE
+    python3 - "$1" <<'PY'
+import json, math, sys
+o = json.loads([l for l in open(sys.argv[1]) if l.strip().startswith("{")][-1])
+assert o["model"] == "char_gpt" and o["batch"] == 1 and o["tokens_per_sample"] == 128, o
+assert o["samples_per_sec"] > 0, o
+assert abs(o["tokens_per_sec"] - 128 * o["samples_per_sec"]) <= 1e-9 * o["tokens_per_sec"], o
+# valid ids and a valid class at every position: near ln 256 at initialization
+assert abs(o["initial_loss"] - math.log(256)) < 1, o
+(d,) = o["devices"]
+parts = [d[k] for k in ("matmul_fraction", "attention_fraction", "other_kernels_fraction",
+                        "communication_fraction", "host_and_idle_fraction")]
+assert all(0 <= p <= 1 for p in parts), d
+assert abs(sum(parts) - 1) < 1e-6 or parts[4] == 0, d
+assert 0 < d["attention_fraction"] < 1 and d["matmul_fraction"] > 0, d
+assert d["other_kernels_fraction"] > 0, d  # layernorm, gelu, embedding, the loss, SGD
+PY
+}
+"$bin" bench train --model "$2/assets/models/char_gpt.json" --device lavapipe --batch 1 \
+    --steps 2 ${torch:+--baseline} --json > "$out/lm.txt" 2> "$out/err"
+check "bench train char_gpt on lavapipe runs${torch:+ with --baseline}" $?
+verify_lm "$out/lm.txt"; check "bench train char_gpt on lavapipe: tokens/s and attention" $?
+"$bin" bench train --model "$2/assets/models/char_gpt.json" --device swiftshader --batch 1 \
+    --steps 1 --json > "$out/lm_ss.txt" 2> "$out/err"
+check "bench train char_gpt on swiftshader runs" $?
+verify_lm "$out/lm_ss.txt"; check "bench train char_gpt on swiftshader: tokens/s and attention" $?
+grep -Eq '^bench train: char_gpt, batch 1, .* samples/s \([0-9]+ tokens/s, 128 a sample\)' \
+    "$out/lm.txt"; check "char_gpt text: tokens/s" $?
+grep -Eq '^  #[0-9]+ .*: matmul [0-9.]+%, attention [0-9.]+%, other kernels' "$out/lm.txt"
+check "char_gpt text: attention in the split" $?
+if [ -n "$torch" ]; then
+    check_baseline "$out/lm.txt" char_gpt 1 "SGD (lr 0.05, momentum 0.9, weight decay 0)"
+    check "char_gpt --baseline: PyTorch on the same SGD" $?
+    python3 - "$out/lm.txt" <<'PY'; check "char_gpt --baseline: PyTorch's tokens/s" $?
+import json, sys
+b = json.loads([l for l in open(sys.argv[1]) if l.strip().startswith("{")][-1])["baseline"]
+assert b["tokens_per_sample"] == 128 and b["tokens_per_sec"] > 0, b
+assert abs(b["tokens_per_sec"] - 128 * b["samples_per_sec"]) <= 1e-9 * b["tokens_per_sec"], b
+PY
+    grep -Eq '^  PyTorch .*: [0-9]+ samples/s \([0-9]+ tokens/s\); vktrain / PyTorch = ' \
+        "$out/lm.txt"; check "char_gpt text: PyTorch's tokens/s and the ratio" $?
 fi
 VKT_PYTHON=/nonexistent/python "$bin" bench train --device lavapipe --steps 1 --baseline \
     > /dev/null 2> "$out/err"; rc=$?

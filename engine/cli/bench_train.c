@@ -1,11 +1,13 @@
 // bench_train.c (CLI): `vktrain bench train`. Times real training steps of a model (random
 // inputs and labels, so no data set is needed and every machine runs the same work) and splits
-// each device's step into matmuls, other kernels, communication and host overhead, all from GPU
-// timestamps and the host clock of the same run. It then times the step's own matmul shapes on
-// their own and reports the step's achieved FLOP/s against them: how much the rest of the step
-// costs around the matmuls. --baseline then runs PyTorch CPU on the same model, batch and
-// optimizer (scripts/torch_bench.py under Debian's /usr/bin/python3, or $VKT_PYTHON) after the
-// engine's run, and reports the ratio of the two throughputs.
+// each device's step into matmuls, the fused attention kernels, other kernels, communication and
+// host overhead, all from GPU timestamps and the host clock of the same run. It then times the
+// step's own matmul shapes on their own and reports the step's achieved FLOP/s against them: how
+// much the rest of the step costs around the matmuls. --baseline then runs PyTorch CPU on the
+// same model, batch and optimizer (scripts/torch_bench.py under Debian's /usr/bin/python3, or
+// $VKT_PYTHON) after the engine's run, and reports the ratio of the two throughputs.
+// A language model (an embedding first: input [T] token ids) gets ids in [0, V) as its random
+// inputs and one label per position, and its throughput in tokens/s as well (samples/s x T).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,8 +147,8 @@ static void sh_quote(char *buf, size_t size, const char *s) {
 
 // Runs PyTorch on the same model, batch and step count; its JSON line in *out (caller deletes).
 // On failure returns false with the reason in msg.
-static bool torch_baseline(const char *model_path, uint32_t B, int steps, cJSON **out, char *msg,
-                           size_t msg_size) {
+static bool torch_baseline(const char *model_path, uint32_t B, int steps, const vkt_optim_desc *od,
+                           cJSON **out, char *msg, size_t msg_size) {
     const char *py = getenv("VKT_PYTHON");
     if (!py || !*py) py = "/usr/bin/python3";
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -158,9 +160,22 @@ static bool torch_baseline(const char *model_path, uint32_t B, int steps, cJSON 
     sh_quote(qscript, sizeof qscript, VKT_ASSET_DIR "/../scripts/torch_bench.py");
     sh_quote(qmodel, sizeof qmodel, model_path);
     sh_quote(qself, sizeof qself, self);
+    // The optimizer as this run resolved it (vktrain's defaults included), so both sides do the
+    // same update.
+    char optim[512];
+    if (od->kind == VKT_OPTIM_ADAMW)
+        snprintf(optim, sizeof optim,
+                 "--optimizer adamw --lr %.9g --beta1 %.9g --beta2 %.9g --eps %.9g "
+                 "--weight-decay %.9g --clip %.9g",
+                 od->lr, od->beta1, od->beta2, od->eps, od->weight_decay, od->clip);
+    else
+        snprintf(optim, sizeof optim,
+                 "--optimizer sgd --lr %.9g --momentum %.9g --nesterov %d --weight-decay %.9g "
+                 "--clip %.9g",
+                 od->lr, od->momentum, od->nesterov ? 1 : 0, od->weight_decay, od->clip);
     snprintf(cmd, sizeof cmd,
-             "%s %s %s --batch %u --steps %d --threads %ld --vktrain %s --json 2>&1", qpy, qscript,
-             qmodel, B, steps < 20 ? 20 : steps, cpus > 0 ? cpus : 1, qself);
+             "%s %s %s --batch %u --steps %d --threads %ld %s --vktrain %s --json 2>&1", qpy,
+             qscript, qmodel, B, steps < 20 ? 20 : steps, cpus > 0 ? cpus : 1, optim, qself);
     FILE *f = popen(cmd, "r");
     char line[4096] = "", last[4096] = "";
     while (f && fgets(line, sizeof line, f))
@@ -216,25 +231,31 @@ int cli_bench_train(int argc, char **argv) {
     sd.optim = c.o.optim;
     vkt_strategy *s = NULL;
     uint32_t B = c.o.batch;
+    // A language model: token ids [T] into an embedding of V rows (its `units`).
+    bool lm = m.nlayers > 0 && m.input.ndim == 1 &&
+              !strcmp(vkt_layer_type_name(&m.layers[0]), "embedding");
+    uint32_t vocab = lm ? m.layers[0].units : 0, tokens = lm ? m.input_features : 0;
+    uint32_t per = vkt_model_targets_per_sample(&m), classes = vkt_model_classes(&m);
     float *x = malloc((size_t)B * m.input_features * 4);
-    void *y = malloc((size_t)B * (m.loss == VKT_LOSS_MSE ? m.output_features : 1) * 4);
+    void *y = malloc((size_t)B * per * 4);
     vkt_status st = x && y ? vkt_strategy_create(&sd, &s)
                            : vkt_set_error(VKT_ERR_HOST_MEMORY, "out of host memory");
     if (st == VKT_OK) st = vkt_strategy_init(s, c.o.seed);
     uint64_t r = 0x9e3779b97f4a7c15ull;
     for (uint64_t i = 0; x && i < (uint64_t)B * m.input_features; i++) {
         r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-        x[i] = (float)(r >> 40) / (float)(1 << 24);
+        x[i] = lm ? (float)((r >> 40) % vocab) : (float)(r >> 40) / (float)(1 << 24);
     }
-    for (uint32_t i = 0; y && i < B; i++) {
+    // mse: one-hot rows of output_features; softmax_cross_entropy: a class in [0, classes) for
+    // each of the per-sample positions (one for a classifier, T for a language model).
+    for (uint64_t i = 0; y && i < (uint64_t)B * per; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
         if (m.loss == VKT_LOSS_MSE)
-            for (uint32_t k = 0; k < m.output_features; k++)
-                ((float *)y)[(size_t)i * m.output_features + k] =
-                    (float)(k == i % m.output_features);
+            ((float *)y)[i] = (float)(i % per == (i / per) % per);
         else
-            ((uint32_t *)y)[i] = i % m.output_features;
+            ((uint32_t *)y)[i] = (uint32_t)((r >> 40) % classes);
     }
-    double wall_ns = 0;
+    double wall_ns = 0, loss0 = 0;
     for (int i = 0; i < warmup + steps && st == VKT_OK; i++) {
         if (i == warmup) vkt_strategy_reset_stats(s);
         double ls;
@@ -245,6 +266,7 @@ int cli_bench_train(int argc, char **argv) {
         st = vkt_strategy_step(s, x, y, B, (uint32_t)i + 1, &ls);
         clock_gettime(CLOCK_MONOTONIC, &ts);
         if (i >= warmup) wall_ns += ts.tv_sec * 1e9 + ts.tv_nsec - t0;
+        if (i == 0) loss0 = ls / ((double)B * per); // the mean over every target
     }
     mm_shape shapes[3 * 256];
     int nshapes = step_shapes(&m, B, shapes, 3 * 256);
@@ -282,8 +304,13 @@ int cli_bench_train(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "batch", B);
         cJSON_AddNumberToObject(o, "steps", steps);
         cJSON_AddNumberToObject(o, "samples_per_sec", sps);
+        if (lm) {
+            cJSON_AddNumberToObject(o, "tokens_per_sample", tokens);
+            cJSON_AddNumberToObject(o, "tokens_per_sec", sps * tokens);
+        }
         cJSON_AddNumberToObject(o, "step_ms", wall_ns / steps * 1e-6);
         cJSON_AddNumberToObject(o, "step_gflops", step_gflops);
+        cJSON_AddNumberToObject(o, "initial_loss", loss0); // the first step's, at initialization
         if (compare && alone_ns > 0) {
             cJSON_AddNumberToObject(o, "matmul_alone_gflops", step_flops / alone_ns);
             cJSON_AddNumberToObject(o, "step_vs_matmul_alone", ratio_med);
@@ -291,28 +318,37 @@ int cli_bench_train(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "step_vs_matmul_alone_q3", ratio_hi);
         }
         cJSON *devs = cJSON_AddArrayToObject(o, "devices");
-        printf("bench train: %s, batch %u, %s on %s: %.0f samples/s, %.2f ms/step, %.2f GFLOP/s in "
-               "the step\n",
-               m.name, B, vkt_strategy_name(sd.kind), vkt_strategy_devices(s), sps,
+        char tok[64] = "";
+        if (lm) snprintf(tok, sizeof tok, " (%.0f tokens/s, %u a sample)", sps * tokens, tokens);
+        printf("bench train: %s, batch %u, %s on %s: %.0f samples/s%s, %.2f ms/step, %.2f GFLOP/s "
+               "in the step\n",
+               m.name, B, vkt_strategy_name(sd.kind), vkt_strategy_devices(s), sps, tok,
                wall_ns / steps * 1e-6, step_gflops);
+        // The text names attention where the step ran attention kernels; the JSON always has it.
+        bool attn = false;
+        for (int d = 0; d < ndev; d++)
+            attn = attn || dstats[d].attention_ns > 0;
         for (int d = 0; d < ndev; d++) {
             vkt_device_stats ds = dstats[d];
             double w = ds.wall_ns > 0 ? ds.wall_ns : wall_ns;
-            double mm = ds.matmul_ns / w, comm = ds.comm_ns / w;
-            double other = (ds.busy_ns - ds.matmul_ns - ds.gpu_comm_ns) / w;
+            double mm = ds.matmul_ns / w, at = ds.attention_ns / w, comm = ds.comm_ns / w;
+            double other = (ds.busy_ns - ds.matmul_ns - ds.attention_ns - ds.gpu_comm_ns) / w;
             if (other < 0) other = 0;
-            double host = 1 - mm - other - comm;
+            double host = 1 - mm - at - other - comm;
             if (host < 0) host = 0;
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "device", ds.label);
             cJSON_AddNumberToObject(j, "matmul_fraction", mm);
+            cJSON_AddNumberToObject(j, "attention_fraction", at);
             cJSON_AddNumberToObject(j, "other_kernels_fraction", other);
             cJSON_AddNumberToObject(j, "communication_fraction", comm);
             cJSON_AddNumberToObject(j, "host_and_idle_fraction", host);
             cJSON_AddItemToArray(devs, j);
-            printf("  %s: matmul %.1f%%, other kernels %.1f%%, communication %.1f%%, host overhead "
-                   "and idle %.1f%%\n",
-                   ds.label, 100 * mm, 100 * other, 100 * comm, 100 * host);
+            char a[48] = "";
+            if (attn) snprintf(a, sizeof a, "attention %.1f%%, ", 100 * at);
+            printf("  %s: matmul %.1f%%, %sother kernels %.1f%%, communication %.1f%%, host "
+                   "overhead and idle %.1f%%\n",
+                   ds.label, 100 * mm, a, 100 * other, 100 * comm, 100 * host);
         }
         if (compare && alone_ns > 0)
             printf("  the step's matmul shapes alone: %.2f GFLOP/s; the whole step achieves %.0f%% "
@@ -321,7 +357,8 @@ int cli_bench_train(int argc, char **argv) {
                    step_flops / alone_ns, 100 * ratio_med, steps, 100 * ratio_lo, 100 * ratio_hi);
         cJSON *torch = NULL;
         char msg[1024];
-        if (baseline && !torch_baseline(c.o.model_path, B, steps, &torch, msg, sizeof msg)) {
+        if (baseline &&
+            !torch_baseline(c.o.model_path, B, steps, &sd.optim, &torch, msg, sizeof msg)) {
             rc = cli_fail(msg);
             rc = rc ? rc : 2;
         }
@@ -330,11 +367,23 @@ int cli_bench_train(int argc, char **argv) {
             const cJSON *ver = cJSON_GetObjectItemCaseSensitive(torch, "version");
             const cJSON *thr = cJSON_GetObjectItemCaseSensitive(torch, "threads");
             const cJSON *blas = cJSON_GetObjectItemCaseSensitive(torch, "blas");
-            printf("  PyTorch %s CPU (%d threads, BLAS %s), same model and batch: %.0f samples/s; "
-                   "vktrain / PyTorch = %.2f\n",
+            const cJSON *blib = cJSON_GetObjectItemCaseSensitive(torch, "blas_library");
+            const cJSON *tried = cJSON_GetObjectItemCaseSensitive(torch, "threads_tried");
+            const cJSON *opt = cJSON_GetObjectItemCaseSensitive(torch, "optimizer");
+            char ttok[64] = "", tr[128] = "";
+            if (lm) snprintf(ttok, sizeof ttok, " (%.0f tokens/s)", tsps * tokens);
+            for (const cJSON *t = tried ? tried->child : NULL; t; t = t->next)
+                if (cJSON_IsNumber(t))
+                    snprintf(tr + strlen(tr), sizeof tr - strlen(tr), "%s%s: %.3g",
+                             t == tried->child ? "" : ", ", t->string, t->valuedouble);
+            printf("  PyTorch %s CPU (%d threads, the faster of samples/s by threads {%s}; BLAS "
+                   "%s: %s), same model, batch and %s: %.0f samples/s%s; vktrain / PyTorch = "
+                   "%.2f\n",
                    cJSON_IsString(ver) ? ver->valuestring : "?",
-                   cJSON_IsNumber(thr) ? thr->valueint : 0,
-                   cJSON_IsString(blas) ? blas->valuestring : "?", tsps, sps / tsps);
+                   cJSON_IsNumber(thr) ? thr->valueint : 0, tr,
+                   cJSON_IsString(blas) ? blas->valuestring : "?",
+                   cJSON_IsString(blib) ? blib->valuestring : "?",
+                   cJSON_IsString(opt) ? opt->valuestring : "optimizer", tsps, ttok, sps / tsps);
             cJSON_AddNumberToObject(torch, "ratio", sps / tsps);
             cJSON_AddItemToObject(o, "baseline", torch);
         }

@@ -592,6 +592,7 @@ static void print_json(const vkt_train_result *r, const char *kind) {
         cJSON_AddNumberToObject(j, "communication_seconds", d->comm_ns * 1e-9);
         cJSON_AddNumberToObject(j, "communication_hidden_seconds", d->comm_hidden_ns * 1e-9);
         cJSON_AddNumberToObject(j, "matmul_seconds", d->matmul_ns * 1e-9);
+        cJSON_AddNumberToObject(j, "attention_seconds", d->attention_ns * 1e-9);
         cJSON_AddNumberToObject(j, "waiting_seconds", d->wait_ns * 1e-9);
         cJSON_AddNumberToObject(j, "bytes_moved", (double)d->bytes_moved);
         cJSON_AddNumberToObject(j, "peak_memory_bytes", (double)d->peak_memory);

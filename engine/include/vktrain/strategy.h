@@ -54,6 +54,9 @@ typedef struct vkt_device_stats {
     double busy_ns;        // GPU time in labelled work, plus host transfers and reductions the
                            // device was not computing through (its trace row is occupied)
     double matmul_ns;      // the part of busy_ns in matmuls (dense forward, weight and input grads)
+    double attention_ns;   // the part of busy_ns in the fused attention kernels (the dispatches
+                           // labelled ...:attention and ...:attention_stats; the projections
+                           // around them are matmuls, in matmul_ns)
     double wall_ns;        // host wall time of the steps
     double comm_ns;        // time in transfers and reductions (GPU copies and host work)
     double gpu_comm_ns;    // the GPU-copy part of comm_ns (also inside busy_ns)
