@@ -2,8 +2,9 @@
 // and the same batches (file order), 20 SGD-with-momentum steps of fashion_mlp.json on
 // Fashion-MNIST give the same parameters on one device, replicated over 2 and 3 devices, and
 // split into 2 and 3 stages under GPipe and 1F1B with 1 and 4 micro-batches, on
-// llvmpipe+llvmpipe and on llvmpipe+SwiftShader; residual_mlp.json and fashion_cnn.json under a
-// few of them (fashion_cnn's batchnorm: see the case). Also:
+// llvmpipe+llvmpipe and on llvmpipe+SwiftShader; residual_mlp.json, fashion_cnn.json and
+// char_gpt.json (6 steps of 4 windows of text) under a few of them (fashion_cnn's batchnorm: see
+// the case). Also:
 // the losses agree step by step, the
 // evaluation agrees, and a replicated run refuses a model that does not fit.
 //
@@ -24,9 +25,10 @@
         if (s_ != VKT_OK) return s_;                                                               \
     } while (0)
 #define STEPS 20
-// Steps a run takes (STEPS, fewer for fashion_cnn: see its case).
+// Steps a run takes (STEPS, fewer for fashion_cnn and char_gpt: see their cases), and rows a batch.
 static int g_steps = STEPS;
 #define BATCH 32
+static uint32_t g_batch = BATCH;
 
 typedef struct run_result {
     float *params; // all tensors, concatenated in model order
@@ -47,7 +49,7 @@ static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt
     vkt_strategy_desc d = {.kind = kind,
                            .ctx = t->ctx,
                            .model = m,
-                           .batch = BATCH,
+                           .batch = g_batch,
                            .micro_batches = micro,
                            .schedule = sched,
                            .force_upload_areas = force_upload_areas};
@@ -59,9 +61,9 @@ static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt
     VKT_TRY_TEST(vkt_strategy_create(&d, &s));
     vkt_status st = vkt_strategy_init(s, 1234);
     vkt_batcher b;
-    if (st == VKT_OK) st = vkt_batcher_init(&b, ds, BATCH, false, 0);
-    float *x = malloc((size_t)BATCH * m->input_features * 4);
-    uint32_t y[BATCH];
+    if (st == VKT_OK) st = vkt_batcher_init(&b, ds, g_batch, false, 0);
+    float *x = malloc((size_t)g_batch * m->input_features * 4);
+    uint32_t *y = malloc((size_t)g_batch * vkt_model_targets_per_sample(m) * 4);
     uint32_t rows = 0;
     for (int i = 0; i < g_steps && st == VKT_OK; i++) {
         double ls = 0;
@@ -101,6 +103,7 @@ static vkt_status run(vt *t, const vkt_model_desc *m, const vkt_dataset *ds, vkt
         at += vkt_strategy_tensor(s, i)->count;
     }
     free(x);
+    free(y);
     vkt_batcher_free(&b);
     vkt_strategy_destroy(s);
     return st;
@@ -321,6 +324,65 @@ int main(void) {
         free(halves.params);
         vkt_model_free(&cm);
         g_steps = STEPS;
+    }
+
+    // char_gpt.json (embedding, position embedding, causal self-attention, layernorm, exact
+    // GELU): 6 steps of 4 windows of 128 bytes of text; stages cut between its blocks (the
+    // residuals are top-level layers), the shards and micro-batches cut the batch.
+    {
+        g_steps = 6;
+        g_batch = 4;
+        vkt_model_desc gm;
+        VT_OK(t, vkt_model_load(VKT_SOURCE_DIR "/assets/models/char_gpt.json", &gm));
+        // English-like text: words drawn from a short list with a fixed generator.
+        static const char *const words[] = {"the ", "engine ", "trains ", "a ", "model ", "on ",
+                                            "any ", "device, ", "and ", "then ", "it ", "splits ",
+                                            "work. ", "Every ", "layer ", "is ", "one ", "file. "};
+        enum { TEXT = 64 << 10 };
+        char *bytes = malloc(TEXT);
+        uint64_t rng = 7;
+        for (size_t n = 0; n < TEXT;) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            const char *w = words[(rng >> 33) % (sizeof words / sizeof *words)];
+            for (; *w && n < TEXT; w++)
+                bytes[n++] = *w;
+        }
+        vkt_text text;
+        vkt_dataset gds = {0};
+        VT_OK(t, vkt_text_from_bytes(bytes, TEXT, "test text", &text));
+        free(bytes);
+        // The held-out windows (non-overlapping, in order) as a data set of g_steps + 1 batches.
+        VT_OK(t, vkt_text_validation(&text, 128, (uint32_t)(g_steps + 1) * g_batch, &gds));
+        run_result gref = {0};
+        VT_OK(t, run(t, &gm, &gds, VKT_STRATEGY_SINGLE, "llvmpipe", 1, VKT_SCHEDULE_GPIPE, false,
+                     &gref));
+        VT_CHECK(t, gref.loss[g_steps - 1] < gref.loss[0], "char_gpt did not learn: %g -> %g",
+                 gref.loss[0], gref.loss[g_steps - 1]);
+        const cfg gcfgs[] = {
+            {VKT_STRATEGY_REPLICATED, "llvmpipe,llvmpipe", 1, VKT_SCHEDULE_GPIPE, false},
+            {VKT_STRATEGY_LAYERS, "llvmpipe,llvmpipe", 1, VKT_SCHEDULE_GPIPE, false},
+            {VKT_STRATEGY_LAYERS, "llvmpipe,llvmpipe", 2, VKT_SCHEDULE_1F1B, false},
+            {VKT_STRATEGY_REPLICATED, "llvmpipe,swiftshader", 1, VKT_SCHEDULE_GPIPE, true},
+            {VKT_STRATEGY_LAYERS, "llvmpipe,swiftshader", 2, VKT_SCHEDULE_GPIPE, true},
+        };
+        for (size_t i = 0; i < sizeof gcfgs / sizeof gcfgs[0] && gref.params; i++) {
+            const cfg *c = &gcfgs[i];
+            if (c->needs_ss && !have_ss) continue;
+            char what[128];
+            snprintf(what, sizeof what, "char_gpt %s on %s, M=%d", vkt_strategy_name(c->kind),
+                     c->devices, c->micro);
+            run_result got = {0};
+            vkt_status st = run(t, &gm, &gds, c->kind, c->devices, c->micro, c->sched, false, &got);
+            VT_CHECK(t, st == VKT_OK, "%s: %s", what, vkt_error());
+            if (st == VKT_OK) compare(t, what, &gref, &got);
+            free(got.params);
+        }
+        free(gref.params);
+        vkt_dataset_free(&gds);
+        vkt_text_free(&text);
+        vkt_model_free(&gm);
+        g_steps = STEPS;
+        g_batch = BATCH;
     }
 
     // A replica that cannot fit is refused before anything is allocated, with a message that
