@@ -11,7 +11,8 @@
 // lane and lane l owns columns n0 + l + WG * j (interleaved, so that neighbouring lanes read
 // neighbouring floats of b). The three forms differ only in the strides of a and b, so one kernel
 // serves them all without branching inside the k loop. Rows and columns past M and N are clamped
-// on load and skipped on store; any M, N, K >= 1 and any 4-byte-aligned view offsets work.
+// on load and skipped on store; any M, N, K >= 1, any strides and offsets (vkt_abi.h: a block of a
+// larger product) and any 4-byte-aligned view offsets work.
 //
 // The tile is a compile-time constant rather than a specialization constant because SwiftShader
 // does not unroll loops bounded by specialization constants and then keeps the tile in memory,
@@ -41,16 +42,16 @@ const uint TC = MM_TC; // a multiple of 4: the epilogue takes 4 of a lane's colu
 
 void main() {
     const uint WG = gl_WorkGroupSize.x;
-    uint M = p.m, N = p.n, K = p.k;
-    // op(a)[m,k] = a1[m * sam + k * sak], op(b)[k,n] = b1[k * sbk + n * sbn].
-    uint sam = FORM == VKT_MM_FORM_TN ? 1u : K, sak = FORM == VKT_MM_FORM_TN ? M : 1u;
-    uint sbk = FORM == VKT_MM_FORM_NT ? 1u : N, sbn = FORM == VKT_MM_FORM_NT ? K : 1u;
+    uint M = p.m, N = p.n, ldc = p.ldc;
+    // op(a)[m,k] = a1[a_off + m * sam + k * sak], op(b)[k,n] = b1[b_off + k * sbk + n * sbn].
+    uint sam = FORM == VKT_MM_FORM_TN ? 1u : p.lda, sak = FORM == VKT_MM_FORM_TN ? p.lda : 1u;
+    uint sbk = FORM == VKT_MM_FORM_NT ? 1u : p.ldb, sbn = FORM == VKT_MM_FORM_NT ? p.ldb : 1u;
     uint m0 = gl_WorkGroupID.x * TM;
     uint n0 = gl_WorkGroupID.y * WG * TC + gl_LocalInvocationID.x;
 
     uint aoff[TM], boff[TC];
-    [[unroll]] for (uint r = 0; r < TM; r++) aoff[r] = min(m0 + r, M - 1) * sam;
-    [[unroll]] for (uint j = 0; j < TC; j++) boff[j] = min(n0 + j * WG, N - 1) * sbn;
+    [[unroll]] for (uint r = 0; r < TM; r++) aoff[r] = min(m0 + r, M - 1) * sam + p.a_off;
+    [[unroll]] for (uint j = 0; j < TC; j++) boff[j] = min(n0 + j * WG, N - 1) * sbn + p.b_off;
 
     float acc[TM][TC];
     [[unroll]] for (uint r = 0; r < TM; r++)
@@ -92,9 +93,9 @@ void main() {
             uint n = n0 + j * WG;
             if (n >= N) break;
             float v = acc[r][j];
-            if (add_bias) v += bias[n];
-            if (add_c) v += beta * c1[m * N + n];
-            c1[m * N + n] = v;
+            if (add_bias) v += bias[p.bias_off + n];
+            if (add_c) v += beta * c1[p.c_off + m * ldc + n];
+            c1[p.c_off + m * ldc + n] = v;
         }
     }
     // The activation epilogue (mm_epilogue.glsl) on what the lane just stored (its own writes),
@@ -109,15 +110,15 @@ void main() {
         [[unroll]] for (uint q = 0; q < 4; q++) {
             uint n = n0 + (4 * j4 + q) * WG;
             if (m < M && n < N) {
-                z[q] = c1[m * N + n];
-                if (MM_EPI_READS_S) s[q] = s1[m * N + n];
-                if (MM_EPI_WRITES_Z) z1[m * N + n] = z[q];
+                z[q] = c1[p.c_off + m * ldc + n];
+                if (MM_EPI_READS_S) s[q] = s1[p.x_off + m * ldc + n];
+                if (MM_EPI_WRITES_Z) z1[p.x_off + m * ldc + n] = z[q];
             }
         }
         vec4 y = mm_epi(z, s, p.alpha);
         [[unroll]] for (uint q = 0; q < 4; q++) {
             uint n = n0 + (4 * j4 + q) * WG;
-            if (m < M && n < N) c1[m * N + n] = y[q];
+            if (m < M && n < N) c1[p.c_off + m * ldc + n] = y[q];
         }
     }
 }

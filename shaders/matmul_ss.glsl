@@ -8,7 +8,8 @@
 // where a dispatch with k_begin > 0 continues a K-split (beta taken as 1, no bias), as in
 // matmul_wide.glsl. Every operand is read as vec4s along its contiguous dimension, so the host
 // (engine/ops/matmul.c, wide_fits with W = 4) uses it only when K, N (and for TN, M) are multiples of
-// 4, the views are 16-byte aligned and k_begin is a multiple of 4; any M (NN, NT) and any
+// 4, the views are 16-byte aligned and k_begin is a multiple of 4, and so are p.lda, p.ldb,
+// p.a_off and p.b_off (vkt_abi.h: a block of a larger product); any M (NN, NT) and any
 // k_end - k_begin work. Rows and columns past M and N are clamped on load and skipped on store
 // (the bounds guard).
 //
@@ -100,19 +101,19 @@ layout(push_constant) uniform PC { vkt_matmul_push p; };
 #if SS_FORM == VKT_MM_FORM_TN
 // a: lane l reads rows m0 + 16h + 4l .. + 3 of k step kk as one vec4; component q of lane i is
 // row m0 + 16h + 4i + q, that is accumulator row group g = 4h + i, row i' = q.
-#define AM(h) uint am##h = min(m0 + 16 * h + 4 * l, M - 4) / 4;
+#define AM(h) uint am##h = (min(m0 + 16 * h + 4 * l, M - 4) + p.a_off) / 4;
 #define BCQ(g, lane, kk, v) float A##g##0_##kk = subgroupBroadcast(v.x, lane); \
     float A##g##1_##kk = subgroupBroadcast(v.y, lane); \
     float A##g##2_##kk = subgroupBroadcast(v.z, lane); \
     float A##g##3_##kk = subgroupBroadcast(v.w, lane);
-#define LOAD_AM(kk, h, ga, gb, gc, gd) vec4 av##h##_##kk = ZA##kk(a4[kr##kk * (M / 4) + am##h]); \
+#define LOAD_AM(kk, h, ga, gb, gc, gd) vec4 av##h##_##kk = ZA##kk(a4[kr##kk * (p.lda / 4) + am##h]); \
     BCQ(ga, 0, kk, av##h##_##kk) BCQ(gb, 1, kk, av##h##_##kk) BCQ(gc, 2, kk, av##h##_##kk) \
     BCQ(gd, 3, kk, av##h##_##kk)
 #define LOAD_AM0(kk, u1, u2) LOAD_AM(kk, 0, 0, 1, 2, 3)
 #define LOAD_AM1(kk, u1, u2) LOAD_AM(kk, 1, 4, 5, 6, 7)
 #else
 // a: lane l reads row m0 + 4g + l as two vec4s along k (steps 0..3 and 4..7).
-#define AROW(g, u1, u2) uint ar##g = min(m0 + 4 * g + l, M - 1) * (K / 4);
+#define AROW(g, u1, u2) uint ar##g = (min(m0 + 4 * g + l, M - 1) * p.lda + p.a_off) / 4;
 #define LOAD_AK(g, u1, u2) vec4 av##g##_0 = a4[ar##g + kq0]; \
     vec4 av##g##_1 = ZA4(a4[ar##g + kq1]); \
     BCAST4(g, 0, av##g##_0.x) BCAST4(g, 1, av##g##_0.y) BCAST4(g, 2, av##g##_0.z) \
@@ -122,16 +123,16 @@ layout(push_constant) uniform PC { vkt_matmul_push p; };
 
 #if SS_FORM == VKT_MM_FORM_NT
 // b: lane l reads column n0 + j as two vec4s along k; component q of the second is step 4 + q.
-#define BK(j, u1, u2) uint bk##j = min(n0 + j, N - 1) * (K / 4);
+#define BK(j, u1, u2) uint bk##j = (min(n0 + j, N - 1) * p.ldb + p.b_off) / 4;
 #define LOAD_BK(j, u1, u2) vec4 bw##j##_0 = b4[bk##j + kq0], bw##j##_1 = b4[bk##j + kq1]; \
     float b0_##j = bw##j##_0.x, b1_##j = bw##j##_0.y, b2_##j = bw##j##_0.z, b3_##j = bw##j##_0.w, \
         b4_##j = bw##j##_1.x, b5_##j = bw##j##_1.y, b6_##j = bw##j##_1.z, b7_##j = bw##j##_1.w;
 #else
 // b: lane l reads columns n0 .. n0 + 15 of row k + kk as 4 vec4s.
-#define BN(jj, u1, u2) uint bn##jj = min(n0 + 4 * jj, N - 4) / 4;
+#define BN(jj, u1, u2) uint bn##jj = (min(n0 + 4 * jj, N - 4) + p.b_off) / 4;
 #define SPLIT4(v, name, j0, j1, j2, j3) \
     float name##j0 = v.x, name##j1 = v.y, name##j2 = v.z, name##j3 = v.w;
-#define LOAD_BN(kk, u1, u2) uint bo##kk = kr##kk * (N / 4); \
+#define LOAD_BN(kk, u1, u2) uint bo##kk = kr##kk * (p.ldb / 4); \
     vec4 bv##kk##_0 = b4[bo##kk + bn0]; SPLIT4(bv##kk##_0, b##kk##_, 0, 1, 2, 3) \
     vec4 bv##kk##_1 = b4[bo##kk + bn1]; SPLIT4(bv##kk##_1, b##kk##_, 4, 5, 6, 7) \
     vec4 bv##kk##_2 = b4[bo##kk + bn2]; SPLIT4(bv##kk##_2, b##kk##_, 8, 9, 10, 11) \
@@ -154,10 +155,11 @@ void store_tile(uint m0, float acc[4 * SS_G * 16]) {
             uint n = n0 + j;
             if (n >= N) break;
             float x = acc[r * 16 + j];
-            if (p.has_bias != 0 && p.k_begin == 0) x += bias[n];
-            if (p.k_begin > 0) x += c1[m * N + n];
-            else if (p.beta != 0.0) x += p.beta * c1[m * N + n];
-            c1[m * N + n] = x;
+            uint at = p.c_off + m * p.ldc + n;
+            if (p.has_bias != 0 && p.k_begin == 0) x += bias[p.bias_off + n];
+            if (p.k_begin > 0) x += c1[at];
+            else if (p.beta != 0.0) x += p.beta * c1[at];
+            c1[at] = x;
         }
     }
 }
@@ -165,7 +167,6 @@ void store_tile(uint m0, float acc[4 * SS_G * 16]) {
 void main() {
     M = p.m;
     N = p.n;
-    uint K = p.k;
     uint l = gl_SubgroupInvocationID;
     uint m0 = gl_WorkGroupID.x * (4 * SS_G);
     n0 = (gl_WorkGroupID.y * 4 + l) * 16;

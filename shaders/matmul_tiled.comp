@@ -11,7 +11,8 @@
 // neighbouring elements along the operand's contiguous dimension (coalesced on a GPU), then each
 // lane accumulates its RM x RN outputs (rows ty + r * TY, columns tx + c * TX: lanes of a row
 // read neighbouring words of the b slice, the a slice is a broadcast). Loads past the matrix read
-// zero and stores past it are skipped, so any M, N, K >= 1 works.
+// zero and stores past it are skipped, so any M, N, K >= 1 works, with any strides and offsets
+// (vkt_abi.h: a block of a larger product).
 //
 // For GPUs (engine/ops/matmul.c lists it as a candidate for devices that are not CPU drivers, where
 // the first use of a shape measures it against the others). On the CPU drivers it runs (the
@@ -45,7 +46,7 @@ shared float sa[BK * BM]; // sa[kk * BM + mm] = op(a)[m0 + mm, k + kk]
 shared float sb[BK * BN]; // sb[kk * BN + nn] = op(b)[k + kk, n0 + nn]
 
 void main() {
-    uint M = p.m, N = p.n, K = p.k;
+    uint M = p.m, N = p.n, ldc = p.ldc;
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * TX + tx;
     uint m0 = gl_WorkGroupID.x * BM, n0 = gl_WorkGroupID.y * BN;
 
@@ -66,7 +67,7 @@ void main() {
             }
             uint m = m0 + mm, kg = k + kk;
             bool inside = m < M && kg < p.k_end;
-            uint at = FORM == VKT_MM_FORM_TN ? kg * M + m : m * K + kg;
+            uint at = p.a_off + (FORM == VKT_MM_FORM_TN ? kg * p.lda + m : m * p.lda + kg);
             float v = a1[inside ? at : 0u]; // never an index past the buffer
             sa[kk * BM + mm] = inside ? v : 0.0;
         }
@@ -81,7 +82,7 @@ void main() {
             }
             uint n = n0 + nn, kg = k + kk;
             bool inside = n < N && kg < p.k_end;
-            uint at = FORM == VKT_MM_FORM_NT ? n * K + kg : kg * N + n;
+            uint at = p.b_off + (FORM == VKT_MM_FORM_NT ? n * p.ldb + kg : kg * p.ldb + n);
             float v = b1[inside ? at : 0u];
             sb[kk * BN + nn] = inside ? v : 0.0;
         }
@@ -109,9 +110,9 @@ void main() {
                 uint n = n0 + tx + (4 * c4 + q) * TX;
                 float v = acc[r][4 * c4 + q];
                 if (m < M && n < N) {
-                    if (add_bias) v += bias[n];
-                    if (add_c) v += beta * c1[m * N + n];
-                    if (MM_EPI_READS_S) s[q] = s1[m * N + n];
+                    if (add_bias) v += bias[p.bias_off + n];
+                    if (add_c) v += beta * c1[p.c_off + m * ldc + n];
+                    if (MM_EPI_READS_S) s[q] = s1[p.x_off + m * ldc + n];
                 }
                 z[q] = v;
             }
@@ -119,8 +120,8 @@ void main() {
             [[unroll]] for (uint q = 0; q < 4; q++) {
                 uint n = n0 + tx + (4 * c4 + q) * TX;
                 if (m < M && n < N) {
-                    if (MM_EPI_WRITES_Z) z1[m * N + n] = z[q];
-                    c1[m * N + n] = y[q];
+                    if (MM_EPI_WRITES_Z) z1[p.x_off + m * ldc + n] = z[q];
+                    c1[p.c_off + m * ldc + n] = y[q];
                 }
             }
         }

@@ -15,7 +15,8 @@
 // read in W-float pieces along its contiguous dimension (k for a in NN/NT and for b in NT, m for a
 // in TN, n for b in NN/TN and for c) and each iteration of the k loop consumes W k-steps. The host
 // (engine/ops/matmul.c) uses this kernel only when K, N (and M for TN), k_begin, k_end are multiples
-// of W and the views (s and z included) are aligned for W-wide access; TM and TC are multiples
+// of W and the views (s and z included) are aligned for W-wide access, and so are the strides
+// and offsets (p.lda .. p.x_off: a block of a larger product, vkt_abi.h); TM and TC are multiples
 // of W. Rows and columns past M and N are clamped on load and skipped on store (the bounds
 // guard).
 //
@@ -132,19 +133,21 @@ void write_z(uint e, vec4 v[2]) { WRITE_PIECE(z8, z4, e, v); }
 void main() {
     const uint WG = gl_WorkGroupSize.x;
     const uint TW = TC / W; // pieces per lane along n
-    uint M = p.m, N = p.n, K = p.k;
+    uint M = p.m, N = p.n;
     uint m0 = gl_WorkGroupID.x * TM;
     uint n0 = (gl_WorkGroupID.y * WG + gl_LocalInvocationID.x) * TC;
     // Clamped starts: a piece that starts past the matrix is moved back inside it (its values
     // then only feed rows or columns that are not stored).
     uint arow[TM]; // NN, NT: element offset of row m0 + r of a
     uint bcol[TC]; // NT: element offset of row n0 + c of b
-    uint am[TM];   // TN: first row of piece g of a (g < TM / W)
+    uint am[TM];   // TN: element offset of piece g of a's row 0 (g < TM / W)
     uint bn[TC];   // NN, TN, and c: first column of piece t (t < TW)
-    [[unroll]] for (uint r = 0; r < TM; r++) arow[r] = min(m0 + r, M - 1) * K;
-    [[unroll]] for (uint c = 0; c < TC; c++) bcol[c] = min(n0 + c, N - 1) * K;
-    [[unroll]] for (uint g = 0; g < TM / W; g++) am[g] = min(m0 + g * W, M - W);
+    uint bnb[TC];  // NN, TN: element offset of piece t of b's row 0
+    [[unroll]] for (uint r = 0; r < TM; r++) arow[r] = min(m0 + r, M - 1) * p.lda + p.a_off;
+    [[unroll]] for (uint c = 0; c < TC; c++) bcol[c] = min(n0 + c, N - 1) * p.ldb + p.b_off;
+    [[unroll]] for (uint g = 0; g < TM / W; g++) am[g] = min(m0 + g * W, M - W) + p.a_off;
     [[unroll]] for (uint t = 0; t < TW; t++) bn[t] = min(n0 + t * W, N - W);
+    [[unroll]] for (uint t = 0; t < TW; t++) bnb[t] = bn[t] + p.b_off;
 
     // acc[r][j] holds columns n0 + 4j .. 4j + 3 of row m0 + r. beta * c is read before the k loop
     // with clamped indices (a guarded read per element in the epilogue compiled far slower).
@@ -154,7 +157,7 @@ void main() {
     if (p.beta != 0.0 || p.k_begin > 0) {
         float beta = p.k_begin > 0 ? 1.0 : p.beta;
         [[unroll]] for (uint r = 0; r < TM; r++) {
-            uint row = min(m0 + r, M - 1) * N;
+            uint row = min(m0 + r, M - 1) * p.ldc + p.c_off;
             [[unroll]] for (uint t = 0; t < TW; t++) {
                 vec4 v[2];
                 read_c(row + bn[t], v);
@@ -170,7 +173,7 @@ void main() {
             [[unroll]] for (uint kk = 0; kk < W; kk++) {
                 [[unroll]] for (uint g = 0; g < TM / W; g++) {
                     vec4 v[2];
-                    read_a((k + kk) * M + am[g], v);
+                    read_a((k + kk) * p.lda + am[g], v);
                     [[unroll]] for (uint i = 0; i < W; i++) a[g * W + i][kk] = v[i / 4][i % 4];
                 }
             }
@@ -191,7 +194,7 @@ void main() {
             [[unroll]] for (uint kk = 0; kk < W; kk++) {
                 [[unroll]] for (uint t = 0; t < TW; t++) {
                     vec4 v[2];
-                    read_b((k + kk) * N + bn[t], v);
+                    read_b((k + kk) * p.ldb + bnb[t], v);
                     [[unroll]] for (uint q = 0; q < W / 4; q++) b[kk][t * (W / 4) + q] = v[q];
                 }
             }
@@ -213,8 +216,9 @@ void main() {
     vec4 bsum[TC4];
     [[unroll]] for (uint j = 0; j < TC4; j++) {
         uint n = n0 + 4 * j;
-        bsum[j] = use_bias * vec4(bias[min(n, N - 1)], bias[min(n + 1, N - 1)],
-                                  bias[min(n + 2, N - 1)], bias[min(n + 3, N - 1)]);
+        uint o = p.bias_off;
+        bsum[j] = use_bias * vec4(bias[o + min(n, N - 1)], bias[o + min(n + 1, N - 1)],
+                                  bias[o + min(n + 2, N - 1)], bias[o + min(n + 3, N - 1)]);
     }
     [[unroll]] for (uint r = 0; r < TM; r++) {
         [[unroll]] for (uint t = 0; t < TW; t++) {
@@ -223,7 +227,8 @@ void main() {
             [[unroll]] for (uint q = 0; q < W / 4; q++) v[q] = acc[r][t * (W / 4) + q] + bsum[t * (W / 4) + q];
             if (W == 4) v[1] = v[0];
             s[0] = s[1] = vec4(0.0);
-            if (MM_EPI_READS_S) read_s(min(m, M - 1) * N + bn[t], s);
+            uint cm = min(m, M - 1) * p.ldc + bn[t]; // clamped, without the offsets
+            if (MM_EPI_READS_S) read_s(cm + p.x_off, s);
             [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_epi(v[q], s[q], p.alpha);
             if (W == 4) y[1] = y[0];
             if (MM_EPI_SGD) {
@@ -232,19 +237,19 @@ void main() {
                 vec4 w[2], b[2];
                 b[0] = b[1] = vec4(0.0);
 #ifdef MM_SGD_TEXEL
-                read_texels(ct, min(m, M - 1) * N + bn[t], w);
-                if (p.sgd_mode != 0u) read_texels(st, min(m, M - 1) * N + bn[t], b);
+                read_texels(ct, cm + p.c_off, w);
+                if (p.sgd_mode != 0u) read_texels(st, cm + p.x_off, b);
 #else
-                read_c(min(m, M - 1) * N + bn[t], w);
-                if (p.sgd_mode != 0u) read_s(min(m, M - 1) * N + bn[t], b);
+                read_c(cm + p.c_off, w);
+                if (p.sgd_mode != 0u) read_s(cm + p.x_off, b);
 #endif
                 [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_sgd(v[q], w[q], b[q]);
                 if (W == 4) y[1] = y[0], b[1] = b[0];
-                if (m < M && n < N && p.sgd_mode != 0u) write_z(m * N + n, b);
+                if (m < M && n < N && p.sgd_mode != 0u) write_z(m * p.ldc + n + p.x_off, b);
             }
             if (m < M && n < N) {
-                if (MM_EPI_WRITES_Z) write_z(m * N + n, v);
-                write_c(m * N + n, y);
+                if (MM_EPI_WRITES_Z) write_z(m * p.ldc + n + p.x_off, v);
+                write_c(m * p.ldc + n + p.c_off, y);
             }
         }
     }

@@ -119,6 +119,11 @@ VKT_STRUCT(vkt_adamw_push) {
 // the scalar kernel ignores ids VKT_SPEC_USER + 1..3), then the epilogue (mm_epilogue.glsl):
 // the activation code (VKT_ACT_CODE_*) and the mode (VKT_MM_EPI_*). A dispatch with k_begin > 0
 // continues a K-split: it adds onto c and adds no bias.
+// Layout: op(a)[m,k] = a[a_off + m lda + k] (NN, NT) or a[a_off + k lda + m] (TN); op(b)[k,n] =
+// b[b_off + k ldb + n] (NN, TN) or b[b_off + n ldb + k] (NT); c[m,n] = c[c_off + m ldc + n], and
+// s and z the same with x_off; bias[n] = bias[bias_off + n]. All in floats from the start of each
+// binding: a product bound whole has lda = K (TN: M), ldb = N (NT: K), ldc = N and offsets 0;
+// engine/ops/matmul.c binds blocks of a larger product with the whole product's strides.
 #define VKT_MM_FORM_NN 0
 #define VKT_MM_FORM_NT 1
 #define VKT_MM_FORM_TN 2
@@ -145,6 +150,15 @@ VKT_STRUCT(vkt_matmul_push) {
     VKT_F32 momentum;     // VKT_MM_EPI_SGD only
     VKT_F32 weight_decay; // VKT_MM_EPI_SGD only
     VKT_U32 sgd_mode;     // VKT_MM_EPI_SGD only: 0 plain, 1 momentum, 2 nesterov
+    // The layout (above): row strides and the offsets of element (0, 0), in floats.
+    VKT_U32 lda;
+    VKT_U32 ldb;
+    VKT_U32 ldc; // also s's and z's
+    VKT_U32 a_off;
+    VKT_U32 b_off;
+    VKT_U32 c_off;
+    VKT_U32 x_off; // s (binding 4) and z (binding 5)
+    VKT_U32 bias_off;
 };
 
 #endif

@@ -7,10 +7,10 @@
 // a tile (rows per workgroup, columns per lane, lanes per workgroup) and, for the wide kernel, a
 // load width W. Which variants are candidates on a device is a rule on what the device reports
 // (driver id, shaderFloat64, device type), kept as data in DEVICE_RULES. Per product, the
-// candidates that fit it (a wide variant needs K, N (and M for TN) and the view offsets to allow
-// W-wide loads; a scalar variant takes any M, N, K >= 1) are measured on scratch operands the
-// first time the shape is met, and the fastest is used from then on; tune.c keeps the
-// measurements on disk per device and driver build, so a later process measures nothing.
+// candidates that fit it (a wide variant needs K, N (and M for TN), the strides and the view
+// offsets to allow W-wide loads; a scalar variant takes any M, N, K >= 1) are measured on scratch
+// operands the first time the shape is met, and the fastest is used from then on; tune.c keeps
+// the measurements on disk per device and driver build, so a later process measures nothing.
 // The context's matmul_variant (the CLI's VKT_MATMUL_VARIANT=name[,name]) fixes the choice (for
 // benchmarks and experiments); its tune mode VKT_TUNE_OFF (VKT_TUNE=off) takes the first
 // candidate that fits without measuring.
@@ -35,15 +35,52 @@
 //    given by specialization constants: its kernels (matmul_ss.glsl) broadcast the rows of a
 //    across one subgroup of 4 lanes; shapes that are not multiples of 4 take the scalar kernel.
 //
-// Not done here: no split of a product whose operands exceed maxStorageBufferRange (asserted), no
-// fp16. Views smaller than their shapes are bugs in the engine's layer code and are asserted, as
-// ops_nn.c does.
+// Products larger than a binding ("Splitting" below). A product whose a, b and c (and the
+// epilogue's s and z) each fit maxStorageBufferRange runs exactly as it always has: its views
+// bound whole, the dense layout. One with an operand over the range is cut into blocks of c
+// (rows of M, columns of N) and, only where a's or b's k rows are too long for one binding,
+// K-chunks, and each block binds only the floats from its first to its last element; the
+// kernels take row strides and element offsets (vkt_matmul_push: lda, ldb, ldc, a_off ..
+// bias_off), so a block reads the whole product's operands in place. The plan (plan_of):
+//  - K-chunks only where they are unavoidable: TN's a [K, M] and NN's and TN's b [K, N] span whole
+//    rows of k whatever a block's columns, so kb <= range / M (TN) and range / N (NN, TN); NT
+//    never chunks K below the range itself. GPT-2's head (V = 50257, C = 768, T = 1024 on
+//    lavapipe's 128 MiB): its NT forward takes 2 x 2 blocks of c, NN's dX 2 row blocks x 2
+//    K-chunks (W [V, C] is 154 MB), TN's dW 2 row blocks x 2 K-chunks (dlogits [T, V]).
+//  - then columns (NT's b [N, K]: nb rows of kb; c), then rows (a, c), each the fewest equal
+//    blocks, multiples of 64 floats: blocks start on 256 bytes (Vulkan's largest offset alignment)
+//    in every view that does, so their offsets stay 0 and the wide kernels' alignment holds; a
+//    block whose start is not aligned anyway is bound from the aligned address below it (never
+//    below its view) with the difference in the push constants. The bias is bound whole (4 N
+//    bytes) with bias_off = n0.
+//  - each block chooses its variant like any product (fitting: the strides and offsets must
+//    allow a wide variant's loads; the tuning key adds the strides where they are not the dense
+//    ones, and measure() times the block's layout).
+//  - results: a block of rows or columns computes each element exactly as the whole product does
+//    (every kernel sums each output's k terms in order; the wide and the other kernels differ only
+//    in where beta c joins, and a block on 64-float boundaries can take a wide kernel exactly where
+//    the whole could), so an M/N split is bit for bit the unsplit result. K-chunks add onto c with
+//    beta = 1 after the first; the bias and the epilogue go in the last chunk, which keeps the wide
+//    kernels (whose sum starts from beta c) bit for bit; the scalar, SwiftShader and tiled kernels
+//    sum each chunk from 0 and add it to c, within the fp32 bound of the unsplit product.
+//  - epilogues: the activation forms (with and without z) and both backward forms run in the last
+//    chunk of each block, on the block's s and z. The SGD epilogue on blocks of rows and columns;
+//    never with K-chunks (they would add onto the parameters): vkt_matmul_sgd_fits says no there
+//    (dense.c asks it first and takes the unfused path), and vkt_op_matmul_ex asserts.
+//  - barriers: blocks whose bound ranges of c (or z, or the momentum buffer) overlap get one
+//    between them (the synchronization validation takes a binding's whole range as accessed),
+//    and so does each K-chunk after the first; row blocks are disjoint and run without.
+// vkt_matmul_test_range (ops_limits.h) lowers the range the plan uses, for tests.
+//
+// Not done here: no fp16. Views smaller than their shapes are bugs in the engine's layer code and
+// are asserted, as ops_nn.c does.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
+#include "ops_limits.h"
 #include "trace.h"
 #include "tune.h"
 #include "vkt_abi.h"
@@ -258,26 +295,45 @@ static int candidates(const vkt_device *dev, uint64_t macs, const mm_variant **o
     return n;
 }
 
+// A product's layout inside its bindings (vkt_matmul_push): row strides and the offsets of
+// element (0, 0), in floats. A product bound whole has the dense strides and offsets 0; a block of
+// a larger one (below, "Splitting") has the whole product's strides.
+typedef struct mm_geom {
+    uint32_t lda, ldb, ldc;
+    uint32_t a_off, b_off, c_off, x_off, bias_off;
+} mm_geom;
+
+static mm_geom dense_geom(vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
+    return (mm_geom){form == VKT_MM_TN ? M : K, form == VKT_MM_NT ? K : N, N, 0, 0, 0, 0, 0};
+}
+
+static bool geom_is_dense(const mm_geom *g, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
+    mm_geom d = dense_geom(form, M, N, K);
+    return g->lda == d.lda && g->ldb == d.ldb && g->ldc == d.ldc;
+}
+
 // Whether the wide variant v can run this product: every W-wide piece it reads or writes must
-// start on a multiple of W inside its view, and the views must start where W-wide access is
-// aligned.
+// start on a multiple of W inside its view (the strides and offsets too), and the views must
+// start where W-wide access is aligned.
 static bool wide_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
-                      const vkt_view *c, const vkt_view *a, const vkt_view *b, uint32_t M,
-                      uint32_t N, uint32_t K) {
+                      const vkt_view *c, const vkt_view *a, const vkt_view *b, const mm_geom *g,
+                      uint32_t M, uint32_t N, uint32_t K) {
     uint32_t w = v->w;
     if (K % w || N % w) return false;
     if (form == VKT_MM_TN && M % w) return false;
+    if (g->lda % w || g->ldb % w || g->ldc % w || g->a_off % w || g->b_off % w || g->c_off % w)
+        return false;
     // vec4 pieces need 16-byte aligned views; dvec4 pieces 32, except on a CPU, where 16 is
     // enough (and is lavapipe's storage alignment, which the engine's packing follows).
     uint64_t align = 4ull * w;
     if (align > 16 && d->type == VKT_DEVICE_CPU) align = 16;
     if (c->offset % align || a->offset % align || b->offset % align) return false;
     if (!v->texel) return true;
-    // Texel views: the device's offset alignment, and a and b within maxTexelBufferElements
-    // (SwiftShader allows only 65536 texels, 1 MiB).
+    // Texel views: the device's offset alignment, whole texels, and a and b within
+    // maxTexelBufferElements (SwiftShader allows only 65536 texels, 1 MiB).
     uint64_t max = 16ull * d->max_texel_buffer_elements;
     return vkt_texel_offset_ok(d, a->offset) && vkt_texel_offset_ok(d, b->offset) &&
-           4ull * M * K <= max && 4ull * K * N <= max;
+           a->size % 16 == 0 && b->size % 16 == 0 && a->size <= max && b->size <= max;
 }
 
 static const char *form_name(vkt_mm_form f) {
@@ -294,26 +350,35 @@ typedef struct mm_epi_args {
 
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
                            vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
-                           float beta, uint32_t M, uint32_t N, uint32_t K, const mm_epi_args *e,
-                           const char *label);
+                           float beta, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K,
+                           const mm_epi_args *e, const char *label);
 
-// Measures each variant v[i] on this shape (scratch operands, nothing of the caller's touched):
-// an untimed warm-up (below), one timed run each, then two more rounds for those within 2x of
-// the fastest, interleaved, the
-// fastest run kept. GPU timestamps where the queue has them, else the host clock around a submit
-// per run. False (and nothing measured) when the scratch memory or a submit fails.
-static bool measure(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
-                    const mm_variant **v, int n, double *ms) {
+// The floats a binding of an operand spans: rows rows of cols floats, ld apart.
+static uint64_t span_of(uint32_t rows, uint32_t cols, uint32_t ld) {
+    return (uint64_t)(rows - 1) * ld + cols;
+}
+
+// Measures each variant v[i] on this shape and layout (scratch operands with g's strides, nothing
+// of the caller's touched): an untimed warm-up (below), one timed run each, then two more rounds
+// for those within 2x of the fastest, interleaved, the fastest run kept. GPU timestamps where the
+// queue has them, else the host clock around a submit per run. False (and nothing measured) when
+// the scratch memory or a submit fails.
+static bool measure(vkt_ops *ops, vkt_mm_form form, const mm_geom *g, uint32_t M, uint32_t N,
+                    uint32_t K, const mm_variant **v, int n, double *ms) {
     static const char *labels[MAX_CANDS] = {"tune:0", "tune:1", "tune:2", "tune:3",
                                             "tune:4", "tune:5", "tune:6", "tune:7"};
     vkt_device *dev = vkt_ops_device(ops);
     if (vkt_ops_peek(ops) != VKT_OK) return false; // the caller's failure, for the caller to see
     bool stamps = vkt_device_get_info(dev)->timestamp_valid_bits > 0;
+    mm_geom mg = {g->lda, g->ldb, g->ldc, 0, 0, 0, 0, 0};
+    uint64_t na = form == VKT_MM_TN ? span_of(K, M, g->lda) : span_of(M, K, g->lda);
+    uint64_t nb = form == VKT_MM_NT ? span_of(N, K, g->ldb) : span_of(K, N, g->ldb);
+    uint64_t nc = span_of(M, N, g->ldc);
     vkt_buffer *ba = NULL, *bb = NULL, *bc = NULL;
     vkt_cmd *cmd = NULL;
-    bool ok = vkt_buffer_create(dev, 4ull * M * K, "matmul tuning a", &ba) == VKT_OK &&
-              vkt_buffer_create(dev, 4ull * K * N, "matmul tuning b", &bb) == VKT_OK &&
-              vkt_buffer_create(dev, 4ull * M * N, "matmul tuning c", &bc) == VKT_OK &&
+    bool ok = vkt_buffer_create(dev, 4 * na, "matmul tuning a", &ba) == VKT_OK &&
+              vkt_buffer_create(dev, 4 * nb, "matmul tuning b", &bb) == VKT_OK &&
+              vkt_buffer_create(dev, 4 * nc, "matmul tuning c", &bc) == VKT_OK &&
               vkt_cmd_create(dev, &cmd) == VKT_OK;
     bool active[MAX_CANDS];
     for (int i = 0; i < n; i++) {
@@ -333,7 +398,7 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint
         for (int j = 0; j < n; j++) {
             uint32_t rows = v[j]->kind == MM_TILED ? v[j]->wg * v[j]->tm : v[j]->tm;
             uint32_t cols = v[j]->wg * v[j]->tc;
-            record_variant(cmd, ops, v[j], form, c, a, b, a, false, 0.0f, rows < M ? rows : M,
+            record_variant(cmd, ops, v[j], form, c, a, b, a, false, 0.0f, &mg, rows < M ? rows : M,
                            cols < N ? cols : N, K, NULL, NULL);
             vkt_cmd_barrier(cmd); // every variant writes c
         }
@@ -347,7 +412,7 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint
             ok = vkt_cmd_begin(cmd, stamps) == VKT_OK;
             for (int j = i; ok && j < n && (stamps || j == i); j++) {
                 if (!active[j]) continue;
-                record_variant(cmd, ops, v[j], form, c, a, b, a, false, 0.0f, M, N, K, NULL,
+                record_variant(cmd, ops, v[j], form, c, a, b, a, false, 0.0f, &mg, M, N, K, NULL,
                                labels[j]);
                 vkt_cmd_barrier(cmd); // every variant writes c
             }
@@ -385,35 +450,40 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint
     return ok;
 }
 
-// Whether a view read or written like c (the epilogue's s and z) allows the wide variant v: the
-// alignment that wide_fits asks of c.
-static bool wide_view_ok(const vkt_device_info *d, const mm_variant *v, const vkt_view *x) {
+// Whether a view read or written like c (the epilogue's s and z, at element offset x_off) allows
+// the wide variant v: the alignment that wide_fits asks of c.
+static bool wide_view_ok(const vkt_device_info *d, const mm_variant *v, const vkt_view *x,
+                         uint32_t x_off) {
     uint64_t align = 4ull * v->w;
     if (align > 16 && d->type == VKT_DEVICE_CPU) align = 16;
-    return x->offset % align == 0;
+    return x->offset % align == 0 && x_off % v->w == 0;
 }
 
 // epi: the product has an epilogue whose s and z views are sv and zv (NULL: none).
-// The device's candidates that can run this product (views c, a, b; with an epilogue, its views
-// sv and zv too), in order of preference, into fit; returns their number (at least one, except
-// with sgd: the epilogue is VKT_MM_EPI_SGD, which only has_sgd variants run, and no fallback is
-// added). *fixed: the context's matmul_variant chose them.
+// The device's candidates that can run this product (views c, a, b laid out as g says; with an
+// epilogue, its views sv and zv too), in order of preference, into fit; returns their number (at
+// least one, except with sgd: the epilogue is VKT_MM_EPI_SGD, which only has_sgd variants run,
+// and no fallback is added). *fixed: the context's matmul_variant chose them.
 static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, const vkt_view *a,
-                   const vkt_view *b, const vkt_view *sv, const vkt_view *zv, bool sgd, uint32_t M,
-                   uint32_t N, uint32_t K, const mm_variant **fit, bool *fixed) {
+                   const vkt_view *b, const vkt_view *sv, const vkt_view *zv, bool sgd,
+                   const mm_geom *g, uint32_t M, uint32_t N, uint32_t K, const mm_variant **fit,
+                   bool *fixed) {
     const vkt_device_info *d = dev->info;
     const mm_variant *cand[MAX_CANDS];
     int nc = candidates(dev, (uint64_t)M * N * K, cand, fixed), nf = 0;
+    uint64_t tmax = 16ull * d->max_texel_buffer_elements;
     for (int i = 0; i < nc; i++) {
         const mm_variant *v = cand[i];
         if (sv && !has_epilogue(v)) continue;
         if (sgd && !has_sgd(v)) continue;
         // With the SGD epilogue a texel kernel reads c and the momentum buffer as texels too.
         if (sgd && v->texel &&
-            (!vkt_texel_offset_ok(d, c->offset) || (sv && !vkt_texel_offset_ok(d, sv->offset))))
+            (!vkt_texel_offset_ok(d, c->offset) || c->size % 16 || c->size > tmax ||
+             (sv && (!vkt_texel_offset_ok(d, sv->offset) || sv->size % 16 || sv->size > tmax))))
             continue;
-        if (v->kind == MM_WIDE && (!wide_fits(d, v, form, c, a, b, M, N, K) ||
-                                   (sv && (!wide_view_ok(d, v, sv) || !wide_view_ok(d, v, zv)))))
+        if (v->kind == MM_WIDE &&
+            (!wide_fits(d, v, form, c, a, b, g, M, N, K) ||
+             (sv && (!wide_view_ok(d, v, sv, g->x_off) || !wide_view_ok(d, v, zv, g->x_off)))))
             continue;
         fit[nf++] = v;
     }
@@ -421,23 +491,30 @@ static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, c
     return nf;
 }
 
-// The name a product's measurements are kept under (tune.c).
-static void op_key(char *buf, size_t size, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
-    snprintf(buf, size, "matmul %s %ux%ux%u", form_name(form), M, N, K);
+// The name a product's measurements are kept under (tune.c): its form and shape, and its
+// strides where they are not the dense ones (a block of a split product: the strides change the
+// memory access, so they are measured apart). The offsets only decide which variants fit (the
+// fitting ones are chosen among by these measurements), not their speed.
+static void op_key(char *buf, size_t size, vkt_mm_form form, const mm_geom *g, uint32_t M,
+                   uint32_t N, uint32_t K) {
+    int n = snprintf(buf, size, "matmul %s %ux%ux%u", form_name(form), M, N, K);
+    if (!geom_is_dense(g, form, M, N, K) && n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, " ld %u,%u,%u", g->lda, g->ldb, g->ldc);
 }
 
 static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *c,
                                 const vkt_view *a, const vkt_view *b, const vkt_view *sv,
-                                const vkt_view *zv, bool sgd, uint32_t M, uint32_t N, uint32_t K) {
+                                const vkt_view *zv, bool sgd, const mm_geom *g, uint32_t M,
+                                uint32_t N, uint32_t K) {
     const vkt_device *dev = vkt_ops_device(ops);
     const mm_variant *fit[MAX_CANDS];
     bool fixed;
-    int nf = fitting(dev, form, c, a, b, sv, zv, sgd, M, N, K, fit, &fixed);
+    int nf = fitting(dev, form, c, a, b, sv, zv, sgd, g, M, N, K, fit, &fixed);
     if (nf == 0) return NULL; // sgd only: the caller asked vkt_matmul_sgd_fits first
     if (nf == 1 || fixed || vkt_tune_mode_of(dev) == VKT_TUNE_OFF) return fit[0];
 
-    char op[96];
-    op_key(op, sizeof op, form, M, N, K);
+    char op[128];
+    op_key(op, sizeof op, form, g, M, N, K);
     vkt_tune_lock();
     // Stored times, and the candidates without one (measured now; INFINITY if that fails).
     double ms[MAX_CANDS], got[MAX_CANDS];
@@ -449,7 +526,7 @@ static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *
         todo_at[ntodo] = i;
         todo[ntodo++] = fit[i];
     }
-    if (ntodo > 0 && measure(ops, form, M, N, K, todo, ntodo, got)) {
+    if (ntodo > 0 && measure(ops, form, g, M, N, K, todo, ntodo, got)) {
         for (int i = 0; i < ntodo; i++) {
             vkt_tune_put(dev, op, todo[i]->name, got[i]);
             ms[todo_at[i]] = got[i];
@@ -467,10 +544,223 @@ static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *
     return best;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Splitting: a product with an operand (or the epilogue's s or z) larger than the storage range
+// runs as blocks of c (rows m0.., columns n0..) and, where a's or b's k rows are too long for
+// one binding, K-chunks, each block binding only the floats from its first to its last element.
+// See the file's header comment for the plan and what it does to the results.
+
+static uint64_t g_test_range; // vkt_matmul_test_range
+
+void vkt_matmul_test_range(uint64_t bytes) { g_test_range = bytes; }
+
+static uint64_t range_of(const vkt_device_info *d) {
+    uint64_t r = d->max_storage_buffer_range;
+    return g_test_range && g_test_range < r ? g_test_range : r;
+}
+
+// The alignment a block's binding starts on: both offset alignments (a block's bindings may be
+// read as texels).
+static uint64_t bind_align(const vkt_device_info *d) {
+    uint64_t a = d->min_storage_buffer_offset_alignment, t = d->min_texel_buffer_offset_alignment;
+    if (t > a) a = t;
+    return a < 16 ? 16 : a;
+}
+
+// A product's block sizes: mb rows, nb columns, kb of K per chunk (the whole sizes when it fits).
+typedef struct mm_plan {
+    uint32_t mb, nb, kb;
+} mm_plan;
+
+// The size of the blocks that cut n into the fewest of at most most each, equal but for the last,
+// a multiple of 64 (or of 8, 4 where most is smaller): blocks starting on multiples of 64 floats
+// start on 256 bytes, Vulkan's largest offset alignment, in every operand whose view does, so that
+// they need no element offsets and keep the wide kernels' alignment.
+static uint32_t block_of(uint32_t n, uint64_t most) {
+    if (most >= n) return n;
+    uint64_t q = most >= 64 ? 64 : most >= 8 ? 8 : most >= 4 ? 4 : 1;
+    for (uint64_t parts = (n + most - 1) / most;; parts++) {
+        uint64_t b = (n + parts - 1) / parts;
+        b = (b + q - 1) / q * q;
+        if (b <= most) return (uint32_t)b;
+    }
+}
+
+static mm_plan plan_of(const vkt_device_info *d, vkt_mm_form form, uint32_t M, uint32_t N,
+                       uint32_t K) {
+    uint64_t range = range_of(d);
+    uint64_t na = 4ull * M * K, nb = 4ull * K * N, nc = 4ull * M * N;
+    // (The epilogue's s and z are c's size.)
+    if (na <= range && nb <= range && nc <= range) return (mm_plan){M, N, K};
+    // L: the floats one binding may span, less the aligned start below a block's first element.
+    uint64_t align = bind_align(d);
+    VKT_ASSERT(range > align);
+    uint64_t L = (range - align) / 4, m64 = M, n64 = N, k64 = K;
+    // K per chunk: TN's a is [K, M] and NN's and TN's b [K, N], so a block of them spans kb whole
+    // rows whatever its columns; NN/NT's a and NT's b need kb <= L for one row of a block.
+    uint64_t kmax = k64 < L ? k64 : L;
+    if (form == VKT_MM_TN && L / m64 < kmax) kmax = L / m64;
+    if (form != VKT_MM_NT && L / n64 < kmax) kmax = L / n64;
+    VKT_ASSERT(kmax >= 1); // a row of M or N floats longer than the whole storage range
+    uint32_t kb = block_of(K, kmax);
+    // Columns: NT's b is [N, K], nb rows of kb; NN's and TN's b spans (kb - 1) N + nb; c at
+    // least one row of nb.
+    uint64_t nmax = form == VKT_MM_NT ? (L - kb) / k64 + 1 : L - (kb - 1) * n64;
+    if (nmax > L) nmax = L;
+    uint32_t nbk = block_of(N, nmax);
+    // Rows: NN/NT's a is [M, K], mb rows of kb; TN's spans (kb - 1) M + mb; c (mb - 1) N + nb.
+    uint64_t mmax = form == VKT_MM_TN ? L - (kb - 1) * m64 : (L - kb) / k64 + 1;
+    uint64_t mc = (L - nbk) / n64 + 1;
+    if (mc < mmax) mmax = mc;
+    return (mm_plan){block_of(M, mmax), nbk, kb};
+}
+
+static uint32_t nblocks(uint32_t n, uint32_t b) { return (n + b - 1) / b; }
+
+void vkt_matmul_test_plan(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
+                          uint32_t blocks[3]) {
+    mm_plan p = plan_of(vkt_device_get_info(vkt_ops_device(ops)), form, M, N, K);
+    blocks[0] = nblocks(M, p.mb);
+    blocks[1] = nblocks(N, p.nb);
+    blocks[2] = nblocks(K, p.kb);
+}
+
+// A whole product: its shape and views (bias: size 0 when none), and the epilogue.
+typedef struct mm_prod {
+    vkt_mm_form form;
+    uint32_t M, N, K;
+    vkt_view c, a, b, bias;
+    bool has_bias;
+    float beta;
+    bool with_epi;
+    mm_epi_args e;       // s and z: the whole views ([M, N]), or a and c where unused
+    bool uses_s, uses_z; // the epilogue reads s / writes z
+} mm_prod;
+
+// One block of a product: its sizes, its bindings and its layout inside them.
+typedef struct mm_block {
+    uint32_t M, N, K;
+    vkt_view c, a, b, bias, s, z;
+    mm_geom g;
+} mm_block;
+
+// The part of v from float first to float end (exclusive), bound from the aligned address at or
+// below it (never below v's own start); *off: first's offset inside it, in floats.
+static vkt_view sub_view(vkt_view v, uint64_t first, uint64_t end, uint64_t align, uint32_t *off) {
+    uint64_t start = v.offset + 4 * first, down = start - start % align;
+    if (down < v.offset) down = v.offset;
+    *off = (uint32_t)((start - down) / 4);
+    vkt_view s = v;
+    s.offset = down;
+    s.size = v.offset + 4 * end - down;
+    return s;
+}
+
+// The block of p at rows m0.., columns n0.., k0.. of K, sized by plan (smaller at the ends).
+static mm_block block_at(const vkt_device_info *d, const mm_prod *p, const mm_plan *plan,
+                         uint32_t m0, uint32_t n0, uint32_t k0) {
+    uint64_t align = bind_align(d), M = p->M, N = p->N, K = p->K;
+    mm_block bl;
+    bl.M = p->M - m0 < plan->mb ? p->M - m0 : plan->mb;
+    bl.N = p->N - n0 < plan->nb ? p->N - n0 : plan->nb;
+    bl.K = p->K - k0 < plan->kb ? p->K - k0 : plan->kb;
+    bl.g = dense_geom(p->form, p->M, p->N, p->K);
+    uint64_t first, end;
+    if (p->form == VKT_MM_TN)
+        first = k0 * M + m0, end = (k0 + bl.K - 1) * M + m0 + bl.M;
+    else
+        first = m0 * K + k0, end = (m0 + bl.M - 1) * K + k0 + bl.K;
+    bl.a = sub_view(p->a, first, end, align, &bl.g.a_off);
+    if (p->form == VKT_MM_NT)
+        first = n0 * K + k0, end = (n0 + bl.N - 1) * K + k0 + bl.K;
+    else
+        first = k0 * N + n0, end = (k0 + bl.K - 1) * N + n0 + bl.N;
+    bl.b = sub_view(p->b, first, end, align, &bl.g.b_off);
+    first = m0 * N + n0, end = (m0 + bl.M - 1) * N + n0 + bl.N;
+    bl.c = sub_view(p->c, first, end, align, &bl.g.c_off);
+    uint32_t s_off = 0, z_off = 0;
+    bl.s = p->uses_s ? sub_view(p->e.s, first, end, align, &s_off) : bl.a;
+    bl.z = p->uses_z ? sub_view(p->e.z, first, end, align, &z_off) : bl.c;
+    // s and z are one view where both are used (the SGD epilogue's momentum buffer).
+    bl.g.x_off = p->uses_s ? s_off : z_off;
+    // The bias is bound whole (4 N bytes), from n0 on.
+    bl.bias = p->has_bias ? p->bias : bl.a;
+    bl.g.bias_off = p->has_bias ? n0 : 0;
+    return bl;
+}
+
+// The variant that runs block bl of p: with the epilogue when epi (else the plain product).
+static const mm_variant *block_variant(vkt_ops *ops, const mm_prod *p, const mm_block *bl,
+                                       bool epi) {
+    bool sgd = epi && p->e.mode == VKT_MM_EPI_SGD;
+    return choose(ops, p->form, &bl->c, &bl->a, &bl->b, epi ? &bl->s : NULL, epi ? &bl->z : NULL,
+                  sgd, &bl->g, bl->M, bl->N, bl->K);
+}
+
+// A product with views of exactly its size at offset 0 and no epilogue (the choice that
+// vkt_matmul_variant and vkt_matmul_candidates report: its first block's).
+static mm_prod plain_prod(vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
+    mm_prod p;
+    memset(&p, 0, sizeof p);
+    p.form = form;
+    p.M = M, p.N = N, p.K = K;
+    p.a.size = 4ull * M * K, p.b.size = 4ull * K * N, p.c.size = 4ull * M * N;
+    p.e.s = p.a;
+    p.e.z = p.c;
+    return p;
+}
+
+// The bindings of a dispatch that the op writes (c, and z: the kept pre-activation or the
+// momentum buffer): blocks whose ranges of these overlap need a barrier between them (the
+// synchronization validation sees a binding's whole range as accessed).
+typedef struct mm_range {
+    const vkt_buffer *buf;
+    uint64_t lo, hi;
+} mm_range;
+
+#define MAX_RANGES 48
+
+typedef struct mm_hazards {
+    mm_range r[MAX_RANGES];
+    int n;
+} mm_hazards;
+
+static bool overlaps(const mm_hazards *h, const vkt_view *v) {
+    for (int i = 0; i < h->n; i++)
+        if (h->r[i].buf == v->buffer && v->offset < h->r[i].hi && h->r[i].lo < v->offset + v->size)
+            return true;
+    return false;
+}
+
+// Puts a barrier before block bl where it touches what an earlier dispatch since the last one
+// wrote, and notes its ranges.
+static void hazard_barrier(vkt_cmd *cmd, mm_hazards *h, const mm_prod *p, const mm_block *bl) {
+    // (s is only read, except as the SGD epilogue's momentum buffer, which is z too.)
+    const vkt_view *mine[2] = {&bl->c, p->uses_z ? &bl->z : NULL};
+    bool hit = h->n + 2 > MAX_RANGES;
+    for (int i = 0; i < 2 && !hit; i++)
+        hit = mine[i] && overlaps(h, mine[i]);
+    if (hit) {
+        vkt_cmd_barrier(cmd);
+        h->n = 0;
+    }
+    for (int i = 0; i < 2; i++)
+        if (mine[i])
+            h->r[h->n++] =
+                (mm_range){mine[i]->buffer, mine[i]->offset, mine[i]->offset + mine[i]->size};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queries
+
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
-    // Views at offset 0 (the engine's usual packing): the same choice vkt_op_matmul makes.
-    vkt_view z = {0};
-    return choose(ops, form, &z, &z, &z, NULL, NULL, false, M, N, K)->name;
+    // Views at offset 0 (the engine's usual packing): the same choice vkt_op_matmul makes (for a
+    // split product, its first block's).
+    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
+    mm_prod p = plain_prod(form, M, N, K);
+    mm_plan plan = plan_of(d, form, M, N, K);
+    mm_block bl = block_at(d, &p, &plan, 0, 0, 0);
+    return block_variant(ops, &p, &bl, false)->name;
 }
 
 bool vkt_matmul_epilogue_pays(vkt_ops *ops) {
@@ -483,21 +773,48 @@ bool vkt_matmul_epilogue_pays(vkt_ops *ops) {
 bool vkt_matmul_sgd_fits(vkt_ops *ops, vkt_mm_form form, const vkt_view *c, const vkt_view *a,
                          const vkt_view *b, const vkt_view *buf, uint32_t M, uint32_t N,
                          uint32_t K) {
-    const mm_variant *fit[MAX_CANDS];
-    bool fixed;
-    const vkt_view *bv = buf ? buf : a, *zv = buf ? buf : c;
-    return fitting(vkt_ops_device(ops), form, c, a, b, bv, zv, true, M, N, K, fit, &fixed) > 0;
+    // Every block must have a variant with the epilogue; a K-split cannot carry it (its chunks
+    // would add onto the parameters).
+    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
+    mm_plan plan = plan_of(d, form, M, N, K);
+    if (plan.kb < K) return false;
+    mm_prod p;
+    memset(&p, 0, sizeof p);
+    p.form = form;
+    p.M = M, p.N = N, p.K = K;
+    p.c = *c, p.a = *a, p.b = *b;
+    p.with_epi = true;
+    p.e.mode = VKT_MM_EPI_SGD;
+    p.uses_s = p.uses_z = buf != NULL;
+    // Without a momentum buffer the kernel binds a and c there (fitting checks them as s and z).
+    p.e.s = buf ? *buf : *a;
+    p.e.z = buf ? *buf : *c;
+    for (uint32_t n0 = 0; n0 < N; n0 += plan.nb)
+        for (uint32_t m0 = 0; m0 < M; m0 += plan.mb) {
+            mm_block bl = block_at(d, &p, &plan, m0, n0, 0);
+            const mm_variant *fit[MAX_CANDS];
+            bool fixed;
+            if (fitting(vkt_ops_device(ops), form, &bl.c, &bl.a, &bl.b, &bl.s, &bl.z, true, &bl.g,
+                        bl.M, bl.N, bl.K, fit, &fixed) == 0)
+                return false;
+        }
+    return true;
 }
 
 int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
                           const char **names, double *ms, int max) {
     const vkt_device *dev = vkt_ops_device(ops);
+    const vkt_device_info *d = dev->info;
+    mm_prod p = plain_prod(form, M, N, K);
+    mm_plan plan = plan_of(d, form, M, N, K);
+    mm_block bl = block_at(d, &p, &plan, 0, 0, 0);
     const mm_variant *fit[MAX_CANDS];
     bool fixed;
-    vkt_view z = {0};
-    int nf = fitting(dev, form, &z, &z, &z, NULL, NULL, false, M, N, K, fit, &fixed), n = 0;
-    char op[96];
-    op_key(op, sizeof op, form, M, N, K);
+    int nf = fitting(dev, form, &bl.c, &bl.a, &bl.b, NULL, NULL, false, &bl.g, bl.M, bl.N, bl.K,
+                     fit, &fixed),
+        n = 0;
+    char op[128];
+    op_key(op, sizeof op, form, &bl.g, bl.M, bl.N, bl.K);
     for (; n < nf && n < max; n++) {
         names[n] = fit[n]->name;
         if (!vkt_tune_get(dev, op, fit[n]->name, &ms[n])) ms[n] = 0;
@@ -514,21 +831,21 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
     VKT_ASSERT(form == VKT_MM_NN || form == VKT_MM_NT || form == VKT_MM_TN);
     VKT_ASSERT(M >= 1 && N >= 1 && K >= 1);
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
-    // Bind exactly what the shape uses: a view may be larger than needed, and one larger than
-    // maxStorageBufferRange could not be bound at all.
     uint64_t need_c = 4ull * M * N, need_a = 4ull * M * K, need_b = 4ull * K * N;
     VKT_ASSERT(c.size >= need_c && a.size >= need_a && b.size >= need_b);
     VKT_ASSERT(!bias || bias->size >= 4ull * N);
-    uint64_t range = d->max_storage_buffer_range;
-    VKT_ASSERT(need_c <= range && need_a <= range && need_b <= range);
-    c.size = need_c;
-    a.size = need_a;
-    b.size = need_b;
-    vkt_view bv = a; // an unused binding still needs a valid view
+    VKT_ASSERT(4ull * N <= d->max_storage_buffer_range); // the bias is bound whole
+    mm_prod p;
+    memset(&p, 0, sizeof p);
+    p.form = form;
+    p.M = M, p.N = N, p.K = K;
+    p.c = c, p.a = a, p.b = b;
+    p.has_bias = bias != NULL;
     if (bias) {
-        bv = *bias;
-        bv.size = 4ull * N;
+        p.bias = *bias;
+        p.bias.size = 4ull * N;
     }
+    p.beta = beta;
 
     // The epilogue: spec constants (activation code, mode) and bindings 4 (s, read) and 5 (z,
     // written). Unused ones get a, which the dispatch reads anyway, and c, which it writes anyway,
@@ -549,7 +866,7 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
             VKT_ASSERT(x->buffer != c.buffer || x->offset >= c.offset + need_c ||
                        c.offset >= x->offset + need_c);
             e.s = e.z = *x;
-            e.s.size = e.z.size = need_c;
+            p.uses_s = p.uses_z = true;
         }
     } else if (kind != VKT_MM_EPI_NONE) {
         VKT_ASSERT((unsigned)epi->act <= VKT_ACT_GELU_ERF);
@@ -567,22 +884,46 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
             e.mode = x ? VKT_MM_EPI_FORWARD_Z : VKT_MM_EPI_FORWARD;
             if (x) {
                 e.z = *x;
-                e.z.size = need_c;
+                p.uses_z = true;
             }
         } else {
             VKT_ASSERT(x && (kind == VKT_MM_EPI_GRAD_X || kind == VKT_MM_EPI_GRAD_Y));
             VKT_ASSERT(kind == VKT_MM_EPI_GRAD_X || vkt_act_grad_from_output(epi->act, e.alpha));
             e.mode = kind == VKT_MM_EPI_GRAD_X ? VKT_MM_EPI_GRAD_X : VKT_MM_EPI_GRAD_Y;
             e.s = *x;
-            e.s.size = need_c;
+            p.uses_s = true;
         }
     }
-    bool with_epi = kind != VKT_MM_EPI_NONE;
-    const mm_variant *v = choose(ops, form, &c, &a, &b, with_epi ? &e.s : NULL,
-                                 with_epi ? &e.z : NULL, kind == VKT_MM_EPI_SGD, M, N, K);
-    VKT_ASSERT(v); // an SGD epilogue only where vkt_matmul_sgd_fits
-    record_variant(cmd, ops, v, form, c, a, b, bv, bias != NULL, beta, M, N, K,
-                   with_epi ? &e : NULL, label);
+    p.with_epi = kind != VKT_MM_EPI_NONE;
+    p.e = e;
+
+    // Bind exactly what each block uses: a view may be larger than needed, and one larger than
+    // maxStorageBufferRange could not be bound at all. A product that fits is one block: its
+    // views from their own offsets, the dense layout (the path and results of before the split).
+    mm_plan plan = plan_of(d, form, M, N, K);
+    uint32_t nk = nblocks(K, plan.kb);
+    VKT_ASSERT(kind != VKT_MM_EPI_SGD || nk == 1); // only where vkt_matmul_sgd_fits
+    mm_hazards hz = {.n = 0};
+    // K-chunks in order, each adding onto c (beta 1 after the first); the bias and the epilogue
+    // in the last, so that the wide kernels' sums come out bit for bit as unsplit.
+    for (uint32_t kc = 0; kc < nk; kc++) {
+        bool last = kc == nk - 1;
+        for (uint32_t n0 = 0; n0 < N; n0 += plan.nb) {
+            for (uint32_t m0 = 0; m0 < M; m0 += plan.mb) {
+                mm_block bl = block_at(d, &p, &plan, m0, n0, kc * plan.kb);
+                bool epi_here = p.with_epi && last;
+                const mm_variant *v = block_variant(ops, &p, &bl, epi_here);
+                VKT_ASSERT(v); // an SGD epilogue only where vkt_matmul_sgd_fits
+                mm_epi_args be = p.e;
+                be.s = bl.s;
+                be.z = bl.z;
+                if (nk > 1 || plan.mb < M || plan.nb < N) hazard_barrier(cmd, &hz, &p, &bl);
+                record_variant(cmd, ops, v, form, bl.c, bl.a, bl.b, bl.bias, p.has_bias && last,
+                               kc == 0 ? beta : 1.0f, &bl.g, bl.M, bl.N, bl.K,
+                               epi_here ? &be : NULL, label);
+            }
+        }
+    }
 }
 
 void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a, vkt_view b,
@@ -591,11 +932,12 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
     vkt_op_matmul_ex(cmd, ops, form, c, a, b, bias, beta, M, N, K, NULL, label);
 }
 
-// Records variant v (already chosen: it fits the shape, the views and, with e, has the epilogue).
+// Records variant v (already chosen: it fits the shape, the views, the layout g and, with e, has
+// the epilogue).
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
                            vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
-                           float beta, uint32_t M, uint32_t N, uint32_t K, const mm_epi_args *e,
-                           const char *label) {
+                           float beta, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K,
+                           const mm_epi_args *e, const char *label) {
     VKT_ASSERT(!e || has_epilogue(v));
     VKT_ASSERT(!e || e->mode != VKT_MM_EPI_SGD || has_sgd(v));
     mm_epi_args none = {VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD, 0.0f, a, c, 0.0f, 0.0f, 0};
@@ -647,6 +989,14 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
             .momentum = e->momentum,
             .weight_decay = e->weight_decay,
             .sgd_mode = e->sgd_mode,
+            .lda = g->lda,
+            .ldb = g->ldb,
+            .ldc = g->ldc,
+            .a_off = g->a_off,
+            .b_off = g->b_off,
+            .c_off = g->c_off,
+            .x_off = g->x_off,
+            .bias_off = g->bias_off,
         };
         if (k0 > 0) vkt_cmd_barrier(cmd);
         vkt_cmd_dispatch(cmd, kk, last ? bind : bind_plain, nbind, &push, sizeof push, gx, gy, 1,
