@@ -3,7 +3,9 @@
 # (assets/models/big_mlp.json) under a per-device --mem-limit below one replica: `plan` says so
 # and recommends layers, `--strategy replicated` refuses with the sizes and the way out, and
 # `--strategy layers` over three devices trains it with every device's peak under the limit.
-# Also the flag errors of the strategies. Args: VKTRAIN_BINARY SOURCE_DIR
+# gpt2_small.json: `plan` gives every strategy's bytes per device at batch 8 (nothing fits three 2 GiB
+# devices) and 1 (three stages do). Also the flag errors of the strategies.
+# Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
 . "$(dirname "$0")/check.bash" # fails, check NAME STATUS
@@ -25,6 +27,33 @@ assert p["recommended"] == "layers", p["recommended"]
 for d in s["layers"]["devices"]:
     assert d["bytes_needed"] <= d["bytes_available"], d
 print("plan:", p["why"])
+PY
+# GPT-2 small's shape: every strategy with its bytes per device; at batch 8 nothing fits three
+# 2 GiB devices, at batch 1 three stages do (and the stages hold the parameters once between them).
+gpt2=$src/assets/models/gpt2_small.json
+"$bin" plan --model "$gpt2" --device $three --batch 8 --json > "$work/gpt8.json"
+check "plan for gpt2_small at batch 8 exits 1: nothing fits" "$([ $? -eq 1 ] && echo 0 || echo 1)"
+"$bin" plan --model "$gpt2" --device $three --batch 1 --json > "$work/gpt1.json"
+check "plan for gpt2_small at batch 1" $?
+python3 - "$work/gpt8.json" "$work/gpt1.json" <<'PY'; check "plan gpt2_small: every strategy's bytes per device; batch 8 fits nowhere, batch 1 as layers" $?
+import json, sys
+p8, p1 = (json.load(open(f)) for f in sys.argv[1:3])
+for p in (p8, p1):
+    assert p["parameters"] == 163037184, p["parameters"]
+    s = {x["strategy"]: x for x in p["strategies"]}
+    assert set(s) >= {"single", "replicated", "layers"}, s.keys()
+    for x in s.values():
+        for d in x["devices"]:
+            for k in ("parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes"):
+                assert d[k] > 0, (x["strategy"], k, d)
+    assert s["single"]["devices"][0]["parameters_bytes"] == 4 * 163037184
+    assert sum(d["parameters_bytes"] for d in s["layers"]["devices"]) == 4 * 163037184
+a8 = {x["strategy"]: x for x in p8["strategies"]}["single"]["devices"][0]["activations_bytes"]
+a1 = {x["strategy"]: x for x in p1["strategies"]}["single"]["devices"][0]["activations_bytes"]
+assert 7 * a1 < a8 <= 8 * a1, (a1, a8)
+assert p8["recommended"] == "none" and "lower --batch" in p8["why"], (p8["recommended"], p8["why"])
+assert p1["recommended"] == "layers", (p1["recommended"], p1["why"])
+print("plan gpt2_small, batch 1:", p1["why"])
 PY
 "$bin" plan --model "$fashion" --device llvmpipe,swiftshader > "$work/plan.txt"
 check "plan for fashion_mlp on two devices" $?
