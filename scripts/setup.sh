@@ -7,11 +7,12 @@
 #   test everything above plus what the suite needs: the validation layer, SwiftShader (a second
 #        Vulkan driver from a second vendor, in chromium-common), Xvfb and x11-apps for window
 #        tests (x11-utils: xwininfo finds the window), python3 for checking JSON, python3-torch for
-#        the step-for-step comparison with PyTorch, and OpenBLAS for `bench matmul --baseline`
-#        (optional at build time, so not in run; CI must build and test it). Its ILP64 build,
-#        libopenblas64-pthread-dev: it installs beside the system BLAS (alternatives libblas64.so.3,
-#        liblapack64.so.3 only), whereas libopenblas0-pthread/libopenblas-dev would become the
-#        system libblas.so.3 that python3-torch uses, and changed test_torch_equiv's results.
+#        the step-for-step comparison with PyTorch, and OpenBLAS twice: libopenblas0-pthread
+#        becomes the system BLAS (libblas.so.3), which Debian's python3-torch and numpy load, so
+#        that `bench train --baseline` and the PyTorch scripts (scripts/*.py) run PyTorch as a
+#        user who cares about CPU speed runs it (on netlib's reference BLAS it is several times
+#        slower); its ILP64 build libopenblas64-pthread-dev, for `bench matmul --baseline`
+#        (optional at build time, so not in run; CI must build and test it).
 set -euo pipefail
 
 mode=${1:-run}
@@ -20,7 +21,7 @@ pkgs=(cmake ninja-build gcc libc6-dev pkg-config glslc libvulkan1 libvulkan-dev 
       dataset-fashion-mnist fortunes fonts-dejavu-core)
 if [ "$mode" = test ]; then
     pkgs+=(chromium-common xvfb x11-apps x11-utils libxtst6 python3 python3-numpy python3-torch
-          libopenblas64-pthread-dev)
+          libopenblas0-pthread libopenblas64-pthread-dev)
 elif [ "$mode" != run ]; then
     echo "usage: scripts/setup.sh [run|test]" >&2
     exit 2

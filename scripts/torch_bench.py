@@ -23,6 +23,7 @@ loaded. --json prints one JSON object instead of a sentence.
 Debian's python3-torch runs under Debian's /usr/bin/python3.
 """
 import copy
+import ctypes
 import json
 import os
 import sys
@@ -78,6 +79,25 @@ def blas_library():
     found = sorted(os.path.realpath(p) for p in paths
                    if any(k in os.path.basename(p).lower() for k in keys))
     return ", ".join(dict.fromkeys(found)) or "none loaded (torch's own kernels)"
+
+
+def blas_kind(libraries):
+    """What the loaded BLAS is: "openblas <core>" (OpenBLAS's own name for the kernel it chose,
+    openblas_get_corename, e.g. Zen or SkylakeX), "mkl", "reference" (netlib's libblas3, whose
+    products are unoptimised: a baseline that is not comparable) or "unknown"."""
+    for path in libraries.split(", "):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        if hasattr(lib, "openblas_get_corename"):
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            return "openblas " + lib.openblas_get_corename().decode()
+        if "mkl" in os.path.basename(path):
+            return "mkl"
+        if "/blas/" in path or os.path.basename(path).startswith("libblas.so"):
+            return "reference"
+    return "unknown"
 
 
 def main():
@@ -144,16 +164,18 @@ def main():
            "blas_library": blas_library(),
            "optimizer": describe(optimizer), "model": spec["name"], "batch": batch,
            "steps": steps, "samples_per_sec": sps}
+    out["blas_kind"] = blas_kind(out["blas_library"])
+    out["comparable"] = out["blas_kind"] != "reference"
     if lm:
         out["tokens_per_sample"] = spec["input"][0]
         out["tokens_per_sec"] = sps * spec["input"][0]
     if as_json:
         print(json.dumps(out))
     else:
-        print("pytorch %s cpu, %d threads (of %s tried), BLAS %s (%s), %s: %s batch %d: %.0f "
+        print("pytorch %s cpu, %d threads (of %s tried), BLAS %s, %s (%s), %s: %s batch %d: %.0f "
               "samples/s%s"
               % (torch.__version__, threads, "/".join(out["threads_tried"]), blas,
-                 out["blas_library"], out["optimizer"],
+                 out["blas_kind"], out["blas_library"], out["optimizer"],
                  spec["name"], batch, sps,
                  " (%.0f tokens/s)" % out["tokens_per_sec"] if lm else ""))
 

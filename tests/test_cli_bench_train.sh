@@ -8,11 +8,12 @@
 # missing: a failure under CI=true, where scripts/setup.sh installs it, a skip elsewhere); the
 # language model char_gpt at batch 1 gives tokens/s = samples/s x 128, an initial loss near ln 256
 # (valid token ids and a valid label per position), a positive attention part on both drivers,
-# and (with PyTorch) PyTorch's tokens/s under the same SGD, the faster of 1 thread and all cores;
-# the text output prints the command that reproduces it; bad options fail.
+# and (with PyTorch) PyTorch's tokens/s under the same SGD, the faster of 1 thread and all cores,
+# with as many timed steps; PyTorch's BLAS is named (under CI=true OpenBLAS and its kernel), and a
+# PyTorch made to load netlib's reference BLAS is reported as NOT COMPARABLE; the text output prints the command that reproduces it; bad options fail.
 # Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
-bin=$1
+bin=$1 src=$2
 . "$(dirname "$0")/check.bash" # fails, check NAME STATUS
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -82,6 +83,12 @@ tried = b["threads_tried"]
 assert set(tried) == {"1", str(os.cpu_count())}, tried
 assert b["samples_per_sec"] == max(tried.values()) == tried[str(b["threads"])], b
 assert b["omp_wait_policy"] == "PASSIVE", b
+# the same number of timed steps as vktrain's; OpenBLAS (with the kernel it chose) as the system
+# BLAS under CI (scripts/setup.sh test installs libopenblas0-pthread), so the ratio compares
+assert b["steps"] == o["steps"], (b["steps"], o["steps"])
+assert b["comparable"] == (b["blas_kind"] != "reference"), b
+if os.environ.get("CI") == "true":
+    assert b["blas_kind"].startswith("openblas ") and b["comparable"], b
 PY
 }
 if [ -n "$torch" ]; then
@@ -92,6 +99,14 @@ if [ -n "$torch" ]; then
         "AdamW (lr 0.002, betas 0.9/0.999, eps 1e-08, weight decay 0.05)"
     check "bench train --baseline: PyTorch's samples/s, the ratio, the same AdamW" $?
     grep -q 'vktrain / PyTorch = ' "$out/base.txt"; check "text names the ratio" $?
+    # PyTorch made to load netlib's reference BLAS: the output says the ratio compares nothing.
+    LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/blas "$bin" bench train --device lavapipe \
+        --model "$src/assets/models/tiny_mlp.json" --steps 2 --baseline --json > "$out/ref.txt" \
+        2> "$out/err"
+    check "bench train --baseline on the reference BLAS runs" $?
+    grep -q 'NOT COMPARABLE: PyTorch ran on netlib.s reference BLAS' "$out/ref.txt" &&
+        python3 -c "import json,sys; b = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])['baseline']; sys.exit(0 if b['blas_kind'] == 'reference' and b['comparable'] is False else 1)" "$out/ref.txt"
+    check "on the reference BLAS: NOT COMPARABLE in the text, comparable false in the JSON" $?
 fi
 
 # A language model: token ids in, a label per position, tokens/s, attention as its own part, on

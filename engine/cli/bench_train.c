@@ -5,7 +5,10 @@
 // step's own matmul shapes on their own and reports the step's achieved FLOP/s against them: how
 // much the rest of the step costs around the matmuls. --baseline then runs PyTorch CPU on the
 // same model, batch and optimizer (scripts/torch_bench.py under Debian's /usr/bin/python3, or
-// $VKT_PYTHON) after the engine's run, and reports the ratio of the two throughputs.
+// $VKT_PYTHON) after the engine's run, with as many warm-up and timed steps, at 1 thread and at
+// all cores, and reports the faster, the BLAS it ran on and the ratio of the two throughputs; a
+// PyTorch on netlib's reference BLAS is said to be no comparison (NOT COMPARABLE, JSON
+// baseline.comparable false).
 // A language model (an embedding first: input [T] token ids) gets ids in [0, V) as its random
 // inputs and one label per position, and its throughput in tokens/s as well (samples/s x T).
 #include <math.h>
@@ -145,10 +148,11 @@ static void sh_quote(char *buf, size_t size, const char *s) {
     buf[n] = '\0';
 }
 
-// Runs PyTorch on the same model, batch and step count; its JSON line in *out (caller deletes).
+// Runs PyTorch on the same model, batch, warm-up and step counts; its JSON line in *out (caller
+// deletes).
 // On failure returns false with the reason in msg.
-static bool torch_baseline(const char *model_path, uint32_t B, int steps, const vkt_optim_desc *od,
-                           cJSON **out, char *msg, size_t msg_size) {
+static bool torch_baseline(const char *model_path, uint32_t B, int steps, int warmup,
+                           const vkt_optim_desc *od, cJSON **out, char *msg, size_t msg_size) {
     const char *py = getenv("VKT_PYTHON");
     if (!py || !*py) py = "/usr/bin/python3";
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -174,8 +178,9 @@ static bool torch_baseline(const char *model_path, uint32_t B, int steps, const 
                  "--clip %.9g",
                  od->lr, od->momentum, od->nesterov ? 1 : 0, od->weight_decay, od->clip);
     snprintf(cmd, sizeof cmd,
-             "%s %s %s --batch %u --steps %d --threads %ld %s --vktrain %s --json 2>&1", qpy,
-             qscript, qmodel, B, steps < 20 ? 20 : steps, cpus > 0 ? cpus : 1, optim, qself);
+             "%s %s %s --batch %u --steps %d --warmup %d --threads %ld %s --vktrain %s --json "
+             "2>&1",
+             qpy, qscript, qmodel, B, steps, warmup, cpus > 0 ? cpus : 1, optim, qself);
     FILE *f = popen(cmd, "r");
     char line[4096] = "", last[4096] = "";
     while (f && fgets(line, sizeof line, f))
@@ -358,7 +363,7 @@ int cli_bench_train(int argc, char **argv) {
         cJSON *torch = NULL;
         char msg[1024];
         if (baseline &&
-            !torch_baseline(c.o.model_path, B, steps, &sd.optim, &torch, msg, sizeof msg)) {
+            !torch_baseline(c.o.model_path, B, steps, warmup, &sd.optim, &torch, msg, sizeof msg)) {
             rc = cli_fail(msg);
             rc = rc ? rc : 2;
         }
@@ -376,14 +381,23 @@ int cli_bench_train(int argc, char **argv) {
                 if (cJSON_IsNumber(t))
                     snprintf(tr + strlen(tr), sizeof tr - strlen(tr), "%s%s: %.3g",
                              t == tried->child ? "" : ", ", t->string, t->valuedouble);
+            const cJSON *kind = cJSON_GetObjectItemCaseSensitive(torch, "blas_kind");
+            bool comparable = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(torch, "comparable"));
             printf("  PyTorch %s CPU (%d threads, the faster of samples/s by threads {%s}; BLAS "
-                   "%s: %s), same model, batch and %s: %.0f samples/s%s; vktrain / PyTorch = "
-                   "%.2f\n",
+                   "%s, %s: %s), same model, batch and %s: %.0f samples/s%s; vktrain / PyTorch = "
+                   "%.2f%s\n",
                    cJSON_IsString(ver) ? ver->valuestring : "?",
                    cJSON_IsNumber(thr) ? thr->valueint : 0, tr,
                    cJSON_IsString(blas) ? blas->valuestring : "?",
+                   cJSON_IsString(kind) ? kind->valuestring : "?",
                    cJSON_IsString(blib) ? blib->valuestring : "?",
-                   cJSON_IsString(opt) ? opt->valuestring : "optimizer", tsps, ttok, sps / tsps);
+                   cJSON_IsString(opt) ? opt->valuestring : "optimizer", tsps, ttok, sps / tsps,
+                   comparable ? "" : " (NOT COMPARABLE)");
+            if (!comparable)
+                printf("  NOT COMPARABLE: PyTorch ran on netlib's reference BLAS, whose products "
+                       "are unoptimised, so the ratio flatters vktrain; make OpenBLAS the system "
+                       "BLAS (apt-get install libopenblas0-pthread, as scripts/setup.sh test "
+                       "does) and run again\n");
             cJSON_AddNumberToObject(torch, "ratio", sps / tsps);
             cJSON_AddItemToObject(o, "baseline", torch);
         }

@@ -89,7 +89,10 @@ typedef struct vkt_mm_epilogue {
 
 // vkt_op_matmul with an activation epilogue (epi == NULL or kind NONE: exactly vkt_op_matmul).
 // One dispatch (or one per K-split chunk, the epilogue in the last): the activation costs one
-// pass over c in registers instead of a kernel of its own and a barrier.
+// pass over c in registers instead of a kernel of its own and a barrier. A product with an
+// operand over maxStorageBufferRange runs as blocks of c (and K-chunks where a block's rows of a
+// or b cannot be cut otherwise), one dispatch each, with a barrier between blocks whose writes
+// overlap (engine/ops/matmul.c); the SGD epilogue never takes K-chunks (vkt_matmul_sgd_fits).
 void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a,
                       vkt_view b, const vkt_view *bias, float beta, uint32_t M, uint32_t N,
                       uint32_t K, const vkt_mm_epilogue *epi, const char *label);
