@@ -10,8 +10,9 @@
 // Debian's python3-torch runs on, and changed tests/test_torch_equiv.sh's results. The integer
 // type comes from the header (blasint), checked at run time against the library's own config.
 //
-// It does not choose the kernel or the thread count: OPENBLAS_CORETYPE and OPENBLAS_NUM_THREADS
-// in the user's environment apply, and the benchmark reports what ran.
+// It does not choose the kernel: OPENBLAS_CORETYPE in the user's environment applies, and the
+// benchmark reports what ran. The thread count: bench.c tries 1 thread and all cores per size and
+// keeps the faster, unless OPENBLAS_NUM_THREADS or OMP_NUM_THREADS fixes it.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ bool cli_blas_info_get(cli_blas_info *info, char *msg, size_t msg_size) {
     info->config = openblas_get_config();
     info->corename = openblas_get_corename();
     info->threads = openblas_get_num_threads();
+    info->threads_env = getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS");
     info->int_bits = (int)(8 * sizeof(blasint));
     info->coretype_env = getenv("OPENBLAS_CORETYPE");
     // The config string starts "OpenBLAS 0.3.21 ...": the version of the library that runs, which
@@ -66,6 +68,8 @@ void cli_blas_sgemm(bool trans_a, bool trans_b, uint32_t S, const float *a, cons
                 trans_b ? CblasTrans : CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
 }
 
+void cli_blas_set_threads(int n) { openblas_set_num_threads(n); }
+
 #else // no OpenBLAS in this build
 
 bool cli_blas_info_get(cli_blas_info *info, char *msg, size_t msg_size) {
@@ -81,5 +85,7 @@ void cli_blas_sgemm(bool trans_a, bool trans_b, uint32_t S, const float *a, cons
                     float *c) {
     abort(); // unreachable: bench.c calls it only after cli_blas_info_get succeeded
 }
+
+void cli_blas_set_threads(int n) { abort(); } // unreachable, as cli_blas_sgemm
 
 #endif

@@ -55,7 +55,8 @@ typedef struct cli_blas_info {
     const char *config;       // openblas_get_config(): version, build options, kernel
     const char *corename;     // openblas_get_corename(): the core kernel it chose
     const char *coretype_env; // OPENBLAS_CORETYPE from the environment (it forces the kernel)
-    int threads;              // openblas_get_num_threads()
+    int threads;              // openblas_get_num_threads(): all cores unless the environment says
+    bool threads_env;         // OPENBLAS_NUM_THREADS (or OMP_NUM_THREADS) set: only that count
     int int_bits;             // width of its integer arguments (64: Debian's ILP64 build)
 } cli_blas_info;
 // Fills *info; false, with a one-line message in msg saying what to do, when this build has no
@@ -65,5 +66,7 @@ bool cli_blas_info_get(cli_blas_info *info, char *msg, size_t msg_size);
 // cli_blas_info_get returned true.
 void cli_blas_sgemm(bool trans_a, bool trans_b, uint32_t S, const float *a, const float *b,
                     float *c);
+// The threads the next cli_blas_sgemm calls use (openblas_set_num_threads).
+void cli_blas_set_threads(int n);
 
 #endif
