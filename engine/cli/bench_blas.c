@@ -5,10 +5,10 @@
 //
 // OpenBLAS is optional at build time (CMakeLists.txt defines VKT_HAVE_OPENBLAS when pkg-config
 // finds it). CMake prefers Debian's ILP64 build (libopenblas64-pthread-dev: 64-bit integers,
-// unsuffixed symbols, libopenblas64.so.0), because it registers only the libblas64/liblapack64
-// alternatives: the LP64 libopenblas0-pthread would become the system libblas.so.3, the BLAS that
-// Debian's python3-torch runs on, and changed tests/test_torch_equiv.sh's results. The integer
-// type comes from the header (blasint), checked at run time against the library's own config.
+// unsuffixed symbols, libopenblas64.so.0), which links by its own name whatever the system's
+// libblas.so.3 is (scripts/setup.sh test also installs the LP64 libopenblas0-pthread, which
+// becomes that libblas.so.3, for PyTorch's baselines). The integer type comes from the header
+// (blasint), checked at run time against the library's own config.
 //
 // It does not choose the kernel: OPENBLAS_CORETYPE in the user's environment applies, and the
 // benchmark reports what ran. The thread count: bench.c tries 1 thread and all cores per size and
