@@ -26,6 +26,11 @@
 
 typedef vkt_mm_shape mm_shape;
 
+// engine/cli/train.c: the time to the first step as a line of text and in the JSON.
+void cli_print_first_step(const vkt_first_step *f, double context_s, const char *indent,
+                          const char *later_name);
+void cli_add_first_step(cJSON *o, const vkt_first_step *f, double context_s);
+
 // The matmuls of one training step of model m at batch B (forward, weight and input gradients),
 // as the model's layers declare them.
 static int step_shapes(const vkt_model_desc *m, uint32_t B, mm_shape *out, int max) {
@@ -221,10 +226,14 @@ int cli_bench_train(int argc, char **argv) {
             rest[nrest++] = argv[i];
         }
     }
+    int64_t cli_start = vkt_trace_now_ns(); // the context's opening counts to the first step
     cli_run_options c;
     vkt_context *ctx;
     int rc = cli_open(nrest, rest, &c, &ctx);
     if (rc) return rc;
+    int64_t start_ns = vkt_trace_now_ns();
+    vkt_startup_counters at_start, at_begin, at_end;
+    vkt_startup_counters_get(&at_start);
     vkt_model_desc m;
     if (vkt_model_load(c.o.model_path, &m) != VKT_OK) {
         vkt_context_destroy(ctx);
@@ -241,6 +250,7 @@ int cli_bench_train(int argc, char **argv) {
               !strcmp(vkt_layer_type_name(&m.layers[0]), "embedding");
     uint32_t vocab = lm ? m.layers[0].units : 0, tokens = lm ? m.input_features : 0;
     uint32_t per = vkt_model_targets_per_sample(&m), classes = vkt_model_classes(&m);
+    int64_t data_ns = vkt_trace_now_ns() - start_ns; // the model (no data: inputs are random)
     float *x = malloc((size_t)B * m.input_features * 4);
     void *y = malloc((size_t)B * per * 4);
     vkt_status st = x && y ? vkt_strategy_create(&sd, &s)
@@ -261,18 +271,28 @@ int cli_bench_train(int argc, char **argv) {
             ((uint32_t *)y)[i] = (uint32_t)((r >> 40) % classes);
     }
     double wall_ns = 0, loss0 = 0;
+    vkt_first_step first = {0}; // the first warm-up step: kernels built and shapes tuned
     for (int i = 0; i < warmup + steps && st == VKT_OK; i++) {
         if (i == warmup) vkt_strategy_reset_stats(s);
         double ls;
         double t0 = 0;
         struct timespec ts;
+        if (i == 0) vkt_startup_counters_get(&at_begin);
         clock_gettime(CLOCK_MONOTONIC, &ts);
         t0 = ts.tv_sec * 1e9 + ts.tv_nsec;
         st = vkt_strategy_step(s, x, y, B, (uint32_t)i + 1, &ls);
         clock_gettime(CLOCK_MONOTONIC, &ts);
         if (i >= warmup) wall_ns += ts.tv_sec * 1e9 + ts.tv_nsec - t0;
+        if (i == 0 && st == VKT_OK) {
+            vkt_startup_counters_get(&at_end);
+            int64_t t1 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec; // vkt_trace_now_ns's clock
+            vkt_first_step_split(&first, start_ns, data_ns, &at_start, (int64_t)t0, &at_begin, t1,
+                                 &at_end);
+        }
         if (i == 0) loss0 = ls / ((double)B * per); // the mean over every target
     }
+    first.later_step_seconds = wall_ns / steps * 1e-9;
+    double context_s = (start_ns - cli_start) * 1e-9;
     mm_shape shapes[3 * 256];
     int nshapes = step_shapes(&m, B, shapes, 3 * 256);
     double step_flops = 0;
@@ -322,6 +342,7 @@ int cli_bench_train(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "step_vs_matmul_alone_q1", ratio_lo);
             cJSON_AddNumberToObject(o, "step_vs_matmul_alone_q3", ratio_hi);
         }
+        cli_add_first_step(o, &first, context_s);
         cJSON *devs = cJSON_AddArrayToObject(o, "devices");
         char tok[64] = "";
         if (lm) snprintf(tok, sizeof tok, " (%.0f tokens/s, %u a sample)", sps * tokens, tokens);
@@ -355,6 +376,7 @@ int cli_bench_train(int argc, char **argv) {
                    "overhead and idle %.1f%%\n",
                    ds.label, 100 * mm, a, 100 * other, 100 * comm, 100 * host);
         }
+        cli_print_first_step(&first, context_s, "  ", "timed steps");
         if (compare && alone_ns > 0)
             printf("  the step's matmul shapes alone: %.2f GFLOP/s; the whole step achieves %.0f%% "
                    "of that (median of %d steps each paired with its shapes run alone right "

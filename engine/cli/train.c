@@ -564,9 +564,59 @@ int cli_resolve_devices(cli_run_options *c, vkt_context **ctx) {
     return 0;
 }
 
-static void print_json(const vkt_train_result *r, const char *kind) {
+// What the tuning of the first step found: "cold" (it measured), "warm" (every choice came
+// from stored measurements), "none" (no product had a choice to make).
+static const char *tuning_cache(const vkt_first_step *f) {
+    return f->shapes_measured ? "cold" : f->choices_cached ? "warm" : "none";
+}
+
+// The time to the first step, with context_s (the CLI's start to the run's) added to the run's,
+// as one line after indent; later names the steps of later_step_seconds. Also bench train's
+// (declared there until engine/cli/cli.h carries it).
+void cli_print_first_step(const vkt_first_step *f, double context_s, const char *indent,
+                          const char *later_name) {
+    char cache[160];
+    if (f->shapes_measured)
+        snprintf(cache, sizeof cache, "cold cache: tuning measured %llu shapes (%llu timings)",
+                 (unsigned long long)f->shapes_measured, (unsigned long long)f->variants_measured);
+    else if (f->choices_cached)
+        snprintf(cache, sizeof cache, "warm cache: all %llu matmul choices from the cache",
+                 (unsigned long long)f->choices_cached);
+    else
+        snprintf(cache, sizeof cache, "no matmul variant to choose");
+    char later[64] = "";
+    if (f->later_step_seconds > 0)
+        snprintf(later, sizeof later, " (%s %.3f s)", later_name, f->later_step_seconds);
+    printf("%sfirst step after %.2f s (%s): context %.2f s, data %.2f s, setup %.2f s, kernel "
+           "builds %.2f s (%llu pipelines), tuning %.2f s, the step %.3f s%s\n",
+           indent, context_s + f->first_step_seconds, cache, context_s, f->data_seconds,
+           f->setup_seconds, f->kernel_build_seconds, (unsigned long long)f->kernels_built,
+           f->tuning_seconds, f->step_seconds, later);
+}
+
+// The same in JSON: first_step_seconds and the object first_step with its parts and counts.
+void cli_add_first_step(cJSON *o, const vkt_first_step *f, double context_s) {
+    cJSON_AddNumberToObject(o, "first_step_seconds", context_s + f->first_step_seconds);
+    cJSON *j = cJSON_AddObjectToObject(o, "first_step");
+    cJSON_AddNumberToObject(j, "context_seconds", context_s);
+    cJSON_AddNumberToObject(j, "data_seconds", f->data_seconds);
+    cJSON_AddNumberToObject(j, "setup_seconds", f->setup_seconds);
+    cJSON_AddNumberToObject(j, "kernel_build_seconds", f->kernel_build_seconds);
+    cJSON_AddNumberToObject(j, "tuning_seconds", f->tuning_seconds);
+    cJSON_AddNumberToObject(j, "step_seconds", f->step_seconds);
+    cJSON_AddNumberToObject(j, "later_step_seconds", f->later_step_seconds);
+    cJSON_AddNumberToObject(j, "kernels_built", (double)f->kernels_built);
+    cJSON_AddNumberToObject(j, "tuning_shapes_measured", (double)f->shapes_measured);
+    cJSON_AddNumberToObject(j, "tuning_variants_measured", (double)f->variants_measured);
+    cJSON_AddNumberToObject(j, "tuning_choices_cached", (double)f->choices_cached);
+    cJSON_AddStringToObject(j, "tuning_cache", tuning_cache(f));
+}
+
+// context_s < 0: no first step to report (eval).
+static void print_json(const vkt_train_result *r, const char *kind, double context_s) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "command", kind);
+    if (context_s >= 0 && r->first_step.start_ns) cli_add_first_step(o, &r->first_step, context_s);
     if (r->test_accuracy >= 0)
         cJSON_AddNumberToObject(o, "test_accuracy", r->test_accuracy);
     else
@@ -660,6 +710,7 @@ vkt_status cli_train_with_viewer(cli_run_options *c, vkt_train_result *r) {
 }
 
 int cmd_train(int argc, char **argv) {
+    int64_t cli_start = vkt_trace_now_ns(); // the context's opening counts to the first step
     cli_run_options c;
     vkt_context *ctx;
     int rc = cli_open(argc, argv, &c, &ctx);
@@ -693,8 +744,11 @@ int cmd_train(int argc, char **argv) {
         if (!c.quiet)
             printf("trained %s on %s (%s): %d epochs, %llu steps, %.0f samples/s\n", c.o.model_path,
                    r.device, r.strategy, r.epochs, (unsigned long long)r.steps, r.samples_per_sec);
+        double context_s = r.first_step.start_ns ? (r.first_step.start_ns - cli_start) * 1e-9 : 0;
+        if (!c.quiet && r.first_step.start_ns)
+            cli_print_first_step(&r.first_step, context_s, "", "later steps");
         if (!c.quiet && r.ndevices > 1) print_devices(&r);
-        if (c.json) print_json(&r, "train");
+        if (c.json) print_json(&r, "train", context_s);
     }
     vkt_trace_destroy(trace);
     vkt_context_destroy(ctx);
@@ -720,7 +774,7 @@ int cmd_eval(int argc, char **argv) {
                    r.test_accuracy, r.test_loss);
         else
             printf("%s on %s: loss %.4f\n", c.o.init_path, r.device, r.test_loss);
-        if (c.json) print_json(&r, "eval");
+        if (c.json) print_json(&r, "eval", -1);
     }
     vkt_context_destroy(ctx);
     return rc;

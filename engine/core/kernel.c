@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "vkt_abi.h"
+#include "tune.h"
 #include "vkt_internal.h"
 #include "vkt_shaders.h"
 
@@ -201,6 +202,7 @@ vkt_status vkt_kernel_create(vkt_device *dev, vkt_shader_id id, const uint32_t *
     };
     VkShaderModule module = VK_NULL_HANDLE;
     vkt_status s = VKT_OK;
+    vkt_busy_begin(VKT_BUSY_BUILD);
     VkResult r = dev->vk.vkCreateDescriptorSetLayout(dev->handle, &dl, NULL, &k->set_layout);
     if (r == VK_SUCCESS) {
         VkPipelineLayoutCreateInfo pl = {
@@ -230,6 +232,7 @@ vkt_status vkt_kernel_create(vkt_device *dev, vkt_shader_id id, const uint32_t *
                                              &k->pipeline);
     }
     if (module) dev->vk.vkDestroyShaderModule(dev->handle, module, NULL);
+    vkt_busy_end(VKT_BUSY_BUILD, r == VK_SUCCESS);
     if (r != VK_SUCCESS) {
         char what[160];
         snprintf(what, sizeof what, "building kernel %s on %s", shader, dev->label);

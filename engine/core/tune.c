@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -283,6 +284,63 @@ vkt_tune_stats vkt_tune_get_stats(void) {
     vkt_tune_stats s = stats;
     pthread_mutex_unlock(&mu);
     return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start-up accounting: the time since the last transition goes to tuning when some thread is
+// in it, else to building when some thread is in that, so the two stay exclusive wall time.
+
+static pthread_mutex_t busy_mu = PTHREAD_MUTEX_INITIALIZER;
+static int busy_depth[2];
+static int64_t busy_since;
+static vkt_startup_counters startup;
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void busy_account_locked(void) {
+    int64_t now = now_ns();
+    if (busy_depth[VKT_BUSY_TUNE] > 0)
+        startup.tuning_ns += (double)(now - busy_since);
+    else if (busy_depth[VKT_BUSY_BUILD] > 0)
+        startup.kernel_build_ns += (double)(now - busy_since);
+    busy_since = now;
+}
+
+void vkt_busy_begin(vkt_busy kind) {
+    pthread_mutex_lock(&busy_mu);
+    busy_account_locked();
+    busy_depth[kind]++;
+    pthread_mutex_unlock(&busy_mu);
+}
+
+void vkt_busy_end(vkt_busy kind, uint64_t count) {
+    pthread_mutex_lock(&busy_mu);
+    busy_account_locked();
+    busy_depth[kind]--;
+    if (kind == VKT_BUSY_BUILD) startup.kernels_built += count;
+    pthread_mutex_unlock(&busy_mu);
+}
+
+void vkt_tune_count_shape(int variants) {
+    pthread_mutex_lock(&busy_mu);
+    if (variants > 0) {
+        startup.shapes_measured++;
+        startup.variants_measured += (uint64_t)variants;
+    } else {
+        startup.choices_cached++;
+    }
+    pthread_mutex_unlock(&busy_mu);
+}
+
+void vkt_startup_counters_get(vkt_startup_counters *out) {
+    pthread_mutex_lock(&busy_mu);
+    busy_account_locked();
+    *out = startup;
+    pthread_mutex_unlock(&busy_mu);
 }
 
 void vkt_tune_forget(void) {

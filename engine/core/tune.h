@@ -54,6 +54,16 @@ typedef struct vkt_tune_stats {
     uint64_t saved;    // files written
 } vkt_tune_stats;
 vkt_tune_stats vkt_tune_get_stats(void);
+
+// Start-up accounting (vkt_startup_counters, vktrain.h): brackets around one piece of work of a
+// kind, on any thread; they nest (a tuning that builds its candidates' pipelines is tuning).
+// end adds count to the kind's count (BUILD: kernels_built; TUNE: nothing).
+typedef enum vkt_busy { VKT_BUSY_BUILD, VKT_BUSY_TUNE } vkt_busy;
+void vkt_busy_begin(vkt_busy kind);
+void vkt_busy_end(vkt_busy kind, uint64_t count);
+// One matmul shape's choice by measurement: variants timings were measured now (0: every
+// candidate's time was stored).
+void vkt_tune_count_shape(int variants);
 // Tests: forget everything held in memory, as a new process would start.
 void vkt_tune_forget(void);
 

@@ -526,6 +526,7 @@ static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *
         todo_at[ntodo] = i;
         todo[ntodo++] = fit[i];
     }
+    if (ntodo > 0) vkt_busy_begin(VKT_BUSY_TUNE);
     if (ntodo > 0 && measure(ops, form, g, M, N, K, todo, ntodo, got)) {
         for (int i = 0; i < ntodo; i++) {
             vkt_tune_put(dev, op, todo[i]->name, got[i]);
@@ -533,6 +534,8 @@ static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *
         }
         vkt_tune_save(dev);
     }
+    if (ntodo > 0) vkt_busy_end(VKT_BUSY_TUNE, 0);
+    vkt_tune_count_shape(ntodo);
     vkt_tune_unlock();
     const mm_variant *best = fit[0];
     double best_ms = INFINITY;

@@ -430,7 +430,8 @@ typedef struct run {
     FILE *metrics;
     float *x;
     uint32_t *labels;
-    float *targets; // MSE: one-hot rows
+    float *targets;  // MSE: one-hot rows
+    int64_t data_ns; // setup's time in reading the model and the data (the first step's report)
 } run;
 
 static void run_free(run *r) {
@@ -591,6 +592,7 @@ static vkt_status load_data(run *r, bool need_train) {
 
 static vkt_status setup(run *r, bool need_train) {
     const vkt_train_opts *o = r->o;
+    int64_t t0 = vkt_trace_now_ns();
     if (o->batch < 1) return vkt_fail(VKT_ERR_ARG, "--batch must be at least 1");
     if (o->model_path) {
         VKT_TRY(vkt_model_load(o->model_path, &r->own_model));
@@ -615,6 +617,7 @@ static vkt_status setup(run *r, bool need_train) {
     sd.batch = o->batch;
     sd.optim = o->optim;
     sd.trace = o->trace;
+    r->data_ns = vkt_trace_now_ns() - t0;
     return vkt_strategy_create(&sd, &r->s);
 }
 
@@ -652,6 +655,33 @@ static vkt_status evaluate(run *r, double *loss, double *acc) {
     return VKT_OK;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Time to the first step
+
+void vkt_first_step_split(vkt_first_step *f, int64_t start_ns, int64_t data_ns,
+                          const vkt_startup_counters *at_start, int64_t begin_ns,
+                          const vkt_startup_counters *at_begin, int64_t end_ns,
+                          const vkt_startup_counters *at_end) {
+    const vkt_startup_counters *a = at_start, *b = at_begin, *e = at_end;
+    // Kernel builds and tuning are exclusive wall time (tune.c), so what is left of each interval
+    // is its own part; clamped at 0 for work of unrelated threads of the process.
+    double setup = (double)(begin_ns - start_ns - data_ns) -
+                   (b->kernel_build_ns - a->kernel_build_ns) - (b->tuning_ns - a->tuning_ns);
+    double step = (double)(end_ns - begin_ns) - (e->kernel_build_ns - b->kernel_build_ns) -
+                  (e->tuning_ns - b->tuning_ns);
+    f->start_ns = start_ns;
+    f->first_step_seconds = (double)(end_ns - start_ns) * 1e-9;
+    f->data_seconds = (double)data_ns * 1e-9;
+    f->kernel_build_seconds = (e->kernel_build_ns - a->kernel_build_ns) * 1e-9;
+    f->tuning_seconds = (e->tuning_ns - a->tuning_ns) * 1e-9;
+    f->setup_seconds = setup > 0 ? setup * 1e-9 : 0;
+    f->step_seconds = step > 0 ? step * 1e-9 : 0;
+    f->kernels_built = e->kernels_built - a->kernels_built;
+    f->shapes_measured = e->shapes_measured - a->shapes_measured;
+    f->variants_measured = e->variants_measured - a->variants_measured;
+    f->choices_cached = e->choices_cached - a->choices_cached;
+}
+
 static void fill_result(run *r, vkt_train_result *res) {
     snprintf(res->device, sizeof res->device, "%s", vkt_strategy_devices(r->s));
     snprintf(res->strategy, sizeof res->strategy, "%s", vkt_strategy_name(r->o->strategy.kind));
@@ -663,6 +693,10 @@ static void fill_result(run *r, vkt_train_result *res) {
 vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     memset(res, 0, sizeof *res);
     res->test_accuracy = -1;
+    int64_t start_ns = vkt_trace_now_ns();
+    vkt_startup_counters at_start, at_begin, at_end;
+    vkt_startup_counters_get(&at_start);
+    double first_ns = 0; // the first step's wall time, for later_step_seconds
     if (o->epochs < 1) return vkt_fail(VKT_ERR_ARG, "--epochs must be at least 1");
     if (!(o->optim.lr > 0) || !isfinite(o->optim.lr))
         return vkt_fail(VKT_ERR_ARG, "--lr must be a positive number");
@@ -708,7 +742,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
         return st;
     }
     o = &oo;
-    uint64_t step = pos.step;
+    uint64_t step = pos.step, step0 = pos.step; // step0: where this call began
     uint64_t samples = 0;
     double train_ns = 0;
     double epoch_loss = 0;
@@ -731,6 +765,8 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             double lr = vkt_lr_at(&o->lr, o->optim.lr, step + 1);
             vkt_strategy_set_lr(r.s, (float)lr);
             int64_t t0 = vkt_trace_now_ns();
+            bool first_step = step == step0;
+            if (first_step) vkt_startup_counters_get(&at_begin);
             st = vkt_strategy_step_begin(r.s, r.x, batch_targets(&r, B), B, (uint32_t)(step + 1));
             if (st != VKT_OK) break;
             // The next batch of the epoch is gathered, converted and handed over while the
@@ -746,7 +782,14 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             if (st == VKT_OK) st = end;
             if (st != VKT_OK) break;
             step++;
-            train_ns += (double)(vkt_trace_now_ns() - t0);
+            int64_t t1 = vkt_trace_now_ns();
+            train_ns += (double)(t1 - t0);
+            if (first_step) {
+                vkt_startup_counters_get(&at_end);
+                vkt_first_step_split(&res->first_step, start_ns, r.data_ns, &at_start, t0,
+                                     &at_begin, t1, &at_end);
+                first_ns = (double)(t1 - t0);
+            }
             samples += B;
             double loss = loss_sum / ((double)B * r.tps);
             if (!isfinite(loss)) {
@@ -842,6 +885,9 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
         }
     }
     res->steps = step;
+    if (step > step0 + 1)
+        res->first_step.later_step_seconds =
+            (train_ns - first_ns) * 1e-9 / (double)(step - step0 - 1);
     res->train_seconds = train_ns * 1e-9;
     res->samples_per_sec = train_ns > 0 ? samples / (train_ns * 1e-9) : 0;
     if (r.s) fill_result(&r, res);

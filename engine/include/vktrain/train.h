@@ -118,6 +118,33 @@ typedef struct vkt_train_opts {
     void *progress_user;
 } vkt_train_opts;
 
+// The time from the start of a run to the end of its first step, in exclusive parts that add up
+// to first_step_seconds (kernel builds and tuning from vkt_startup_counters, wherever they fell:
+// while the strategy was made or during the step). All zero when no step ran.
+typedef struct vkt_first_step {
+    double first_step_seconds;   // the run's start to the end of its first step
+    double data_seconds;         // reading the model and the data
+    double setup_seconds;        // the strategy (devices, buffers, networks), initialization
+    double kernel_build_seconds; // creating pipelines, outside tuning
+    double tuning_seconds;       // measuring matmul variants (their pipelines included)
+    double step_seconds;         // the rest of the first step: recording, the dispatches (and
+                                 // what a driver compiles at a pipeline's first dispatch)
+    double later_step_seconds;   // mean wall time of the steps after it (0: none)
+    uint64_t kernels_built;      // during setup and the first step
+    uint64_t shapes_measured;    // matmul shapes whose variants were measured (0: a warm cache)
+    uint64_t variants_measured;
+    uint64_t choices_cached; // matmul choices from stored measurements alone
+    int64_t start_ns;        // vkt_trace_now_ns() at the start (a caller adds what came before)
+} vkt_first_step;
+
+// Splits [start, end] into f's parts: the clock (vkt_trace_now_ns) and the counters at the start,
+// when the first step began and when it ended; data_ns of the time before the begin went to
+// reading the model and the data. later_step_seconds is left as it was.
+void vkt_first_step_split(vkt_first_step *f, int64_t start_ns, int64_t data_ns,
+                          const vkt_startup_counters *at_start, int64_t begin_ns,
+                          const vkt_startup_counters *at_begin, int64_t end_ns,
+                          const vkt_startup_counters *at_end);
+
 typedef struct vkt_train_result {
     double train_loss;               // mean loss of the last epoch's steps (per target)
     double test_loss, test_accuracy; // after the last epoch (accuracy -1: no test set; of
@@ -130,6 +157,7 @@ typedef struct vkt_train_result {
     char strategy[32];
     int ndevices;
     vkt_device_stats devices[VKT_MAX_DEVICES];
+    vkt_first_step first_step; // of this call's first step (a resumed run: its first here)
 } vkt_train_result;
 
 // Runs the training. Fails with the status of what went wrong (bad data or model file, no model

@@ -233,6 +233,26 @@ int vkt_kernel_binding_count(const vkt_kernel *k);
 const char *vkt_shader_name(vkt_shader_id id);
 
 // ---------------------------------------------------------------------------------------------
+// Start-up counters (engine/core/tune.c): what building kernels and measuring the matmul's
+// variants have cost this process so far, for reports of the time to a run's first step (take
+// the difference of two reads). The times are wall clock and exclusive of each other: an instant
+// in which some thread measures variants is tuning (the candidates' pipelines it builds
+// included), one in which some thread builds a pipeline and none measures is kernel building,
+// so that however many devices' threads work at once, the two never add up to more than the
+// time that passed. Process-wide: they count every context and device.
+typedef struct vkt_startup_counters {
+    uint64_t kernels_built;     // pipelines created (vkt_kernel_create)
+    uint64_t shapes_measured;   // matmul shapes whose variants (some or all) were measured
+    uint64_t choices_cached;    // matmul variant choices made from stored measurements alone
+                                // (the disk's, or this process's for a shape met before)
+    uint64_t variants_measured; // variant timings measured (a shape has one per candidate)
+    double kernel_build_ns;     // wall time creating pipelines, outside tuning
+    double tuning_ns;           // wall time measuring variants (and saving the measurements)
+} vkt_startup_counters;
+
+void vkt_startup_counters_get(vkt_startup_counters *out);
+
+// ---------------------------------------------------------------------------------------------
 // Command streams (engine/core/cmd.c): record many dispatches, copies and barriers into one command
 // buffer, submit it, wait for it, and read each labelled dispatch's GPU time.
 // A recorded stream may be submitted again without re-recording (the same buffers are used).
