@@ -26,11 +26,6 @@
 
 typedef vkt_mm_shape mm_shape;
 
-// engine/cli/train.c: the time to the first step as a line of text and in the JSON.
-void cli_print_first_step(const vkt_first_step *f, double context_s, const char *indent,
-                          const char *later_name);
-void cli_add_first_step(cJSON *o, const vkt_first_step *f, double context_s);
-
 // The matmuls of one training step of model m at batch B (forward, weight and input gradients),
 // as the model's layers declare them.
 static int step_shapes(const vkt_model_desc *m, uint32_t B, mm_shape *out, int max) {

@@ -28,6 +28,15 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c);
 // Parses the run options and opens the context (cli_resolve_devices); on failure prints why,
 // leaves nothing open and returns the exit status.
 int cli_open(int argc, char **argv, cli_run_options *c, vkt_context **ctx);
+
+// The time to the first step (engine/cli/train.c; train and bench train print it): one line
+// after indent, with context_s (the CLI's start to the run's) added to the run's, later_name
+// naming the steps of later_step_seconds; and the same in JSON, first_step_seconds and the object
+// first_step with its parts and counts.
+struct cJSON;
+void cli_print_first_step(const vkt_first_step *f, double context_s, const char *indent,
+                          const char *later_name);
+void cli_add_first_step(struct cJSON *o, const vkt_first_step *f, double context_s);
 // Opens the context and resolves --device, --balance and --split into c->o.strategy. Returns 0
 // or an exit status (the message printed). The caller destroys *ctx.
 int cli_resolve_devices(cli_run_options *c, vkt_context **ctx);

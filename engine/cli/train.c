@@ -570,9 +570,7 @@ static const char *tuning_cache(const vkt_first_step *f) {
     return f->shapes_measured ? "cold" : f->choices_cached ? "warm" : "none";
 }
 
-// The time to the first step, with context_s (the CLI's start to the run's) added to the run's,
-// as one line after indent; later names the steps of later_step_seconds. Also bench train's
-// (declared there until engine/cli/cli.h carries it).
+// The time to the first step (cli.h).
 void cli_print_first_step(const vkt_first_step *f, double context_s, const char *indent,
                           const char *later_name) {
     char cache[160];
@@ -594,7 +592,7 @@ void cli_print_first_step(const vkt_first_step *f, double context_s, const char 
            f->tuning_seconds, f->step_seconds, later);
 }
 
-// The same in JSON: first_step_seconds and the object first_step with its parts and counts.
+// The same in JSON (cli.h).
 void cli_add_first_step(cJSON *o, const vkt_first_step *f, double context_s) {
     cJSON_AddNumberToObject(o, "first_step_seconds", context_s + f->first_step_seconds);
     cJSON *j = cJSON_AddObjectToObject(o, "first_step");
