@@ -141,6 +141,34 @@ static void compare(vt *t, const char *what, const run_result *ref, const run_re
     compare_ex(t, what, ref, got, true);
 }
 
+// One strategy, devices and micro-batch count; needs_ss: a run that needs SwiftShader.
+typedef struct cfg {
+    vkt_strategy_kind kind;
+    const char *devices;
+    int micro;
+    vkt_schedule sched;
+    bool needs_ss;
+} cfg;
+
+// Each run of cfgs against ref, the single-device run of the same model and data ("name" leads
+// each line).
+static void compare_runs(vt *t, const char *name, const vkt_model_desc *m, const vkt_dataset *ds,
+                         const run_result *ref, const cfg *cfgs, size_t n, bool have_ss) {
+    for (size_t i = 0; i < n && ref->params; i++) {
+        const cfg *c = &cfgs[i];
+        if (c->needs_ss && !have_ss) continue; // vt_init already failed this under CI=true
+        char what[128];
+        snprintf(what, sizeof what, "%s %s on %s, M=%d %s", name, vkt_strategy_name(c->kind),
+                 c->devices, c->micro,
+                 c->kind == VKT_STRATEGY_LAYERS ? (c->sched ? "1f1b" : "gpipe") : "");
+        run_result got = {0};
+        vkt_status st = run(t, m, ds, c->kind, c->devices, c->micro, c->sched, false, &got);
+        VT_CHECK(t, st == VKT_OK, "%s: %s", what, vkt_error());
+        if (st == VKT_OK) compare(t, what, ref, &got);
+        free(got.params);
+    }
+}
+
 int main(void) {
     vt tv, *t = &tv;
     if (vt_init(t, "test_parallel")) return 1;
@@ -210,13 +238,6 @@ int main(void) {
         free(x2);
     }
 
-    typedef struct cfg {
-        vkt_strategy_kind kind;
-        const char *devices;
-        int micro;
-        vkt_schedule sched;
-        bool needs_ss;
-    } cfg;
     const cfg cfgs[] = {
         {VKT_STRATEGY_SINGLE, "swiftshader", 1, VKT_SCHEDULE_GPIPE, true},
         {VKT_STRATEGY_REPLICATED, "llvmpipe,llvmpipe", 1, VKT_SCHEDULE_GPIPE, false},
@@ -231,18 +252,7 @@ int main(void) {
         {VKT_STRATEGY_LAYERS, "llvmpipe,llvmpipe,llvmpipe", 4, VKT_SCHEDULE_GPIPE, false},
         {VKT_STRATEGY_LAYERS, "llvmpipe,llvmpipe,llvmpipe", 1, VKT_SCHEDULE_1F1B, false},
     };
-    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
-        const cfg *c = &cfgs[i];
-        if (c->needs_ss && !have_ss) continue; // vt_init already failed this under CI=true
-        char what[128];
-        snprintf(what, sizeof what, "%s on %s, M=%d %s", vkt_strategy_name(c->kind), c->devices,
-                 c->micro, c->kind == VKT_STRATEGY_LAYERS ? (c->sched ? "1f1b" : "gpipe") : "");
-        run_result got = {0};
-        vkt_status st = run(t, &m, &ds, c->kind, c->devices, c->micro, c->sched, false, &got);
-        VT_CHECK(t, st == VKT_OK, "%s: %s", what, vkt_error());
-        if (st == VKT_OK) compare(t, what, &ref, &got);
-        free(got.params);
-    }
+    compare_runs(t, "fashion_mlp", &m, &ds, &ref, cfgs, sizeof cfgs / sizeof cfgs[0], have_ss);
 
     // residual_mlp.json (two residual blocks: a split and the gradient buckets cut the model at
     // top-level layers, so a block travels whole) trains the same under each strategy.
@@ -259,18 +269,8 @@ int main(void) {
             {VKT_STRATEGY_LAYERS, "llvmpipe,swiftshader,llvmpipe", 4, VKT_SCHEDULE_1F1B, true},
             {VKT_STRATEGY_LAYERS, "llvmpipe,llvmpipe", 2, VKT_SCHEDULE_GPIPE, false},
         };
-        for (size_t i = 0; i < sizeof rcfgs / sizeof rcfgs[0] && rref.params; i++) {
-            const cfg *c = &rcfgs[i];
-            if (c->needs_ss && !have_ss) continue;
-            char what[128];
-            snprintf(what, sizeof what, "residual_mlp %s on %s, M=%d", vkt_strategy_name(c->kind),
-                     c->devices, c->micro);
-            run_result got = {0};
-            vkt_status st = run(t, &rm, &ds, c->kind, c->devices, c->micro, c->sched, false, &got);
-            VT_CHECK(t, st == VKT_OK, "%s: %s", what, vkt_error());
-            if (st == VKT_OK) compare(t, what, &rref, &got);
-            free(got.params);
-        }
+        compare_runs(t, "residual_mlp", &rm, &ds, &rref, rcfgs, sizeof rcfgs / sizeof rcfgs[0],
+                     have_ss);
         free(rref.params);
         vkt_model_free(&rm);
     }
@@ -299,18 +299,8 @@ int main(void) {
             {VKT_STRATEGY_LAYERS, "llvmpipe,llvmpipe", 1, VKT_SCHEDULE_GPIPE, false},
             {VKT_STRATEGY_LAYERS, "llvmpipe,swiftshader", 1, VKT_SCHEDULE_1F1B, true},
         };
-        for (size_t i = 0; i < sizeof ccfgs / sizeof ccfgs[0] && cref.params; i++) {
-            const cfg *c = &ccfgs[i];
-            if (c->needs_ss && !have_ss) continue;
-            char what[128];
-            snprintf(what, sizeof what, "fashion_cnn %s on %s, M=%d", vkt_strategy_name(c->kind),
-                     c->devices, c->micro);
-            run_result got = {0};
-            vkt_status st = run(t, &cm, &ds, c->kind, c->devices, c->micro, c->sched, false, &got);
-            VT_CHECK(t, st == VKT_OK, "%s: %s", what, vkt_error());
-            if (st == VKT_OK) compare(t, what, &cref, &got);
-            free(got.params);
-        }
+        compare_runs(t, "fashion_cnn", &cm, &ds, &cref, ccfgs, sizeof ccfgs / sizeof ccfgs[0],
+                     have_ss);
         if (halves.params) {
             run_result got = {0};
             vkt_status st = run(t, &cm, &ds, VKT_STRATEGY_LAYERS, "llvmpipe,llvmpipe", 2,
@@ -335,9 +325,10 @@ int main(void) {
         vkt_model_desc gm;
         VT_OK(t, vkt_model_load(VKT_SOURCE_DIR "/assets/models/char_gpt.json", &gm));
         // English-like text: words drawn from a short list with a fixed generator.
-        static const char *const words[] = {"the ", "engine ", "trains ", "a ", "model ", "on ",
-                                            "any ", "device, ", "and ", "then ", "it ", "splits ",
-                                            "work. ", "Every ", "layer ", "is ", "one ", "file. "};
+        static const char *const words[] = {"the ", "engine ", "trains ",  "a ",     "model ",
+                                            "on ",  "any ",    "device, ", "and ",   "then ",
+                                            "it ",  "splits ", "work. ",   "Every ", "layer ",
+                                            "is ",  "one ",    "file. "};
         enum { TEXT = 64 << 10 };
         char *bytes = malloc(TEXT);
         uint64_t rng = 7;
@@ -365,18 +356,8 @@ int main(void) {
             {VKT_STRATEGY_REPLICATED, "llvmpipe,swiftshader", 1, VKT_SCHEDULE_GPIPE, true},
             {VKT_STRATEGY_LAYERS, "llvmpipe,swiftshader", 2, VKT_SCHEDULE_GPIPE, true},
         };
-        for (size_t i = 0; i < sizeof gcfgs / sizeof gcfgs[0] && gref.params; i++) {
-            const cfg *c = &gcfgs[i];
-            if (c->needs_ss && !have_ss) continue;
-            char what[128];
-            snprintf(what, sizeof what, "char_gpt %s on %s, M=%d", vkt_strategy_name(c->kind),
-                     c->devices, c->micro);
-            run_result got = {0};
-            vkt_status st = run(t, &gm, &gds, c->kind, c->devices, c->micro, c->sched, false, &got);
-            VT_CHECK(t, st == VKT_OK, "%s: %s", what, vkt_error());
-            if (st == VKT_OK) compare(t, what, &gref, &got);
-            free(got.params);
-        }
+        compare_runs(t, "char_gpt", &gm, &gds, &gref, gcfgs, sizeof gcfgs / sizeof gcfgs[0],
+                     have_ss);
         free(gref.params);
         vkt_dataset_free(&gds);
         vkt_text_free(&text);
