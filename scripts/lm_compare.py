@@ -144,6 +144,8 @@ def main():
     if r.returncode != 0:
         sys.exit("lm_compare: %s failed:\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
     vk = json.loads(r.stdout.strip().splitlines()[-1])
+    with open(os.path.join(work, "%s_vktrain.json" % name), "w") as f:
+        f.write(r.stdout.strip().splitlines()[-1] + "\n")
     vk_lrs = [json.loads(line)["lr"] for line in open(metrics) if '"type":"step"' in line]
 
     # PyTorch: the same windows, in the same order.

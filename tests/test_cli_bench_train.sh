@@ -150,7 +150,7 @@ b = json.loads([l for l in open(sys.argv[1]) if l.strip().startswith("{")][-1])[
 assert b["tokens_per_sample"] == 128 and b["tokens_per_sec"] > 0, b
 assert abs(b["tokens_per_sec"] - 128 * b["samples_per_sec"]) <= 1e-9 * b["tokens_per_sec"], b
 PY
-    grep -Eq '^  PyTorch .*: [0-9]+ samples/s \([0-9]+ tokens/s\); vktrain / PyTorch = ' \
+    grep -Eq '^  PyTorch .*: [0-9.]+ samples/s \([0-9]+ tokens/s\); vktrain / PyTorch = ' \
         "$out/lm.txt"; check "char_gpt text: PyTorch's tokens/s and the ratio" $?
 fi
 VKT_PYTHON=/nonexistent/python "$bin" bench train --device lavapipe --steps 1 --baseline \

@@ -26,6 +26,13 @@
 
 typedef vkt_mm_shape mm_shape;
 
+// A rate as text: whole numbers from 100 up, three significant digits below (GPT-2 small trains
+// at 0.02 samples/s here).
+static const char *rate(double v, char buf[32]) {
+    snprintf(buf, 32, v >= 100 ? "%.0f" : "%.3g", v);
+    return buf;
+}
+
 // The matmuls of one training step of model m at batch B (forward, weight and input gradients),
 // as the model's layers declare them.
 static int step_shapes(const vkt_model_desc *m, uint32_t B, mm_shape *out, int max) {
@@ -341,9 +348,10 @@ int cli_bench_train(int argc, char **argv) {
         cJSON *devs = cJSON_AddArrayToObject(o, "devices");
         char tok[64] = "";
         if (lm) snprintf(tok, sizeof tok, " (%.0f tokens/s, %u a sample)", sps * tokens, tokens);
-        printf("bench train: %s, batch %u, %s on %s: %.0f samples/s%s, %.2f ms/step, %.2f GFLOP/s "
+        char rb[32];
+        printf("bench train: %s, batch %u, %s on %s: %s samples/s%s, %.2f ms/step, %.2f GFLOP/s "
                "in the step\n",
-               m.name, B, vkt_strategy_name(sd.kind), vkt_strategy_devices(s), sps, tok,
+               m.name, B, vkt_strategy_name(sd.kind), vkt_strategy_devices(s), rate(sps, rb), tok,
                wall_ns / steps * 1e-6, step_gflops);
         // The text names attention where the step ran attention kernels; the JSON always has it.
         bool attn = false;
@@ -401,15 +409,15 @@ int cli_bench_train(int argc, char **argv) {
             const cJSON *kind = cJSON_GetObjectItemCaseSensitive(torch, "blas_kind");
             bool comparable = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(torch, "comparable"));
             printf("  PyTorch %s CPU (%d threads, the faster of samples/s by threads {%s}; BLAS "
-                   "%s, %s: %s), same model, batch and %s: %.0f samples/s%s; vktrain / PyTorch = "
+                   "%s, %s: %s), same model, batch and %s: %s samples/s%s; vktrain / PyTorch = "
                    "%.2f%s\n",
                    cJSON_IsString(ver) ? ver->valuestring : "?",
                    cJSON_IsNumber(thr) ? thr->valueint : 0, tr,
                    cJSON_IsString(blas) ? blas->valuestring : "?",
                    cJSON_IsString(kind) ? kind->valuestring : "?",
                    cJSON_IsString(blib) ? blib->valuestring : "?",
-                   cJSON_IsString(opt) ? opt->valuestring : "optimizer", tsps, ttok, sps / tsps,
-                   comparable ? "" : " (NOT COMPARABLE)");
+                   cJSON_IsString(opt) ? opt->valuestring : "optimizer", rate(tsps, rb), ttok,
+                   sps / tsps, comparable ? "" : " (NOT COMPARABLE)");
             if (!comparable)
                 printf("  NOT COMPARABLE: PyTorch ran on netlib's reference BLAS, whose products "
                        "are unoptimised, so the ratio flatters vktrain; make OpenBLAS the system "
