@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_cli_train.sh: `vktrain train` and `vktrain eval` end to end on Fashion-MNIST subsets:
 # learning well above chance on lavapipe and on SwiftShader, checkpoint round trip, resume equal
-# to an uninterrupted run (bit for bit), a checkpoint write killed midway, and the clear errors
+# to an uninterrupted run (bit for bit), a checkpoint write killed midway, saving that touches no
+# file it did not write (no other checkpoint's optimizer state, no symbolic link or FIFO at the
+# target), a checkpoint that names a path outside its directory, and the clear errors
 # bad input must get. Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -48,6 +50,43 @@ rc=$?
 cmp -s "$work/keep.safetensors" "$work/llvmpipe.safetensors"; check "the old checkpoint is unchanged" $?
 "$bin" eval --model "$model" --init "$work/llvmpipe.safetensors" --limit-test 200 --device llvmpipe --quiet > /dev/null
 check "the old checkpoint still loads" $?
+
+# 3b. Saving touches only the files it writes, and a checkpoint names only its own siblings.
+ck=$work/own
+mkdir -p "$ck"
+tiny="--model $src/assets/models/tiny_mlp.json --limit-train 256 --batch 64 --epochs 1 --quiet --no-eval --device llvmpipe"
+"$bin" train $tiny --save "$ck/base.safetensors" > /dev/null; check "a checkpoint with its optimizer state" $?
+ls "$ck"/base.optim-s*.safetensors > "$work/own.before" 2> /dev/null
+expect_error "--save without .safetensors is refused" "must end in .safetensors" train $tiny --save "$ck/base"
+[ ! -e "$ck/base" ] && ls "$ck"/base.optim-s*.safetensors 2> /dev/null | cmp -s - "$work/own.before"
+check "... and writes nothing, and removes no other checkpoint's optimizer state" $?
+expect_error "--save with an optimizer file's name is refused" "name of an optimizer-state file" \
+    train $tiny --save "$ck/base.optim-s9.safetensors"
+# A checkpoint whose name begins like another's keeps the other's files.
+"$bin" train $tiny --save "$ck/base.optim.safetensors" > /dev/null
+ls "$ck"/base.optim-s*.safetensors 2> /dev/null | cmp -s - "$work/own.before"
+check "saving base.optim.safetensors leaves base.safetensors' optimizer state" $?
+# A symbolic link or a device node at the target is not replaced.
+echo keep > "$work/elsewhere"
+ln -s "$work/elsewhere" "$ck/link.safetensors"
+expect_error "--save onto a symbolic link is refused" "not a regular file (a symbolic link)" \
+    train $tiny --save "$ck/link.safetensors"
+[ -L "$ck/link.safetensors" ] && [ "$(cat "$work/elsewhere")" = keep ]
+check "... the link and its target are untouched" $?
+mkfifo "$ck/fifo.safetensors"
+expect_error "--save onto a FIFO is refused" "not a regular file (a device, FIFO or socket)" \
+    train $tiny --save "$ck/fifo.safetensors"
+# optimizer_state naming another path: refused before anything is opened.
+python3 - "$ck/base.safetensors" "$ck/evil.safetensors" <<'PY'
+import json, struct, sys
+d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n]); h["__metadata__"]["optimizer_state"] = "../../../../etc/passwd"
+b = json.dumps(h).encode(); b += b" " * ((8 - (8 + len(b)) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(b)) + b + d[8 + n:])
+PY
+expect_error "optimizer_state ../../../../etc/passwd is refused" 'optimizer_state names "../../../../etc/passwd"' \
+    train $tiny --resume "$ck/evil.safetensors"
+if grep -q "root:" "$work/err"; then check "... without reading it" 1; else check "... without reading it" 0; fi
 
 # 4. Bad input: one clear line, non-zero exit, no crash.
 mkdir -p "$work/data"

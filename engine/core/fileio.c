@@ -7,6 +7,11 @@
 // kill itself (SIGKILL) after N bytes, so tests can check that a crash mid-write keeps the
 // previous file.
 //
+// Only a regular file (or nothing) is replaced: a target that is a symbolic link, a directory, a
+// device or a FIFO is refused before anything is written (a rename would replace the link itself
+// and a device node run as root). The temporary file is created exclusively (O_EXCL, O_NOFOLLOW),
+// so a link planted at its name is not followed.
+//
 // Not here: locking between processes (two writers of one path each rename a complete file; the
 // last one wins).
 #include <dirent.h>
@@ -104,10 +109,20 @@ vkt_status vkt_write_file_atomic(const char *path, const vkt_chunk *chunks, int 
     char dir[4096], tmp[4200];
     const char *base;
     split_dir(path, dir, sizeof dir, &base);
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return vkt_fail(VKT_ERR_IO,
+                        "cannot write %s %s: it exists and is not a regular file (%s); vktrain "
+                        "replaces only files, so nothing was written: choose another path",
+                        what, path,
+                        S_ISLNK(st.st_mode)   ? "a symbolic link"
+                        : S_ISDIR(st.st_mode) ? "a directory"
+                                              : "a device, FIFO or socket");
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     remove_stale_temps(dir, base);
+    unlink(tmp); // this process's own leftover (a write that failed before its rename)
 
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return io_fail(what, path, tmp, "creating", errno);
     bool ok = true;
     for (int i = 0; i < nchunks && ok; i++)

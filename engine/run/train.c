@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -173,27 +174,69 @@ static void dir_of(const char *path, char *dir, size_t size) {
     snprintf(dir, size, "%s", dirname(tmp));
 }
 
-// Removes optimizer files of this checkpoint other than keep (older steps).
+// Whether name is "<prefix>.optim-s<step>.safetensors" with a non-empty prefix and step in
+// decimal digits: a name the checkpoint writer gives an optimizer file (*step_out: the step).
+static bool optim_file_name(const char *name, const char **prefix_end, uint64_t *step_out) {
+    const char *tag = strstr(name, ".optim-s");
+    if (!tag || tag == name) return false;
+    for (const char *t; (t = strstr(tag + 1, ".optim-s"));)
+        tag = t; // the last one: the prefix may hold the tag itself
+
+    const char *digits = tag + strlen(".optim-s");
+    size_t nd = strspn(digits, "0123456789");
+    if (nd == 0 || nd > 19 || strcmp(digits + nd, ".safetensors") != 0) return false;
+    if (prefix_end) *prefix_end = tag;
+    if (step_out) *step_out = strtoull(digits, NULL, 10);
+    return true;
+}
+
+// Removes the optimizer files of this checkpoint other than keep (older steps): exactly the names
+// "<stem>.optim-s<digits>.safetensors" beside it, which only this checkpoint's writer makes
+// (checkpoint names end in .safetensors and are not themselves such names: check_save_path).
 static void remove_stale_optim(const char *path, const char *keep_base) {
-    char stem[4096], dir[4096], prefix[4096];
+    char stem[4096], dir[4096];
     path_stem(path, stem, sizeof stem);
     dir_of(path, dir, sizeof dir);
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", stem);
-    snprintf(prefix, sizeof prefix, "%s.optim-s", basename(tmp));
+    const char *sb = basename(tmp);
+    size_t sl = strlen(sb);
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *ent;
     while ((ent = readdir(d))) {
-        if (strncmp(ent->d_name, prefix, strlen(prefix)) != 0) continue;
+        const char *end;
+        if (!optim_file_name(ent->d_name, &end, NULL)) continue;
+        if ((size_t)(end - ent->d_name) != sl || strncmp(ent->d_name, sb, sl) != 0) continue;
         if (strcmp(ent->d_name, keep_base) == 0) continue;
-        size_t n = strlen(ent->d_name);
-        if (n < 12 || strcmp(ent->d_name + n - 12, ".safetensors") != 0) continue;
         char full[8192];
         snprintf(full, sizeof full, "%s/%s", dir, ent->d_name);
-        unlink(full);
+        struct stat st;
+        if (lstat(full, &st) == 0 && S_ISREG(st.st_mode)) unlink(full);
     }
     closedir(d);
+}
+
+// A checkpoint path --save may write: NAME.safetensors, where NAME is not itself the name of an
+// optimizer file ("run.optim-s4"), so that every checkpoint's optimizer files have names no other
+// checkpoint's can have.
+static vkt_status check_save_path(const char *path) {
+    size_t n = strlen(path), e = strlen(".safetensors");
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (n <= e || strcmp(path + n - e, ".safetensors") != 0 || strlen(base) <= e)
+        return vkt_fail(
+            VKT_ERR_ARG,
+            "--save %s: a checkpoint's name must end in .safetensors (e.g. %s.safetensors"
+            "; its optimizer state goes beside it as NAME.optim-sSTEP.safetensors)",
+            path, path);
+    if (optim_file_name(base, NULL, NULL))
+        return vkt_fail(VKT_ERR_ARG,
+                        "--save %s: that is the name of an optimizer-state file "
+                        "(NAME.optim-sSTEP.safetensors), which the checkpoint NAME.safetensors "
+                        "writes and removes: choose another name",
+                        path);
+    return VKT_OK;
 }
 
 // Reads tensor i of store into a new host buffer (*buf, which the caller frees, NULL on failure)
@@ -379,12 +422,23 @@ vkt_status vkt_checkpoint_load(vkt_strategy *s, const char *path, bool with_opti
                           "with the same optimizer (not %s)",
                           path, okind, want);
         bool need = vkt_strategy_has_store(s, VKT_STORE_OPT1);
+        uint64_t ostep_named = 0;
         if (st == VKT_OK && need) {
             if (!ostate || !*ostate) {
                 st = vkt_fail(VKT_ERR_FORMAT,
                               "checkpoint %s holds no optimizer state, which "
                               "this optimizer needs; use --init to restart the optimizer",
                               path);
+            } else if (strchr(ostate, '/') || ostate[0] == '.' ||
+                       !optim_file_name(ostate, NULL, &ostep_named) || ostep_named != pos->step) {
+                // Only a sibling file, by a name the writer gives it (and of the same step).
+                st = vkt_fail(
+                    VKT_ERR_FORMAT,
+                    "checkpoint %s: its metadata optimizer_state names \"%.80s\", "
+                    "which is not a file a checkpoint of step %llu writes (NAME.optim-s%llu"
+                    ".safetensors beside it): the file was edited or is damaged; use "
+                    "--init to start from its parameters",
+                    path, ostate, (unsigned long long)pos->step, (unsigned long long)pos->step);
             } else {
                 char dir[4096], opath[8192];
                 dir_of(path, dir, sizeof dir);
@@ -703,6 +757,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     if (o->init_path && o->resume_path)
         return vkt_fail(VKT_ERR_ARG, "--init and --resume exclude each other: --resume continues "
                                      "a run, --init starts a new one from given parameters");
+    if (o->save_path) VKT_TRY(check_save_path(o->save_path));
     run r = {.o = o};
     vkt_status st = setup(&r, true);
     vkt_run_position pos = {0};
