@@ -316,11 +316,38 @@ static void test_errors(vt *t) {
     vkt_model_free(&m);
 }
 
+// 100,000 comment keys (1.9 MB, under the 16 MiB a model file may have): the file parses, and a
+// key repeated after all of them is found (the duplicate check is a hash set: pairwise it took
+// 22 s).
+static void test_many_keys(vt *t) {
+    enum { N = 100000 };
+    size_t cap = (size_t)N * 24 + 256, n = 0;
+    char *json = malloc(cap);
+    n += (size_t)snprintf(json + n, cap - n, "{\"input\": [4], ");
+    for (int i = 0; i < N; i++)
+        n += (size_t)snprintf(json + n, cap - n, "\"comment%d\": 1, ", i);
+    size_t body = n;
+    n += (size_t)snprintf(json + n, cap - n,
+                          "\"layers\": [{\"type\": \"dense\", \"units\": 4}], \"loss\": \"mse\"}");
+    vkt_model_desc m;
+    VT_OK(t, vkt_model_parse(json, "many.json", &m));
+    vkt_model_free(&m);
+    snprintf(json + body, cap - body,
+             "\"comment77777\": 2, \"layers\": [{\"type\": \"dense\", \"units\": 4}], "
+             "\"loss\": \"mse\"}");
+    vkt_status s = vkt_model_parse(json, "many.json", &m);
+    VT_CHECK(t, s == VKT_ERR_FORMAT && has(vkt_error(), "comment77777: the key appears twice"),
+             "a repeated key among 100,000: %s", vkt_error());
+    vkt_model_free(&m);
+    free(json);
+}
+
 int main(void) {
     vt t = {.name = "test_model"};
     test_assets(&t);
     test_options(&t);
     test_residual(&t);
     test_errors(&t);
+    test_many_keys(&t);
     return vt_finish(&t);
 }

@@ -152,6 +152,18 @@ void vkt_device_free(vkt_device *dev, VkDeviceMemory mem, uint64_t size);
 void vkt_device_release_staging(vkt_device *dev);
 
 // ---------------------------------------------------------------------------------------------
+// A set of borrowed strings (engine/core/strset.c): duplicate checks in linear time.
+typedef struct vkt_strset {
+    const char **slots;
+    size_t cap, n;
+} vkt_strset;
+// Room for expected strings; false when out of host memory.
+bool vkt_strset_init(vkt_strset *set, size_t expected);
+// Adds s (the pointer is kept, not the string copied): 1 added, 0 already there, -1 out of memory.
+int vkt_strset_add(vkt_strset *set, const char *s);
+void vkt_strset_free(vkt_strset *set);
+
+// ---------------------------------------------------------------------------------------------
 // Files (engine/core/fileio.c)
 
 typedef struct vkt_chunk {

@@ -87,16 +87,29 @@ static const char *kind_of(const cJSON *v) {
 
 static bool is_comment_key(const char *k) { return strncmp(k, "comment", 7) == 0; }
 
+static vkt_status check_keys_in(const char *src, const cJSON *obj, const char *prefix,
+                                const char *const *allowed, vkt_strset *seen);
+
 // Rejects keys of obj not in allowed (NULL-terminated) and duplicated keys. prefix is the JSON
 // path of obj ("" at the top level).
 static vkt_status check_keys(const char *src, const cJSON *obj, const char *prefix,
                              const char *const *allowed) {
+    vkt_strset seen; // duplicates in time linear in the keys (100,000 comments took 22 s pairwise)
+    if (!vkt_strset_init(&seen, (size_t)cJSON_GetArraySize(obj)))
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", src);
+    vkt_status st = check_keys_in(src, obj, prefix, allowed, &seen);
+    vkt_strset_free(&seen);
+    return st;
+}
+
+static vkt_status check_keys_in(const char *src, const cJSON *obj, const char *prefix,
+                                const char *const *allowed, vkt_strset *seen) {
     for (const cJSON *c = obj->child; c; c = c->next) {
         char path[256];
         snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", c->string);
-        for (const cJSON *d = obj->child; d != c; d = d->next)
-            if (strcmp(d->string, c->string) == 0)
-                return bad(src, path, "the key appears twice; keep one");
+        int added = vkt_strset_add(seen, c->string);
+        if (added < 0) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", src);
+        if (added == 0) return bad(src, path, "the key appears twice; keep one");
         if (is_comment_key(c->string)) continue;
         bool ok = false;
         for (int i = 0; allowed[i] && !ok; i++)

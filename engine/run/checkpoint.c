@@ -139,21 +139,37 @@ static vkt_status check_inputs(const char *path, const vkt_ckpt_tensor *t, int n
                                 isfinite(v) && v == floorf(v) ? "outside int64's range"
                                                               : "not a whole number");
         }
-        for (int j = 0; j < i; j++)
-            if (strcmp(t[i].name, t[j].name) == 0)
-                return vkt_fail(VKT_ERR_ARG, "checkpoint %s: tensor name %s appears twice", path,
-                                t[i].name);
     }
-    for (int i = 0; i < nmeta; i++) {
+    // Each name once: tensor names among themselves, metadata keys among themselves (a set:
+    // linear in their number).
+    vkt_strset tn = {0}, mk = {0};
+    vkt_status st = vkt_strset_init(&tn, (size_t)nt) && vkt_strset_init(&mk, (size_t)nmeta)
+                        ? VKT_OK
+                        : vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory writing %s", path);
+    for (int i = 0; i < nt && st == VKT_OK; i++) {
+        int added = vkt_strset_add(&tn, t[i].name);
+        if (added == 0)
+            st = vkt_fail(VKT_ERR_ARG, "checkpoint %s: tensor name %s appears twice", path,
+                          t[i].name);
+        else if (added < 0)
+            st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory writing %s", path);
+    }
+    for (int i = 0; i < nmeta && st == VKT_OK; i++) {
+        int added = -2;
         if (!meta[i].key || !*meta[i].key || !meta[i].value)
-            return vkt_fail(VKT_ERR_ARG, "checkpoint %s: metadata entry %d has no key or value",
-                            path, i);
-        for (int j = 0; j < i; j++)
-            if (strcmp(meta[i].key, meta[j].key) == 0)
-                return vkt_fail(VKT_ERR_ARG, "checkpoint %s: metadata key %s appears twice", path,
-                                meta[i].key);
+            st = vkt_fail(VKT_ERR_ARG, "checkpoint %s: metadata entry %d has no key or value", path,
+                          i);
+        else
+            added = vkt_strset_add(&mk, meta[i].key);
+        if (added == 0)
+            st = vkt_fail(VKT_ERR_ARG, "checkpoint %s: metadata key %s appears twice", path,
+                          meta[i].key);
+        else if (added == -1)
+            st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory writing %s", path);
     }
-    return VKT_OK;
+    vkt_strset_free(&tn);
+    vkt_strset_free(&mk);
+    return st;
 }
 
 // The JSON header, padded with spaces so that 8 + its length is a multiple of 8 (the data then
@@ -422,10 +438,15 @@ static vkt_status parse_header(vkt_checkpoint *ck, const char *text, uint64_t n,
         if (!ck->t || !ck->keys || !ck->values)
             s = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", ck->path);
     }
+    vkt_strset seen = {0}, seen_meta = {0};
+    if (s == VKT_OK && (!vkt_strset_init(&seen, (size_t)total) || !vkt_strset_init(&seen_meta, 16)))
+        s = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", ck->path);
     for (const cJSON *e = s == VKT_OK ? root->child : NULL; e && s == VKT_OK; e = e->next) {
-        for (const cJSON *d = root->child; d != e && s == VKT_OK; d = d->next)
-            if (strcmp(d->string, e->string) == 0)
-                s = ck_bad(ck->path, "the header names \"%s\" twice (corrupt header)", e->string);
+        int added = vkt_strset_add(&seen, e->string);
+        if (added == 0)
+            s = ck_bad(ck->path, "the header names \"%s\" twice (corrupt header)", e->string);
+        else if (added < 0)
+            s = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", ck->path);
         if (s != VKT_OK) break;
         if (strcmp(e->string, "__metadata__") == 0) {
             if (cJSON_IsNull(e)) continue;
@@ -436,6 +457,16 @@ static vkt_status parse_header(vkt_checkpoint *ck, const char *text, uint64_t n,
             for (const cJSON *m = e->child; m && s == VKT_OK; m = m->next) {
                 if (!cJSON_IsString(m)) {
                     s = ck_bad(ck->path, "metadata value of \"%s\" is not a string", m->string);
+                    break;
+                }
+                int madded = vkt_strset_add(&seen_meta, m->string);
+                if (madded <= 0) {
+                    s = madded == 0 ? ck_bad(ck->path,
+                                             "the metadata names \"%s\" twice (corrupt "
+                                             "header)",
+                                             m->string)
+                                    : vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s",
+                                               ck->path);
                     break;
                 }
                 ck->keys[ck->nm] = strdup(m->string);
@@ -449,6 +480,8 @@ static vkt_status parse_header(vkt_checkpoint *ck, const char *text, uint64_t n,
         s = parse_entry(ck->path, e, &ck->t[ck->nt]);
         if (s == VKT_OK) ck->nt++;
     }
+    vkt_strset_free(&seen);
+    vkt_strset_free(&seen_meta);
     cJSON_Delete(root);
     if (s == VKT_OK) s = check_layout(ck, data_bytes);
     return s;
