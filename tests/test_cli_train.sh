@@ -113,6 +113,31 @@ expect_error "malformed model file" "layers" train --model <(echo '{"input": [78
 "$bin" train --model "$src/assets/models/tiny_mlp.json" --limit-train 64 --batch 64 --epochs 1 --no-eval --quiet --device llvmpipe --save "$work/tiny.safetensors"
 expect_error "checkpoint that does not match the model" "shape\|has no tensor" train --model "$model" --init "$work/tiny.safetensors" --limit-train 64
 expect_error "NaN loss" "step" train $small --device llvmpipe --lr 1e6 --no-eval
+# A run that diverges neither saves nor replaces a checkpoint, and says none was saved.
+cp "$work/tiny.safetensors" "$work/tiny.keep"
+expect_error "AdamW at lr 1e6 diverges" "became NaN.*no checkpoint was saved by this run" train \
+    --model "$src/assets/models/tiny_mlp.json" --limit-train 2000 --limit-test 500 --epochs 2 \
+    --optimizer adamw --lr 1e6 --quiet --device llvmpipe --save "$work/tiny.safetensors"
+cmp -s "$work/tiny.keep" "$work/tiny.safetensors"; check "... and the checkpoint at --save is untouched" $?
+# Labels past the model's classes in the test set (not only the training set), and past an MSE
+# model's outputs (they would be all-zero target rows).
+mkdir -p "$work/labels"
+python3 - "$work/labels" <<'PY'
+import struct, sys, os
+d = sys.argv[1]
+def save(name, magic, dims, payload):
+    open(os.path.join(d, name), "wb").write(struct.pack(">I", magic) + b"".join(struct.pack(">I", x) for x in dims) + payload)
+save("train-images-idx3-ubyte", 0x803, (64, 28, 28), bytes(64 * 784))
+save("train-labels-idx1-ubyte", 0x801, (64,), bytes(i % 10 for i in range(64)))
+save("t10k-images-idx3-ubyte", 0x803, (16, 28, 28), bytes(16 * 784))
+save("t10k-labels-idx1-ubyte", 0x801, (16,), bytes([1] * 7 + [200] + [1] * 8))
+PY
+expect_error "a test label of 200 for 10 classes" "label 200 at sample 7.*labels must be 0..9" train \
+    --model "$src/assets/models/tiny_mlp.json" --data "$work/labels" --epochs 1 --quiet --device llvmpipe
+mse=$work/mse5.json # 5 outputs under MSE: the training labels 5..9 have no output
+echo '{"input": [784], "layers": [{"type": "dense", "units": 5}], "loss": "mse"}' > "$mse"
+expect_error "an MSE label past the outputs" "label 5 at sample 5.*5 outputs" train --model "$mse" \
+    --data "$work/labels" --epochs 1 --quiet --device llvmpipe
 expect_error "--batch 0" "--batch" train --batch 0
 expect_error "--lr abc" "--lr" train --lr abc
 expect_error "--epochs -1" "--epochs" train --epochs -1

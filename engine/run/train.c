@@ -254,7 +254,18 @@ static vkt_status read_for_checkpoint(vkt_strategy *s, vkt_net_store store, int 
                            .int64 = nt->int64 && store == VKT_STORE_PARAM};
     for (int d = 0; d < nt->ndim; d++)
         t->shape[d] = nt->shape[d];
-    return vkt_strategy_read(s, store, i, *buf);
+    VKT_TRY(vkt_strategy_read(s, store, i, *buf));
+    // A non-finite value is never saved: a checkpoint that cannot be loaded back is no checkpoint
+    // (vkt_checkpoint_load refuses one), and a diverged run must not replace a good one.
+    for (uint64_t k = 0; k < nt->count; k++)
+        if (!isfinite((*buf)[k]))
+            return vkt_fail(VKT_ERR_NUMERIC,
+                            "tensor %s holds %s at element %llu: the training diverged, and the "
+                            "checkpoint is not written (the previous one, if any, is kept); try a "
+                            "lower --lr or --clip 1",
+                            name, isnan((*buf)[k]) ? "NaN" : "an infinite value",
+                            (unsigned long long)k);
+    return VKT_OK;
 }
 
 vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_position *pos,
@@ -521,6 +532,15 @@ static vkt_status check_fits(const run *r, const vkt_dataset *d) {
                             "model %s (loss mse) trains against one-hot rows made from one label "
                             "per sample, but the data (%s) has %u labels per sample",
                             m->name, d->source, have);
+        // A label past the outputs would make an all-zero target row.
+        for (uint64_t i = 0; i < d->n; i++)
+            if (d->y[i] >= m->output_features)
+                return vkt_fail(VKT_ERR_FORMAT,
+                                "the data (%s) has label %u at sample %llu, but model %s (loss "
+                                "mse) has %u outputs to one-hot it into (output %s): labels must "
+                                "be 0..%u",
+                                d->source, d->y[i], (unsigned long long)i, m->name,
+                                m->output_features, out, m->output_features - 1);
         return VKT_OK;
     }
     uint32_t want = vkt_model_targets_per_sample(m), V = vkt_model_classes(m);
@@ -641,7 +661,9 @@ static vkt_status load_data(run *r, bool need_train) {
     }
     if (need_train) vkt_dataset_limit(&r->train, o->limit_train);
     if (r->have_test) vkt_dataset_limit(&r->test, o->limit_test);
-    return check_fits(r, need_train ? &r->train : &r->test);
+    // Both sets: a test label past the model's classes would read as a NaN loss.
+    if (need_train) VKT_TRY(check_fits(r, &r->train));
+    return r->have_test ? check_fits(r, &r->test) : VKT_OK;
 }
 
 static vkt_status setup(run *r, bool need_train) {
@@ -705,6 +727,11 @@ static vkt_status evaluate(run *r, double *loss, double *acc) {
     VKT_TRY(st);
     double targets = (double)r->test.n * r->tps; // positions (MSE: outputs) of every sample
     *loss = loss_sum / targets;
+    if (!isfinite(*loss))
+        return vkt_fail(VKT_ERR_NUMERIC,
+                        "the test loss is %s: the parameters diverged (or overflowed), and they "
+                        "are not saved; try a lower --lr or --clip 1",
+                        isnan(*loss) ? "NaN" : "infinite");
     *acc = r->m->loss == VKT_LOSS_SOFTMAX_XENT ? (double)correct / targets : -1;
     return VKT_OK;
 }
@@ -803,6 +830,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     double epoch_loss = 0;
     uint64_t epoch_rows = 0;
     bool stopped = false;
+    bool saved = false; // a checkpoint written by this run (the one a NaN message points at)
     bool overlap = r.s && vkt_strategy_host_overlaps(r.s);
     for (int epoch = pos.epoch; epoch < o->epochs && st == VKT_OK && !stopped; epoch++) {
         vkt_batcher_epoch(&b, (uint64_t)epoch);
@@ -852,8 +880,13 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                               "the loss became %s at step %llu (epoch %d, batch "
                               "%u): training stopped%s%s; try a lower --lr or --clip 1",
                               isnan(loss) ? "NaN" : "infinite", (unsigned long long)step, epoch + 1,
-                              i + 1, o->save_path ? ", the last good checkpoint " : "",
-                              o->save_path ? o->save_path : "");
+                              i + 1,
+                              !o->save_path ? ""
+                              : saved       ? ", the last good checkpoint is "
+                                            : ", no checkpoint was saved by this run (",
+                              !o->save_path ? ""
+                              : saved       ? o->save_path
+                                            : "none before this step)");
                 break;
             }
             epoch_loss += loss_sum;
@@ -918,6 +951,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
         }
         pos = (vkt_run_position){.step = step, .epoch = epoch + 1, .batch = 0};
         if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
+        saved = saved || (o->save_path && st == VKT_OK);
     }
     if (st == VKT_OK && stopped) {
         if (epoch_rows) res->train_loss = epoch_loss / ((double)epoch_rows * r.tps);
