@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_cli_train.sh: `vktrain train` and `vktrain eval` end to end on Fashion-MNIST subsets:
 # learning well above chance on lavapipe and on SwiftShader, checkpoint round trip, resume equal
-# to an uninterrupted run (bit for bit), a checkpoint write killed midway, saving that touches no
+# to an uninterrupted run (bit for bit), also after a SIGINT mid-run (exit 130, the checkpoint of
+# the last step, whole metrics lines), a resume with another --batch, --seed or --lr refused, a
+# checkpoint write killed midway, saving that touches no
 # file it did not write (no other checkpoint's optimizer state, no symbolic link or FIFO at the
 # target), a checkpoint that names a path outside its directory, and the clear errors
 # bad input must get. Args: VKTRAIN_BINARY SOURCE_DIR
@@ -39,6 +41,31 @@ for opt in "--optimizer sgd" "--optimizer adamw --lr 0.002"; do
     "$bin" train $common --resume "$work/part$tag.safetensors" --save "$work/part$tag.safetensors"; check "resumed run" $?
     same_tensors "$work/full$tag.safetensors" "$work/part$tag.safetensors"; check "resume = uninterrupted, bit for bit ($opt)" $?
 done
+# Ctrl-C (SIGINT) mid-run: the step in flight ends, the checkpoint of that step is written, the
+# metrics hold whole JSON lines, the exit status is 130 with a message, and --resume finishes the
+# same training as the uninterrupted run (bit for bit).
+common="--model $model --limit-train 3200 --batch 32 --epochs 2 --seed 7 --quiet --no-eval --optimizer sgd --device llvmpipe"
+"$bin" train $common --save "$work/int_full.safetensors"; check "uninterrupted run of 200 steps" $?
+"$bin" train $common --save "$work/int.safetensors" --metrics "$work/int.jsonl" 2> "$work/int.err" &
+pid=$!
+for _ in $(seq 600); do [ -f "$work/int.jsonl" ] && [ "$(wc -l < "$work/int.jsonl")" -ge 5 ] && break; sleep 0.05; done
+kill -INT $pid; wait $pid; rc=$?
+cat "$work/int.err"
+[ $rc -eq 130 ] && grep -q "stopped by SIGINT after step [0-9]*; the checkpoint of that step is" "$work/int.err"
+check "SIGINT: exit 130 and a message naming the checkpoint (exit $rc)" $?
+python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$work/int.jsonl"
+check "SIGINT: every metrics line is whole JSON ($(wc -l < "$work/int.jsonl") lines)" $?
+"$bin" train $common --resume "$work/int.safetensors" --save "$work/int.safetensors" --metrics "$work/int.jsonl"
+check "the interrupted run resumes" $?
+same_tensors "$work/int_full.safetensors" "$work/int.safetensors"
+check "interrupted + resumed = uninterrupted, bit for bit" $?
+# A resume is the same training: another --batch, --seed or --lr is refused.
+expect_error "--resume with another --batch" "trained with batch 32; this run asks for 16" \
+    train ${common/--batch 32/--batch 16} --resume "$work/int.safetensors"
+expect_error "--resume with another --seed" "trained with seed 7; this run asks for 8" \
+    train ${common/--seed 7/--seed 8} --resume "$work/int.safetensors"
+expect_error "--resume with another --lr" "trained with lr 0.05.*this run asks for 0.1" \
+    train $common --lr 0.1 --resume "$work/int.safetensors"
 n=$(ls "$work"/part--optimizer_sgd.optim-s*.safetensors 2> /dev/null | wc -l)
 [ "$n" -eq 1 ]; check "one optimizer-state file beside the checkpoint, older ones removed ($n)" $?
 

@@ -3,6 +3,7 @@
 // (a JSON object as the last line with --json). The loop itself is engine/run/train.c.
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -707,6 +708,18 @@ vkt_status cli_train_with_viewer(cli_run_options *c, vkt_train_result *r) {
     return VKT_OK;
 }
 
+// SIGINT / SIGTERM: the run stops after the step in flight, saves where it stands (with --save)
+// and says so; a second signal ends the process at once (the default action).
+static volatile sig_atomic_t g_stop_signal;
+static void on_stop_signal(int sig) {
+    g_stop_signal = sig;
+    signal(sig, SIG_DFL);
+}
+static bool stop_requested(void *user) {
+    (void)user;
+    return g_stop_signal != 0;
+}
+
 int cmd_train(int argc, char **argv) {
     int64_t cli_start = vkt_trace_now_ns(); // the context's opening counts to the first step
     cli_run_options c;
@@ -719,6 +732,11 @@ int cmd_train(int argc, char **argv) {
                   .show_lr = c.o.lr.kind != VKT_LR_CONSTANT || c.o.lr.warmup > 0};
     c.o.progress = on_progress;
     c.o.progress_user = &pr;
+    c.o.should_stop = stop_requested;
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     vkt_trace *trace = NULL;
     if (c.trace_path || c.view) {
         if (vkt_trace_create(&trace) != VKT_OK) {
@@ -747,6 +765,15 @@ int cmd_train(int argc, char **argv) {
             cli_print_first_step(&r.first_step, context_s, "", "later steps");
         if (!c.quiet && r.ndevices > 1) print_devices(&r);
         if (c.json) print_json(&r, "train", context_s);
+    }
+    if (rc == 0 && r.interrupted) {
+        int sig = (int)g_stop_signal;
+        fprintf(stderr, "vktrain: stopped by %s after step %llu%s%s%s\n",
+                sig == SIGTERM ? "SIGTERM" : "SIGINT", (unsigned long long)r.steps,
+                c.o.save_path ? "; the checkpoint of that step is " : " (no --save: nothing kept)",
+                c.o.save_path ? c.o.save_path : "",
+                c.o.save_path ? ": continue with --resume and the same options" : "");
+        rc = 128 + sig;
     }
     vkt_trace_destroy(trace);
     vkt_context_destroy(ctx);

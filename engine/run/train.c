@@ -151,6 +151,63 @@ static vkt_status check_resume_schedule(const char *path, const vkt_lr_schedule 
                     path, a, b);
 }
 
+// A resumed run is the run it continues: the same batch, seed, data limit, shuffling and
+// optimizer settings as the checkpoint records (a key the checkpoint lacks, from an older
+// version, is not checked), and a run position that is possible.
+static vkt_status check_resume_run(const char *path, const vkt_train_opts *o) {
+    vkt_checkpoint *ck;
+    VKT_TRY(vkt_checkpoint_open(path, &ck));
+    const vkt_optim_desc *od = &o->optim;
+    char want[16][40];
+    const char *keys[16];
+    int n = 0;
+#define WANT(key, ...) (keys[n] = key, snprintf(want[n++], sizeof want[0], __VA_ARGS__))
+    WANT("batch", "%u", o->batch);
+    WANT("seed", "%llu", (unsigned long long)o->seed);
+    WANT("limit_train", "%u", o->limit_train);
+    WANT("shuffle", "%s", o->shuffle ? "true" : "false");
+    WANT("lr", "%.9g", od->lr);
+    WANT("momentum", "%.9g", od->momentum);
+    WANT("nesterov", "%s", od->nesterov ? "true" : "false");
+    WANT("weight_decay", "%.9g", od->weight_decay);
+    WANT("betas", "%.9g,%.9g", od->beta1, od->beta2);
+    WANT("eps", "%.9g", od->eps);
+    WANT("clip", "%.9g", od->clip);
+#undef WANT
+    static const char *const flag[] = {
+        "--batch",    "--seed",         "--limit-train",   "--no-shuffle", "--lr",  "--momentum",
+        "--nesterov", "--weight-decay", "--beta1/--beta2", "--eps",        "--clip"};
+    vkt_status st = VKT_OK;
+    for (int i = 0; i < n && st == VKT_OK; i++) {
+        const char *have = vkt_checkpoint_meta(ck, keys[i]);
+        if (have && strcmp(have, want[i]) != 0)
+            st = vkt_fail(VKT_ERR_ARG,
+                          "checkpoint %s was trained with %s %s; this run asks for %s: a resumed "
+                          "run continues the same training, so give %s as it was (or start a new "
+                          "run from its parameters with --init)",
+                          path, keys[i], have, want[i], flag[i]);
+    }
+    // The position: whole numbers, the epoch not negative and not past the run's epochs.
+    const char *keys2[] = {"step", "epoch", "batch_in_epoch"};
+    for (int i = 0; i < 3 && st == VKT_OK; i++) {
+        const char *v = vkt_checkpoint_meta(ck, keys2[i]);
+        if (v && (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 18))
+            st = vkt_fail(VKT_ERR_FORMAT,
+                          "checkpoint %s: its run position %s is \"%.40s\", not a whole number "
+                          "(the file was edited or is damaged): use --init to start from its "
+                          "parameters",
+                          path, keys2[i], v);
+    }
+    const char *ep = vkt_checkpoint_meta(ck, "epoch");
+    if (st == VKT_OK && ep && strtoll(ep, NULL, 10) > o->epochs)
+        st = vkt_fail(VKT_ERR_ARG,
+                      "checkpoint %s has finished %s epochs, more than this run's --epochs %d: "
+                      "give --epochs of at least %s to continue it",
+                      path, ep, o->epochs, ep);
+    vkt_checkpoint_close(ck);
+    return st;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checkpoints
 
@@ -310,6 +367,9 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
     const char *lr_kind = vkt_lr_kind_name(ls->kind);
     const vkt_augment *au = &o->augment;
     snprintf(v_pad, sizeof v_pad, "%u", au->crop ? au->pad : 0);
+    char v_bsz[32], v_limit[32];
+    snprintf(v_bsz, sizeof v_bsz, "%u", o->batch);
+    snprintf(v_limit, sizeof v_limit, "%u", o->limit_train);
     const char *model_name = o->strategy.model ? o->strategy.model->name : "";
     vkt_ckpt_meta meta[] = {
         {"format", "vktrain-checkpoint-1"},
@@ -335,6 +395,9 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
         {"lr_total_steps", v_total},
         {"augment", au->crop ? (au->flip ? "crop,flip" : "crop") : (au->flip ? "flip" : "none")},
         {"augment_pad", v_pad},
+        {"batch", v_bsz},
+        {"limit_train", v_limit},
+        {"shuffle", o->shuffle ? "true" : "false"},
     };
     char betas[64];
     snprintf(betas, sizeof betas, "%s,%s", v_b1, v_b2);
@@ -812,6 +875,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     oo.strategy.model = r.m; // the checkpoints' "model" metadata
     st = vkt_lr_check(&o->lr, o->optim.lr, total_steps);
     if (st == VKT_OK && o->resume_path) st = check_resume_schedule(o->resume_path, &oo.lr);
+    if (st == VKT_OK && o->resume_path) st = check_resume_run(o->resume_path, o);
     if (st == VKT_OK && o->metrics_path) {
         r.metrics = fopen(o->metrics_path, o->resume_path ? "a" : "w");
         if (!r.metrics)
@@ -839,7 +903,9 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
         uint32_t first = epoch == pos.epoch ? pos.batch : 0;
         uint32_t B = 0; // rows of batch i when it was gathered during the previous step
         for (uint32_t i = first; i < nb && st == VKT_OK; i++) {
-            if (step >= total_steps) {
+            bool asked = o->should_stop && o->should_stop(o->should_stop_user);
+            if (step >= total_steps || asked) {
+                res->interrupted = asked && step < total_steps;
                 stopped = true;
                 pos = (vkt_run_position){.step = step, .epoch = epoch, .batch = i};
                 break;
@@ -903,6 +969,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                         "\"rows\":%u,\"lr\":%.9g,\"loss\":%.9g,\"samples_per_sec\":%.6g}\n",
                         (unsigned long long)step, epoch + 1, i + 1, B, (double)(float)lr, loss,
                         sps);
+            if (r.metrics) fflush(r.metrics); // whole lines, as they come (a viewer may follow)
             if (o->progress) {
                 vkt_progress p = {.epoch = epoch + 1,
                                   .epochs = o->epochs,
@@ -973,6 +1040,13 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             vkt_trace_set_summary(o->trace, vkt_strategy_trace_pid(r.s, d), &sum);
         }
     }
+    // A metrics line that did not reach the file (a full disk) is an error, not a cut file and
+    // exit 0.
+    if (r.metrics && (fflush(r.metrics) != 0 || ferror(r.metrics)) && st == VKT_OK)
+        st = vkt_fail(VKT_ERR_IO,
+                      "writing the metrics file %s failed: %s (free disk space or choose another "
+                      "path)",
+                      o->metrics_path, strerror(errno));
     res->steps = step;
     if (step > step0 + 1)
         res->first_step.later_step_seconds =

@@ -116,6 +116,12 @@ typedef struct vkt_train_opts {
     bool skip_eval;
     vkt_progress_fn progress;
     void *progress_user;
+    // Asked before every step (NULL: never): true ends the run after the step in flight, as
+    // --max-steps would there (a checkpoint at the position reached when save_path is set, the
+    // metrics flushed) with VKT_OK and vkt_train_result.interrupted set. The CLI sets it from
+    // SIGINT and SIGTERM.
+    bool (*should_stop)(void *user);
+    void *should_stop_user;
 } vkt_train_opts;
 
 // The time from the start of a run to the end of its first step, in exclusive parts that add up
@@ -158,6 +164,7 @@ typedef struct vkt_train_result {
     int ndevices;
     vkt_device_stats devices[VKT_MAX_DEVICES];
     vkt_first_step first_step; // of this call's first step (a resumed run: its first here)
+    bool interrupted;          // should_stop ended the run early
 } vkt_train_result;
 
 // Runs the training. Fails with the status of what went wrong (bad data or model file, no model
