@@ -66,6 +66,10 @@ expect_error "--resume with another --seed" "trained with seed 7; this run asks 
     train ${common/--seed 7/--seed 8} --resume "$work/int.safetensors"
 expect_error "--resume with another --lr" "trained with lr 0.05.*this run asks for 0.1" \
     train $common --lr 0.1 --resume "$work/int.safetensors"
+# A metrics file that cannot be written (a full disk: /dev/full) is an error, not exit 0.
+expect_error "metrics on a full disk" "writing the metrics file /dev/full failed: No space left" \
+    train --model "$src/assets/models/tiny_mlp.json" --limit-train 256 --batch 64 --epochs 1 \
+    --no-eval --quiet --device llvmpipe --metrics /dev/full
 n=$(ls "$work"/part--optimizer_sgd.optim-s*.safetensors 2> /dev/null | wc -l)
 [ "$n" -eq 1 ]; check "one optimizer-state file beside the checkpoint, older ones removed ($n)" $?
 
