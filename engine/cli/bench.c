@@ -478,8 +478,10 @@ static int bench_matmul(int argc, char **argv) {
             sizes_arg = v;
             i++;
         } else if (strcmp(f, "--reps") == 0 && v) {
-            o.reps = atoi(v);
-            if (o.reps < 1 || o.reps > 1000) {
+            char *end;
+            long reps = strtol(v, &end, 10);
+            o.reps = end != v && !*end && reps >= 1 && reps <= 1000 ? (int)reps : 0;
+            if (o.reps < 1) {
                 fprintf(stderr, "vktrain bench matmul: --reps takes 1 to 1000, not \"%s\"\n", v);
                 return 2;
             }
@@ -569,6 +571,17 @@ static int bench_matmul(int argc, char **argv) {
                    "GFLOP/s", "of peak", "spot check");
         }
         for (int si = 0; si < o.nsizes && s == VKT_OK; si++) {
+            // A large size runs for minutes on a CPU driver (first-use tuning of each variant,
+            // o.reps timed runs, a peak_fma run after each): say so before it starts, on stderr,
+            // so that a silent terminal is not taken for a hang.
+            double gflop = 2e-9 * o.sizes[si] * o.sizes[si] * o.sizes[si];
+            double est_s = peak > 0 ? gflop * (o.reps + 3) / peak : 0;
+            if (est_s > 5)
+                fprintf(stderr,
+                        "vktrain bench matmul: size %u on %s: at least %.0f s (%d timed runs and "
+                        "the tuning of %.3g GFLOP products at this device's peak of %.1f "
+                        "GFLOP/s)\n",
+                        o.sizes[si], info->name, est_s, o.reps, gflop, peak);
             size_result r;
             s = bench_size(dev, ops, cmd, &pb, &o, o.sizes[si], &r);
             if (s != VKT_OK) break;
@@ -612,6 +625,7 @@ static int bench_matmul(int argc, char **argv) {
                                             : 0.0);
                 printf(" GFLOP/s\n");
             }
+            fflush(stdout); // each size as it comes, also into a pipe
             if (!r.ok) {
                 char msg[256];
                 snprintf(msg, sizeof msg,

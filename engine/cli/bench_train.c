@@ -219,8 +219,10 @@ int cli_bench_train(int argc, char **argv) {
         if (!strcmp(argv[i], "--baseline")) {
             baseline = true;
         } else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
-            steps = atoi(argv[++i]);
-            if (steps < 1 || steps > 100000) {
+            char *end;
+            long n = strtol(argv[++i], &end, 10);
+            steps = end != argv[i] && !*end && n >= 1 && n <= 100000 ? (int)n : 0;
+            if (steps < 1) {
                 fprintf(stderr, "vktrain: --steps wants a whole number from 1 to 100000\n");
                 return 2;
             }

@@ -74,11 +74,14 @@ bool cli_parse_size(const char *flag, const char *v, uint64_t *out) {
     else if (*end == 'B')
         end++;
     if (*end) goto bad;
+    // From 1 byte to 2^63 - 1 (a larger double does not convert to an integer): nothing is bigger.
+    if (!(x * mul >= 1) || !(x * mul < 9223372036854775808.0)) goto bad;
     *out = (uint64_t)(x * mul);
     return true;
 bad:
-    fprintf(stderr, "vktrain: %s wants a size like 512M, 2G or 1048576, not \"%s\"\n", flag,
-            v ? v : "");
+    fprintf(stderr,
+            "vktrain: %s wants a size from 1 byte to 8E (like 512M, 2G or 1048576), not \"%s\"\n",
+            flag, v ? v : "");
     return false;
 }
 
@@ -494,8 +497,8 @@ static bool parse_list(const char *flag, const char *v, int want, float *out) {
         char *end;
         errno = 0;
         double x = strtod(p, &end);
-        if (end == p || errno || !isfinite(x) || x < 0 || (i < want - 1 && *end != ',') ||
-            (i == want - 1 && *end)) {
+        if (end == p || errno || !isfinite(x) || x < 0 || x > 1e30 ||
+            (i < want - 1 && *end != ',') || (i == want - 1 && *end)) {
             fprintf(stderr,
                     "vktrain: %s wants %d comma-separated non-negative numbers (one per "
                     "device), not \"%s\"\n",

@@ -149,7 +149,8 @@ int cmd_view(int argc, char **argv) {
             char *end;
             long w = strtol(v, &end, 10), h = 0;
             if (*end == 'x' || *end == 'X') h = strtol(end + 1, &end, 10);
-            if (*end || w <= 0 || h <= 0) return usage_error("--size wants WIDTHxHEIGHT, not", v);
+            if (*end || w <= 0 || h <= 0 || w > 16384 || h > 16384)
+                return usage_error("--size wants WIDTHxHEIGHT, each 1 to 16384, not", v);
             o.width = (int)w, o.height = (int)h;
         } else if (strcmp(a, "--replay") == 0 && has_value) {
             char *end;

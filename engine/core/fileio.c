@@ -176,10 +176,63 @@ vkt_status vkt_mkdirs(const char *path) {
     return VKT_OK;
 }
 
+// Opens path read-only without blocking on a FIFO, and keeps it only if it is a regular file: -1
+// with errno from open(2), or with *kind naming what the path is instead.
+static int open_regular(const char *path, const char **kind) {
+    *kind = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        *kind = S_ISFIFO(st.st_mode)   ? "a FIFO (named pipe)"
+                : S_ISDIR(st.st_mode)  ? "a directory"
+                : S_ISCHR(st.st_mode)  ? "a character device"
+                : S_ISBLK(st.st_mode)  ? "a block device"
+                : S_ISSOCK(st.st_mode) ? "a socket"
+                                       : "not a regular file";
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int vkt_open_input(const char *path, const char *what, const char *hint) {
+    const char *kind;
+    int fd = open_regular(path, &kind);
+    if (fd >= 0) return fd;
+    if (kind)
+        vkt_fail(VKT_ERR_IO,
+                 "%s %s is %s, not a regular file: vktrain reads its inputs only from regular "
+                 "files (copy the data into one)",
+                 what, path, kind);
+    else
+        vkt_fail(VKT_ERR_IO, "cannot open %s %s: %s%s%s", what, path, strerror(errno),
+                 hint ? " " : "", hint ? hint : "");
+    return -1;
+}
+
 void *vkt_read_file(const char *path, size_t max, size_t *size) {
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    const char *kind;
+    int fd = open_regular(path, &kind);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
     char *buf = NULL;
     size_t n = 0, cap = 0;
     for (;;) {

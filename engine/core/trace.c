@@ -1032,8 +1032,13 @@ static vkt_status load_other(loader *L, const cJSON *other) {
 
 vkt_status vkt_trace_load(const char *path, vkt_trace **out) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return vkt_fail(VKT_ERR_IO, "cannot open the trace file %s: %s", path, strerror(errno));
+    int fd = vkt_open_input(path, "the trace file", NULL);
+    if (fd < 0) return VKT_ERR_IO; // the message is set
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory opening %s", path);
+    }
     char *text = NULL;
     long size = -1;
     if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);

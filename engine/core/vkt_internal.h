@@ -182,7 +182,13 @@ vkt_status vkt_mkdirs(const char *path);
 // never), so that tests can check that the previous file survives. NULL (the default): never.
 typedef uint64_t (*vkt_crash_hook)(void);
 void vkt_test_set_crash_hook(vkt_crash_hook hook);
-// The whole file, NUL-terminated (malloc'd), or NULL when missing, unreadable or over max bytes.
+// The whole file, NUL-terminated (malloc'd), or NULL when missing, unreadable, not a regular file
+// or over max bytes.
 void *vkt_read_file(const char *path, size_t max, size_t *size);
+// Opens an input file for reading, only if it is a regular file: a FIFO given as a file would
+// block the run, a device or a directory would never end or make no sense, so each is refused by
+// what it is. On failure returns -1 with a VKT_ERR_IO message "cannot open <what> <path>: <reason>
+// <hint>" (hint may be NULL) or "<what> <path> is a FIFO, not a regular file ...".
+int vkt_open_input(const char *path, const char *what, const char *hint);
 
 #endif

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -486,12 +487,13 @@ vkt_status vkt_model_parse(const char *json_text, const char *source_name, vkt_m
 
 vkt_status vkt_model_load(const char *path, vkt_model_desc *out) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return vkt_fail(VKT_ERR_IO,
-                        "cannot open model file %s: %s (see assets/models/ for "
-                        "examples)",
-                        path, strerror(errno));
+    int fd = vkt_open_input(path, "model file", "(see assets/models/ for examples)");
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd < 0) return VKT_ERR_IO; // the message is set
+        close(fd);
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory opening %s", path);
+    }
     char *text = malloc(MAX_MODEL_FILE + 1);
     if (!text) {
         fclose(f);

@@ -510,12 +510,10 @@ vkt_status vkt_checkpoint_open(const char *path, vkt_checkpoint **out) {
         free(ck);
         return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory opening %s", path);
     }
-    ck->fd = open(path, O_RDONLY | O_CLOEXEC);
+    ck->fd = vkt_open_input(path, "checkpoint", "(check the path)");
     if (ck->fd < 0) {
-        int err = errno;
         vkt_checkpoint_close(ck);
-        return vkt_fail(VKT_ERR_IO, "cannot open checkpoint %s: %s (check the --resume path)", path,
-                        strerror(err));
+        return VKT_ERR_IO; // the message is set
     }
     struct stat st;
     vkt_status s = VKT_OK;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "vkt_internal.h"
@@ -44,11 +45,13 @@ typedef struct rd {
 static vkt_status rd_open(rd *r, const char *path) {
     r->path = path;
     r->pos = 0;
-    errno = 0; // gzopen leaves errno alone when it fails for lack of memory
-    r->f = gzopen(path, "rb");
-    if (!r->f)
-        return vkt_fail(VKT_ERR_IO, "cannot open %s: %s (check the path and its permissions)", path,
-                        errno ? strerror(errno) : "out of memory");
+    int fd = vkt_open_input(path, "data file", "(check the path and its permissions)");
+    if (fd < 0) return VKT_ERR_IO; // the message is set
+    r->f = gzdopen(fd, "rb");
+    if (!r->f) {
+        close(fd);
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory opening %s", path);
+    }
     gzbuffer(r->f, 1u << 17);
     return VKT_OK;
 }
@@ -335,11 +338,11 @@ vkt_status vkt_dataset_load_idx(const char *images_path, const char *labels_path
     return VKT_OK;
 }
 
+// Anything at the path counts (opening it is left to the reader, which refuses a FIFO or a device
+// by name: opening a FIFO here would block).
 static bool file_exists(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    fclose(f);
-    return true;
+    struct stat st;
+    return stat(path, &st) == 0;
 }
 
 // Finds dir/base.gz or dir/base; fails with VKT_ERR_IO naming both.

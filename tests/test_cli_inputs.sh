@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# test_cli_inputs.sh: inputs that are not what they claim to be get a clear error, in bounded time,
+# from every reader of the CLI: a FIFO, a directory or a device given where a file is expected
+# (model, data, text, checkpoint, trace; a FIFO used to block the run forever), numbers past what
+# a flag can hold (each used to be converted to an integer with undefined behaviour), and the
+# messages that named the wrong flag. Also: a checkpoint's "model" metadata is the model's name.
+# Args: VKTRAIN_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1 src=$2
+. "$(dirname "$0")/check.bash" # fails, check NAME STATUS, expect_error
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tiny=$src/assets/models/tiny_mlp.json
+dev="--device llvmpipe"
+
+# A small data set: 64 samples of tiny_mlp's 784 features (.npy, written by hand: no numpy).
+python3 - "$work" <<'PY'
+import struct, sys, random
+def npy(path, descr, shape, payload):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, "".join(f"{s}," for s in shape))
+    h += " " * (63 - (10 + len(h)) % 64) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + payload)
+random.seed(1)
+npy(sys.argv[1] + "/x.npy", "<f4", (64, 784), struct.pack("<%df" % (64 * 784), *[random.random() for _ in range(64 * 784)]))
+npy(sys.argv[1] + "/y.npy", "<i8", (64,), struct.pack("<64q", *[random.randrange(10) for _ in range(64)]))
+PY
+data="--data-npy $work/x.npy,$work/y.npy"
+"$bin" train --model "$tiny" $data $dev --epochs 1 --quiet --save "$work/ck.safetensors"
+check "train tiny_mlp on the .npy arrays" $?
+python3 - "$work/ck.safetensors" <<'PY'
+import json, struct, sys
+d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]
+sys.exit(0 if json.loads(d[8:8 + n])["__metadata__"]["model"] == "tiny_mlp" else 1)
+PY
+check "the checkpoint's model metadata is the model's name (tiny_mlp)" $?
+
+# 1. Not a regular file. Each reader refuses a FIFO (with no writer: opening one for reading used to
+# wait for a writer forever), a directory and a character device, saying what the path is; the
+# run is bounded by timeout so that a regression fails instead of hanging the suite.
+mkfifo "$work/fifo"
+bounded() { timeout 20 "$bin" "$@"; }
+nonreg() { # nonreg NAME PATTERN ARGS... (with FILE where the path goes)
+    local name=$1 pattern=$2; shift 2
+    local paths=("$work/fifo" /dev/zero "$work")
+    [ "$name" = "text file" ] && paths=("$work/fifo" /dev/zero) # a directory: its files
+    for path in "${paths[@]}"; do
+        local args=() kind
+        case $path in "$work/fifo") kind="a FIFO" ;; /dev/zero) kind="a character device" ;; *) kind="a directory" ;; esac
+        for a in "$@"; do args+=("${a//FILE/$path}"); done
+        bounded "${args[@]}" > "$work/out" 2> "$work/err"; local rc=$?
+        if [ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "is $kind" "$work/err" && grep -qi -- "$pattern" "$work/err"; then
+            echo "ok   $name, $kind: $(head -c 200 "$work/err")"
+        else
+            echo "FAIL $name, $kind (exit $rc): $(cat "$work/err")"; fails=$((fails + 1))
+        fi
+    done
+}
+nonreg "model file" "model file" train --model FILE $data $dev --epochs 1
+nonreg "data .npy (features)" "data file" train --model "$tiny" --data-npy "FILE,$work/y.npy" $dev --epochs 1
+nonreg "data .npy (labels)" "data file" train --model "$tiny" --data-npy "$work/x.npy,FILE" $dev --epochs 1
+nonreg "checkpoint (eval --init)" "checkpoint" eval --model "$tiny" --init FILE $data $dev
+nonreg "checkpoint (--resume)" "checkpoint" train --model "$tiny" --resume FILE $data $dev
+nonreg "trace (view --png)" "trace file" view FILE --png "$work/t.png"
+# A text corpus file (--data-text) is read as bytes, by the same reader.
+nonreg "text file" "data file" train --model "$src/assets/models/char_gpt.json" --data-text FILE $dev --epochs 1
+# IDX files in a --data directory: a FIFO in place of the labels file.
+mkdir "$work/idx"
+mkfifo "$work/idx/train-images-idx3-ubyte" "$work/idx/train-labels-idx1-ubyte"
+timeout 20 "$bin" train --model "$tiny" --data "$work/idx" $dev --epochs 1 > "$work/out" 2> "$work/err"; rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "is a FIFO" "$work/err"
+check "IDX directory with FIFOs: $(head -c 200 "$work/err")" $?
+
+# 2. A missing checkpoint for eval names the path, not another command's flag.
+expect_error "eval --init missing" "cannot open checkpoint $work/missing.safetensors" \
+    eval --model "$tiny" --init "$work/missing.safetensors" $data $dev
+grep -q -- "--resume" "$work/err"; [ $? -ne 0 ]; check "eval --init missing does not mention --resume" $?
+
+# 3. Numbers past what a flag holds: refused with the flag's range, never converted with undefined
+# behaviour (the sanitizer build runs this test with UBSan's float-cast-overflow).
+expect_error "--mem-limit 1e300" "1 byte to 8E" train --model "$tiny" $data $dev --mem-limit 1e300
+expect_error "--mem-limit 0.2 (under a byte; 0 meant no limit)" "1 byte to 8E" train --model "$tiny" $data $dev --mem-limit 0.2
+expect_error "--mem-limit 16E" "1 byte to 8E" plan --model "$tiny" $dev --mem-limit 17179869184G
+expect_error "bench matmul --reps 99999999999" "1 to 1000" bench matmul $dev --reps 99999999999
+expect_error "bench train --steps 1e10" "1 to 100000" bench train --model "$tiny" $dev --steps 99999999999
+expect_error "--balance 1e300" "non-negative numbers" train --model "$tiny" $data \
+    --device llvmpipe,llvmpipe --strategy replicated --balance 1e300,1
+expect_error "view --size 99999999999x10" "WIDTHxHEIGHT" view "$work/missing.json" --size 99999999999x10
+
+[ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
+[ $fails -eq 0 ]
