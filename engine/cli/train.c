@@ -712,11 +712,14 @@ vkt_status cli_train_with_viewer(cli_run_options *c, vkt_train_result *r) {
 }
 
 // SIGINT / SIGTERM: the run stops after the step in flight, saves where it stands (with --save)
-// and says so; a second signal ends the process at once (the default action).
+// and says so; a second signal of either kind ends the process at once (the default action:
+// SA_RESETHAND restores it for the signal received, the handler for the other one).
 static volatile sig_atomic_t g_stop_signal;
 static void on_stop_signal(int sig) {
     g_stop_signal = sig;
-    signal(sig, SIG_DFL);
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig == SIGINT ? SIGTERM : SIGINT, &dfl, NULL); // async-signal-safe
 }
 static bool stop_requested(void *user) {
     (void)user;
@@ -736,7 +739,7 @@ int cmd_train(int argc, char **argv) {
     c.o.progress = on_progress;
     c.o.progress_user = &pr;
     c.o.should_stop = stop_requested;
-    struct sigaction sa = {.sa_handler = on_stop_signal};
+    struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESETHAND};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
