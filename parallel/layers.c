@@ -406,12 +406,11 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
         }
         for (int i = 0; i < L->S; i++)
             if (p.need[i].total > pi.limit[i])
-                return vkt_fail(
-                    VKT_ERR_DEVICE_MEMORY,
-                    "stage %d (layers %d to %d) needs %.1f MiB "
-                    "on device %s, which has %.1f MiB; change --split or use --split auto",
-                    i, p.lo[i], p.hi[i] - 1, p.need[i].total / 1048576.0,
-                    vkt_device_label(s->dev[i]), pi.limit[i] / 1048576.0);
+                return vkt_fail(VKT_ERR_DEVICE_MEMORY,
+                                "stage %d (layers %d to %d) needs %.1f MiB "
+                                "on %s, which has %.1f MiB; change --split or use --split auto",
+                                i, p.lo[i], p.hi[i] - 1, p.need[i].total / 1048576.0,
+                                s->stats[i].label, pi.limit[i] / 1048576.0);
     }
     for (int i = 0; i < L->S; i++)
         L->lo[i] = p.lo[i], L->hi[i] = p.hi[i];

@@ -71,8 +71,7 @@ void vkt_plan_single(const vkt_plan_input *in, vkt_plan *p) {
     p->lo[0] = 0, p->hi[0] = in->model->nlayers;
     p->compute_share[0] = 1;
     finish(in, p);
-    if (!p->fits)
-        snprintf(p->note, sizeof p->note, "the whole model and batch do not fit on device 0");
+    if (!p->fits) snprintf(p->note, sizeof p->note, "the whole model and batch do not fit on #0");
 }
 
 void vkt_plan_replicated(const vkt_plan_input *in, vkt_plan *p) {

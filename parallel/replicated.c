@@ -268,11 +268,11 @@ vkt_status strategy_replicated_create(vkt_strategy *s) {
         if (mem->total > pi.limit[i])
             return vkt_fail(
                 VKT_ERR_DEVICE_MEMORY,
-                "replicated: device %s needs %.1f MiB for a whole replica (parameters "
+                "replicated: %s needs %.1f MiB for a whole replica (parameters "
                 "%.1f, gradients %.1f, optimizer state %.1f, activations %.1f, exchange "
                 "%.1f MiB) but has %.1f MiB; every device holds the whole model, so more "
                 "devices do not help: --strategy layers splits the model across devices",
-                vkt_device_label(s->dev[i]), mem->total / 1048576.0, mem->params / 1048576.0,
+                s->stats[i].label, mem->total / 1048576.0, mem->params / 1048576.0,
                 mem->grads / 1048576.0, mem->optim / 1048576.0, mem->activations / 1048576.0,
                 mem->params / 1048576.0, pi.limit[i] / 1048576.0);
     }

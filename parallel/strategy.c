@@ -21,6 +21,18 @@ const char *vkt_strategy_name(vkt_strategy_kind kind) {
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
 
+void vkt_strategy_device_label(const vkt_context *ctx, const int *devices, int n, int k, char *buf,
+                               size_t size) {
+    bool identity = true;
+    for (int i = 0; i < n; i++)
+        identity &= devices[i] == i;
+    const char *name = vkt_context_device_info(ctx, devices[k])->name;
+    if (identity)
+        snprintf(buf, size, "#%d %s", k, name);
+    else
+        snprintf(buf, size, "#%d %s (device %d)", k, name, devices[k]);
+}
+
 vkt_status strategy_open_devices(vkt_strategy *s) {
     const vkt_strategy_desc *d = &s->desc;
     size_t len = 0;
@@ -34,7 +46,8 @@ vkt_status strategy_open_devices(vkt_strategy *s) {
         int w = snprintf(s->devices_str + len, sizeof s->devices_str - len, "%s%s", i ? "," : "",
                          info->name);
         if (w > 0 && len + (size_t)w < sizeof s->devices_str) len += (size_t)w;
-        snprintf(s->stats[i].label, sizeof s->stats[i].label, "%s", vkt_device_label(s->dev[i]));
+        vkt_strategy_device_label(d->ctx, d->devices, d->ndevices, i, s->stats[i].label,
+                                  sizeof s->stats[i].label);
         s->stats[i].memory_limit = vkt_device_memory_limit(s->dev[i]);
     }
     return VKT_OK;
@@ -45,7 +58,9 @@ vkt_status strategy_trace_begin(vkt_strategy *s) {
     if (!t) return VKT_OK;
     VKT_TRY(vkt_trace_set_strategy(t, vkt_strategy_name(s->desc.kind)));
     for (int i = 0; i < s->ndev; i++) {
-        VKT_TRY(vkt_trace_add_vk_device(t, s->dev[i], &s->trace_pid[i]));
+        // Named as everywhere else (vkt_strategy_device_label), not by the device's own label.
+        VKT_TRY(vkt_trace_add_device(t, s->stats[i].label, vkt_device_get_info(s->dev[i])->driver,
+                                     vkt_device_memory_limit(s->dev[i]), &s->trace_pid[i]));
         VKT_TRY(vkt_trace_calibrate(t, s->trace_pid[i], s->dev[i]));
     }
     return VKT_OK;

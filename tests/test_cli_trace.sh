@@ -71,6 +71,77 @@ check "renders the trace to PNG" $?
 python3 "$src/tests/viewer_check.py" "$work/trace.png" "$work/trace.json" "$work/layout.json" --size 1280x720
 check "the PNG shows each device's work where the trace says" $?
 
+# ---------------------------------------------------------------------------------------------
+# Device names (docs/PARALLELISM.md, "Naming devices"): a run's device at position k of --device
+# is "#k NAME", with " (device I)" (its index in `vktrain devices`) on every device when some
+# position is not its device's index. Three logical devices of one driver (replicated), and both
+# orders of the two drivers (layers; one of the two orders has positions that differ from the
+# indices, whichever way this machine enumerates them): the trace's process names and device
+# list, train's device lines (text, or the --json result of the run above), `plan` and
+# `devices --device`, and the viewer's row labels and utilisation and memory legends (the names
+# it drew, from --layout) all carry the position, distinct per device.
+"$bin" devices --json > "$work/devices.json"; check "devices --json for the names" $?
+loud=(--model "$model" --limit-train 256 --batch 64 --epochs 1 --no-eval) # train's device lines
+"$bin" train "${loud[@]}" --device llvmpipe,llvmpipe,llvmpipe --strategy replicated \
+    --trace "$work/three.json" > "$work/three.out"
+check "replicated on three logical llvmpipe devices with --trace" $?
+"$bin" train "${loud[@]}" --device swiftshader,llvmpipe --strategy layers --micro-batches 2 \
+    --trace "$work/sl.json" > "$work/sl.out"
+check "layers on swiftshader,llvmpipe with --trace" $?
+names() { # NAME SPEC TRACE TRAIN_OUTPUT (text, or json)
+    local name=$1 spec=$2 trace=$3 out=$4
+    "$bin" plan --model "$model" --device "$spec" > "$work/plan.out" &&
+        "$bin" devices --json --device "$spec" > "$work/sel.json" &&
+        "$bin" view "$trace" --png "$work/names.png" --device llvmpipe --layout "$work/names.layout.json" > /dev/null
+    check "$name: plan, devices --device and view run" $?
+    python3 - "$work/devices.json" "$spec" "$trace" "$out" "$work/plan.out" "$work/sel.json" \
+        "$work/names.layout.json" <<'PY'
+import json, re, sys
+devices, spec, trace, out, plan, sel, layout = sys.argv[1:]
+devs = json.load(open(devices))
+def index(item):
+    m = [d["index"] for d in devs if item.lower() in d["name"].lower()]
+    assert m, ("no device", item)
+    return m[0]
+idx = [index(x) for x in spec.split(",")]
+name = {d["index"]: d["name"] for d in devs}
+moved = any(i != k for k, i in enumerate(idx))
+want = ["#%d %s%s" % (k, name[i], " (device %d)" % i if moved else "") for k, i in enumerate(idx)]
+print("expected:", want)
+t = json.load(open(trace))
+procs = {e["pid"]: e["args"]["name"] for e in t["traceEvents"] if e.get("ph") == "M" and e["name"] == "process_name"}
+assert [procs[k] for k in range(len(idx))] == want, ("trace process names", procs)
+assert [d["name"] for d in t["otherData"]["devices"]] == want, ("trace devices", t["otherData"]["devices"])
+text = open(out).read()
+if text.lstrip().startswith("{") or "\n{" in text:
+    r = json.loads(text.strip().splitlines()[-1])
+    got = [d["device"] for d in r["devices"]]
+else:
+    got = re.findall(r"^  (#\d+ .*): busy", text, re.M)
+assert got == want, ("train's device lines", got)
+lines = open(plan).read()
+for k, w in enumerate(want):  # every strategy's line for position k names it so
+    assert re.search(r"^  " + re.escape(w) + r" +needs", lines, re.M), ("plan line", w, lines)
+assert not re.search(r"^  #(\d+) (?!.*needs)", lines, re.M)
+s = json.load(open(sel))
+assert [(d["position"], d["index"], d["label"]) for d in s] == [(k, i, w) for k, (i, w) in enumerate(zip(idx, want))], s
+L = json.load(open(layout))
+for where in ("timeline", "utilisation", "memory"):
+    shown = [n for n in L["names"] if n["where"] == where]
+    assert [n["pid"] for n in shown] == list(range(len(idx))), (where, shown)
+    nums = [re.match(r"#(\d+)( |$)", n["text"]) for n in shown]
+    assert all(nums) and [int(m.group(1)) for m in nums] == list(range(len(idx))), (where, shown)
+    if where == "timeline" and moved:  # the row says which device it ran on, however cut
+        for n, i in zip(shown, idx):
+            assert n["text"].endswith("(device %d)" % i), (where, n)
+    print(where, [n["text"] for n in shown])
+PY
+    check "$name: each device's position in the trace, train, plan, devices and the viewer" $?
+}
+names "three llvmpipe" llvmpipe,llvmpipe,llvmpipe "$work/three.json" "$work/three.out"
+names "swiftshader,llvmpipe" swiftshader,llvmpipe "$work/sl.json" "$work/sl.out"
+names "llvmpipe,swiftshader" llvmpipe,swiftshader "$work/trace.json" "$work/result.json"
+
 # train --view under Xvfb: the window appears, shows the live run, and closes by itself.
 if ! command -v Xvfb > /dev/null || ! command -v xwd > /dev/null || ! command -v xwininfo > /dev/null; then
     if [ "${CI:-}" = true ]; then echo "FAIL CI=true but Xvfb/x11-apps are missing"; fails=$((fails + 1)); fi

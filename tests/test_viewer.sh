@@ -64,6 +64,41 @@ for p in devices training; do
     check "panel $p renders" $?
 done
 
+# Device names (docs/PARALLELISM.md, "Naming devices"), as the viewer drew them (--layout's
+# "names"): row labels and the utilisation and memory legends carry the row's position, #0 and
+# #1. A trace whose names do not start with it (an older vktrain's "#N name", N the device's
+# index, or another tool's "GPU") is shown as "#0 name (device N)" and "#1 GPU".
+python3 - "$trace" "$out/renamed.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+new = {0: "#1 llvmpipe (old numbering)", 1: "GPU"}
+for e in t["traceEvents"]:
+    if e.get("ph") == "M" and e["name"] == "process_name" and e["pid"] in new:
+        e["args"]["name"] = new[e["pid"]]
+for dev in t["otherData"]["devices"]:
+    dev["name"] = new[dev["pid"]]
+json.dump(t, open(sys.argv[2], "w"))
+PY
+for f in trace renamed; do
+    "$bin" view "$out/$f.json" --png "$out/$f.names.png" --device "$d" --layout "$out/$f.names.json" > /dev/null
+    check "names: $f renders" $?
+done
+python3 - "$out/trace.names.json" "$out/renamed.names.json" <<'PY'; check "names: rows and legends numbered by position; foreign names renumbered" $?
+import json, sys
+def names(path, where):
+    return [(n["pid"], n["text"]) for n in json.load(open(path))["names"] if n["where"] == where]
+for path in sys.argv[1:3]:
+    for where in ("timeline", "utilisation", "memory"):
+        got = names(path, where)
+        print(path.rsplit("/", 1)[-1], where, got)
+        assert [p for p, _ in got] == [0, 1], (where, got)
+        assert all(text.startswith("#%d " % p) for p, text in got), (where, got)
+syn = [t for _, t in names(sys.argv[1], "timeline")]
+assert syn[0].startswith("#0 llvmpipe") and syn[1].startswith("#1 SwiftShader"), syn
+old = [t for _, t in names(sys.argv[2], "timeline")]
+assert old[0].startswith("#0 llvmpipe") and old[0].endswith("(device 1)") and old[1] == "#1 GPU", old
+PY
+
 # ---------------------------------------------------------------------------------------------
 # Errors: one clear line, non-zero.
 expect_error() { # NAME PATTERN command...

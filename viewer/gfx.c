@@ -344,10 +344,10 @@ static vkt_status pick_device(gfx *g, const char *spec) {
     g->phys = cand[chosen].handle;
     g->qfam = (uint32_t)cand[chosen].qfam;
     if (icontains(cand[chosen].name, cand[chosen].driver))
-        snprintf(g->name, sizeof g->name, "#%d %s", chosen, cand[chosen].name);
+        snprintf(g->name, sizeof g->name, "%s (device %d)", cand[chosen].name, chosen);
     else
-        snprintf(g->name, sizeof g->name, "#%d %s (%s)", chosen, cand[chosen].name,
-                 cand[chosen].driver);
+        snprintf(g->name, sizeof g->name, "%s (%s, device %d)", cand[chosen].name,
+                 cand[chosen].driver, chosen);
     g->fi.vkGetPhysicalDeviceMemoryProperties(g->phys, &g->mem);
     return VKT_OK;
 }

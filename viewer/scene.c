@@ -81,6 +81,82 @@ static int cmp_event(const void *a, const void *b) {
     return (p->dur_ns < q->dur_ns) - (p->dur_ns > q->dur_ns);
 }
 
+// Row d's name. vktrain names a run's devices "#<position> ..." and a trace's rows are its
+// positions, so a name that starts with "#d " is kept. A trace of an older vktrain, which
+// numbered devices by their index in `vktrain devices`, says "#N name": it becomes
+// "#d name (device N)"; any other name (another tool's trace) gets "#d " in front.
+static void row_name(int d, const char *label, char *out, size_t size) {
+    if (label[0] == '#' && label[1] >= '0' && label[1] <= '9') {
+        char *end;
+        long n = strtol(label + 1, &end, 10);
+        if (*end == ' ' || *end == 0) {
+            const char *rest = *end ? end + 1 : end;
+            if (n == d)
+                snprintf(out, size, "%s", label);
+            else
+                snprintf(out, size, "#%d %s (device %ld)", d, rest, n);
+            return;
+        }
+    }
+    snprintf(out, size, "#%d%s%s", d, *label ? " " : "", label);
+}
+
+// A row's name as it fits in max_w: whole if it fits; otherwise without the parentheses of the
+// device's name ("(LLVM 15.0.6, 256 bits)"), then with the device's name cut ("..."), keeping
+// the "#k" in front and the "(device N)" at the end, which tell the rows apart.
+static void fit_name(const ui_font *f, ui_face face, float max_w, const char *name, char *out,
+                     size_t size) {
+    if (ui_text_width(f, face, name) <= max_w) {
+        snprintf(out, size, "%s", name);
+        return;
+    }
+    const char *mid = name, *end = name + strlen(name);
+    if (*mid == '#') {
+        const char *sp = strchr(mid, ' ');
+        mid = sp ? sp + 1 : end;
+    }
+    const char *dev = strstr(mid, " (device ");
+    const char *tail = dev && end[-1] == ')' ? dev : end; // " (device N)" or ""
+    // The device's name without its parentheses.
+    char bare[360];
+    size_t n = 0;
+    int depth = 0;
+    for (const char *p = mid; p < tail && n + 1 < sizeof bare; p++) {
+        if (*p == '(') depth++;
+        if (depth == 0) bare[n++] = *p;
+        if (*p == ')' && depth > 0) depth--;
+    }
+    while (n > 0 && bare[n - 1] == ' ')
+        n--;
+    bare[n] = 0;
+    int head = (int)(mid - name);
+    char buf[400];
+    snprintf(buf, sizeof buf, "%.*s%s%s", head, name, bare, tail);
+    if (ui_text_width(f, face, buf) <= max_w) {
+        snprintf(out, size, "%s", buf);
+        return;
+    }
+    // Cut the name on a UTF-8 boundary, longest first.
+    for (size_t k = n; k > 0; k--) {
+        if (((unsigned char)bare[k] & 0xc0) == 0x80) continue;
+        snprintf(buf, sizeof buf, "%.*s%.*s...%s", head, name, (int)k, bare, tail);
+        if (ui_text_width(f, face, buf) <= max_w) {
+            snprintf(out, size, "%s", buf);
+            return;
+        }
+    }
+    ui_text_shown(f, face, max_w, name, out, size);
+}
+
+// Notes a text that names device pid, as drawn, in the layout (for tests).
+static void note_name(vw_layout *lay, int pid, const char *where, const char *text) {
+    if (!lay || lay->nnames >= (int)(sizeof lay->names / sizeof lay->names[0])) return;
+    lay->names[lay->nnames].pid = pid;
+    lay->names[lay->nnames].where = where;
+    snprintf(lay->names[lay->nnames].text, sizeof lay->names[lay->nnames].text, "%s", text);
+    lay->nnames++;
+}
+
 static bool series(const vkt_trace *t, int pid, const char *name, vw_series *s) {
     size_t total = 0;
     vkt_trace_counter probe;
@@ -106,6 +182,7 @@ vkt_status vw_model_build(vw_model *m, const vkt_trace *t) {
     for (int d = 0; d < m->ndev; d++) {
         vw_dev *dv = &m->dev[d];
         vkt_trace_get_device(t, d, &dv->info);
+        row_name(d, dv->info.label, dv->name, sizeof dv->name);
         dv->summary_from_trainer = vkt_trace_get_summary(t, d, &dv->summary);
         size_t k = 0;
         for (size_t i = 0; i < n; i++)
@@ -266,9 +343,11 @@ static float legend_width(const ui_list *l, const legend_item *items, int n, boo
 }
 
 // A panel: background, title, legend (right), subtitle (between them, cut to fit); returns the
-// area below the header.
+// area below the header. With where, the legend's entries name devices 0, 1, ...: they are noted
+// in lay as drawn.
 static box panel(ui_list *l, box b, const char *title, const char *subtitle,
-                 const legend_item *items, int nitems, bool line_legend) {
+                 const legend_item *items, int nitems, bool line_legend, vw_layout *lay,
+                 const char *where) {
     ui_rounded(l, b.x0, b.y0, b.x1, b.y1, 6, C_PANEL_EDGE);
     ui_rounded(l, b.x0 + 1, b.y0 + 1, b.x1 - 1, b.y1 - 1, 5, C_PANEL);
     float w = ui_text(l, UI_BOLD, b.x0 + 14, b.y0 + 22, UI_LEFT, 0, C_TEXT, title);
@@ -283,6 +362,8 @@ static box panel(ui_list *l, box b, const char *title, const char *subtitle,
         }
         items = short_items;
     }
+    for (int i = 0; where && i < nitems; i++)
+        note_name(lay, i, where, items[i].text);
     float lx = nitems ? legend(l, b.x1 - 14, b.y0 + 22, items, nitems, line_legend) : b.x1 - 14;
     if (subtitle && *subtitle && ui_text_width(l->font, UI_SMALL, subtitle) <= lx - 12 - sx)
         ui_text(l, UI_SMALL, sx, b.y0 + 22, UI_LEFT, 0, C_TEXT3, subtitle);
@@ -469,7 +550,7 @@ static void timeline(ui_list *l, box b, const vw_model *m, const vw_view *v, vw_
         snprintf(items[nitems].text, sizeof items[nitems].text, "%s", CAT_LABEL[c]);
         nitems++;
     }
-    box a = panel(l, b, "Timeline", sub, items, nitems, false);
+    box a = panel(l, b, "Timeline", sub, items, nitems, false, NULL, NULL);
     if (m->ndev == 0 || m->nevents == 0) {
         no_data(l, a,
                 v->live ? "waiting for the trainer's first step..."
@@ -530,7 +611,10 @@ static void timeline(ui_list *l, box b, const vw_model *m, const vw_view *v, vw_
         // Device label: name, then what it did.
         ui_box(l, a.x0, y0 + 3, a.x0 + 3, y1 - 3, dev_color(d));
         float ty = rh >= 30 ? y0 + rh / 2 - 2 : y0 + rh / 2 + 5;
-        ui_text(l, UI_BOLD, a.x0 + 10, ty, UI_LEFT, gutter - 18, C_TEXT, dv->info.label);
+        char shown[sizeof dv->name];
+        fit_name(l->font, UI_BOLD, gutter - 18, dv->name, shown, sizeof shown);
+        ui_text(l, UI_BOLD, a.x0 + 10, ty, UI_LEFT, gutter - 18, C_TEXT, shown);
+        note_name(lay, d, "timeline", shown);
         if (rh >= 30) {
             char mem[32], info[96];
             fmt_bytes((double)dv->summary.peak_memory_bytes, mem, sizeof mem);
@@ -619,7 +703,8 @@ static void utilisation(const vw_dev *dv, int64_t a0, int64_t a1, int nb, float 
     free(acc);
 }
 
-static void utilisation_panel(ui_list *l, box b, const vw_model *m, const vw_view *v) {
+static void utilisation_panel(ui_list *l, box b, const vw_model *m, const vw_view *v,
+                              vw_layout *lay) {
     int64_t v0, v1;
     vw_window(m, v, &v0, &v1);
     legend_item items[8];
@@ -630,7 +715,7 @@ static void utilisation_panel(ui_list *l, box b, const vw_model *m, const vw_vie
                  m->dev[d].summary.busy_fraction * 100);
     }
     box a = panel(l, b, "Utilisation", "busy share of each time bucket", items, m->nevents ? n : 0,
-                  true);
+                  true, lay, "utilisation");
     if (m->ndev == 0 || m->nevents == 0) {
         no_data(l, a, "no device events");
         return;
@@ -656,7 +741,7 @@ static void utilisation_panel(ui_list *l, box b, const vw_model *m, const vw_vie
     ui_noscissor(l);
 }
 
-static void memory_panel(ui_list *l, box b, const vw_model *m, const vw_view *v) {
+static void memory_panel(ui_list *l, box b, const vw_model *m, const vw_view *v, vw_layout *lay) {
     int64_t v0, v1;
     vw_window(m, v, &v0, &v1);
     double peak = 0, limit_max = 0;
@@ -684,7 +769,7 @@ static void memory_panel(ui_list *l, box b, const vw_model *m, const vw_view *v)
         items[d].color = dev_color(d);
         snprintf(items[d].text, sizeof items[d].text, "#%d peak %s", d, pk);
     }
-    box a = panel(l, b, "Memory", sub, items, samples ? n : 0, true);
+    box a = panel(l, b, "Memory", sub, items, samples ? n : 0, true, lay, "memory");
     if (samples == 0) {
         no_data(l, a, "no memory samples in this trace");
         return;
@@ -716,7 +801,10 @@ static void memory_panel(ui_list *l, box b, const vw_model *m, const vw_view *v)
         float y = plot_y(&p, (double)lim_d);
         uint32_t col = count == 1 ? dev_color(d) : C_TEXT2;
         ui_dashed(l, p.area.x0, y, p.area.x1, y, 1.5f, 6, ui_alpha(col, 0.8f));
-        ui_textf(l, UI_SMALL, p.area.x1 - 4, y + 13, UI_RIGHT, col, "limit %s (%s)", bytes, who);
+        char text[160];
+        snprintf(text, sizeof text, "limit %s (%s)", bytes, who);
+        ui_text(l, UI_SMALL, p.area.x1 - 4, y + 13, UI_RIGHT, 0, col, text);
+        note_name(lay, d, "memory limit", text);
     }
     for (int d = 0; d < m->ndev; d++) {
         const vw_dev *dv = &m->dev[d];
@@ -749,7 +837,7 @@ static void training_panel(ui_list *l, box b, const vw_model *m) {
         snprintf(sub, sizeof sub, "last %.1f%%", last_acc * 100);
     legend_item items[2] = {{C_LOSS, "loss (left)"}, {C_ACC, "accuracy (right)"}};
     bool any = m->loss.n || m->accuracy.n;
-    box a = panel(l, b, "Loss & accuracy", sub, items, any ? 2 : 0, true);
+    box a = panel(l, b, "Loss & accuracy", sub, items, any ? 2 : 0, true, NULL, NULL);
     if (!any) {
         no_data(l, a, "no loss or accuracy samples in this trace");
         return;
@@ -781,7 +869,7 @@ static void throughput_panel(ui_list *l, box b, const vw_model *m) {
         snprintf(sub, sizeof sub, "mean %s samples/s", buf);
     }
     legend_item items[1] = {{C_THR, "samples/s"}};
-    box a = panel(l, b, "Throughput", sub, items, m->throughput.n ? 1 : 0, true);
+    box a = panel(l, b, "Throughput", sub, items, m->throughput.n ? 1 : 0, true, NULL, NULL);
     if (m->throughput.n == 0) {
         no_data(l, a, "no throughput samples in this trace");
         return;
@@ -831,7 +919,8 @@ static void time_by_category(const vw_dev *dv, int64_t a0, int64_t a1,
     out[VKT_CAT_COUNT] = (double)(a1 - a0 - covered);
 }
 
-static void breakdown_panel(ui_list *l, box b, const vw_model *m, const vw_view *v) {
+static void breakdown_panel(ui_list *l, box b, const vw_model *m, const vw_view *v,
+                            vw_layout *lay) {
     if (b.y1 - b.y0 < 90) return;
     int64_t v0, v1;
     vw_window(m, v, &v0, &v1);
@@ -850,7 +939,7 @@ static void breakdown_panel(ui_list *l, box b, const vw_model *m, const vw_view 
     snprintf(items[n].text, sizeof items[n].text, "no work (bubble)");
     n++;
     box a = panel(l, b, "Where the time went", "share of the window per device", items,
-                  m->nevents ? n : 0, false);
+                  m->nevents ? n : 0, false, NULL, NULL);
     if (m->ndev == 0 || m->nevents == 0) {
         no_data(l, a, "no device events");
         return;
@@ -866,8 +955,10 @@ static void breakdown_panel(ui_list *l, box b, const vw_model *m, const vw_view 
         double t[VKT_CAT_COUNT + 1], window = (double)(v1 - v0);
         time_by_category(&m->dev[d], m->t0 + v0, m->t0 + v1, t);
         ui_box(l, a.x0, y + 3, a.x0 + 3, y + rh - 3, dev_color(d));
-        ui_text(l, UI_BOLD, a.x0 + 10, y + rh / 2 + 5, UI_LEFT, gutter - 18, C_TEXT,
-                m->dev[d].info.label);
+        char shown[sizeof m->dev[d].name];
+        fit_name(l->font, UI_BOLD, gutter - 18, m->dev[d].name, shown, sizeof shown);
+        ui_text(l, UI_BOLD, a.x0 + 10, y + rh / 2 + 5, UI_LEFT, gutter - 18, C_TEXT, shown);
+        note_name(lay, d, "breakdown", shown);
         ui_rounded(l, x0, y, x1, y + rh, 3, UI_HEX(0x3a3f48));
         float x = x0;
         for (int c = 0; c <= VKT_CAT_COUNT; c++) {
@@ -953,13 +1044,13 @@ void vw_compose(ui_list *l, const vw_model *m, const vw_view *v, vw_layout *layo
         timeline(l, (box){c.x0, c.y0, c.x1, c.y0 + th}, m, v, layout);
         float bh = 34 + 18 + m->ndev * 42.0f; // panels end where their content does
         if (c.y0 + th + gap + bh > c.y1) bh = c.y1 - (c.y0 + th + gap);
-        breakdown_panel(l, (box){c.x0, c.y0 + th + gap, c.x1, c.y0 + th + gap + bh}, m, v);
+        breakdown_panel(l, (box){c.x0, c.y0 + th + gap, c.x1, c.y0 + th + gap + bh}, m, v, layout);
         break;
     }
     case VW_DEVICES: {
         float mid = (c.y0 + c.y1) / 2;
-        utilisation_panel(l, (box){c.x0, c.y0, c.x1, mid - gap / 2}, m, v);
-        memory_panel(l, (box){c.x0, mid + gap / 2, c.x1, c.y1}, m, v);
+        utilisation_panel(l, (box){c.x0, c.y0, c.x1, mid - gap / 2}, m, v, layout);
+        memory_panel(l, (box){c.x0, mid + gap / 2, c.x1, c.y1}, m, v, layout);
         break;
     }
     case VW_TRAINING: {
@@ -981,11 +1072,11 @@ void vw_compose(ui_list *l, const vw_model *m, const vw_view *v, vw_layout *layo
         timeline(l, (box){c.x0, c.y0, c.x1, c.y0 + th}, m, v, layout);
         float gy0 = c.y0 + th + gap, gmid = (gy0 + c.y1) / 2, xmid = (c.x0 + c.x1) / 2;
         if (rest >= 150 && rest < 320) {
-            utilisation_panel(l, (box){c.x0, gy0, xmid - gap / 2, c.y1}, m, v);
+            utilisation_panel(l, (box){c.x0, gy0, xmid - gap / 2, c.y1}, m, v, layout);
             training_panel(l, (box){xmid + gap / 2, gy0, c.x1, c.y1}, m);
         } else if (rest >= 320) {
-            utilisation_panel(l, (box){c.x0, gy0, xmid - gap / 2, gmid - gap / 2}, m, v);
-            memory_panel(l, (box){xmid + gap / 2, gy0, c.x1, gmid - gap / 2}, m, v);
+            utilisation_panel(l, (box){c.x0, gy0, xmid - gap / 2, gmid - gap / 2}, m, v, layout);
+            memory_panel(l, (box){xmid + gap / 2, gy0, c.x1, gmid - gap / 2}, m, v, layout);
             training_panel(l, (box){c.x0, gmid + gap / 2, xmid - gap / 2, c.y1}, m);
             throughput_panel(l, (box){xmid + gap / 2, gmid + gap / 2, c.x1, c.y1}, m);
         }

@@ -10,6 +10,9 @@
 
 typedef struct vw_dev {
     vkt_trace_device info;
+    // The row's name: "#<row> ..." as vktrain names a run's devices (docs/PARALLELISM.md,
+    // "Naming devices"); a trace's name that does not start with its row's number gets it.
+    char name[360];
     vkt_trace_event *ev; // sorted by start
     size_t nev;
     int64_t max_dur;
@@ -58,6 +61,15 @@ typedef struct vw_layout {
         int pid;
         float y0, y1;
     } rows[64];
+    // Every text that names a device, as drawn (cut to fit), so that a test can read the
+    // numbering: "timeline" and "breakdown" row labels, "utilisation" and "memory" legend entries,
+    // "memory limit" lines (pid: the first device the line names).
+    int nnames;
+    struct {
+        int pid;
+        const char *where; // a static string
+        char text[160];
+    } names[128];
 } vw_layout;
 
 // Builds the model from a trace (reading it with the trace's own locking). Replaces m's

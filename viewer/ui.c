@@ -311,29 +311,38 @@ static void draw_run(ui_list *l, ui_face face, float x, float y, uint32_t color,
     }
 }
 
+// How many bytes of s ui_text draws within max_w (0 = no limit); *cut: whether it adds "...".
+static size_t text_fit(const ui_font *f, ui_face face, float max_w, const char *s, bool *cut) {
+    size_t n = strlen(s);
+    *cut = false;
+    if (max_w <= 0 || text_width_n(f, face, s, n) <= max_w) return n;
+    float dots = ui_text_width(f, face, "...");
+    // The longest prefix (on a code point boundary) that leaves room for the dots.
+    const char *p = s;
+    while (*p) {
+        const char *q = p;
+        next_codepoint(&q);
+        if (text_width_n(f, face, s, (size_t)(q - s)) + dots > max_w) break;
+        p = q;
+    }
+    *cut = p > s;
+    return (size_t)(p - s);
+}
+
+void ui_text_shown(const ui_font *f, ui_face face, float max_w, const char *s, char *out,
+                   size_t size) {
+    bool cut;
+    size_t n = text_fit(f, face, max_w, s, &cut);
+    snprintf(out, size, "%.*s%s", (int)n, s, cut ? "..." : "");
+}
+
 float ui_text(ui_list *l, ui_face face, float x, float y, ui_align align, float max_w,
               uint32_t color, const char *s) {
     const ui_font *f = l->font;
-    size_t n = strlen(s);
-    float w = text_width_n(f, face, s, n);
-    bool cut = false;
-    if (max_w > 0 && w > max_w) {
-        float dots = ui_text_width(f, face, "...");
-        // The longest prefix (on a code point boundary) that leaves room for the dots.
-        size_t keep = 0;
-        const char *p = s;
-        while (*p) {
-            const char *q = p;
-            next_codepoint(&q);
-            if (text_width_n(f, face, s, (size_t)(q - s)) + dots > max_w) break;
-            p = q;
-        }
-        keep = (size_t)(p - s);
-        if (keep == 0) return 0;
-        n = keep;
-        w = text_width_n(f, face, s, n) + dots;
-        cut = true;
-    }
+    bool cut;
+    size_t n = text_fit(f, face, max_w, s, &cut);
+    if (n == 0) return 0;
+    float w = text_width_n(f, face, s, n) + (cut ? ui_text_width(f, face, "...") : 0);
     float x0 = align == UI_LEFT ? x : align == UI_CENTER ? x - w / 2 : x - w;
     draw_run(l, face, x0, y, color, s, n);
     if (cut) draw_run(l, face, x0 + w - ui_text_width(f, face, "..."), y, color, "...", 3);

@@ -95,5 +95,9 @@ float ui_text(ui_list *l, ui_face face, float x, float y, ui_align align, float 
               uint32_t color, const char *s);
 float ui_textf(ui_list *l, ui_face face, float x, float y, ui_align align, uint32_t color,
                const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+// The text ui_text draws for s within max_w: s, or its cut prefix and "..." ("" when nothing
+// fits), written to out (at most size bytes).
+void ui_text_shown(const ui_font *f, ui_face face, float max_w, const char *s, char *out,
+                   size_t size);
 
 #endif

@@ -54,8 +54,22 @@ static void rgb_of(uint32_t c, int rgb[3]) {
     rgb[0] = (int)(c & 0xff), rgb[1] = (int)((c >> 8) & 0xff), rgb[2] = (int)((c >> 16) & 0xff);
 }
 
+static void put_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
 // Where the picture put the timeline and in which colours, so that a test can check pixels
-// against the trace without knowing the layout code.
+// against the trace without knowing the layout code; and every text naming a device, as drawn
+// ("names": [{"pid", "where", "text"}], vw_layout.names).
 // Written to a temporary file and renamed, so that a test polling it never reads half of it.
 static vkt_status write_layout(const char *path, const vw_layout *lay, const vw_view *v, int w,
                                int h) {
@@ -87,7 +101,14 @@ static vkt_status write_layout(const char *path, const vw_layout *lay, const vw_
                     lay->rows[i].y0, lay->rows[i].y1);
         fprintf(f, "]}");
     }
-    fprintf(f, "}\n");
+    fprintf(f, ",\"names\":[");
+    for (int i = 0; i < lay->nnames; i++) {
+        fprintf(f, "%s{\"pid\":%d,\"where\":\"%s\",\"text\":", i ? "," : "", lay->names[i].pid,
+                lay->names[i].where);
+        put_json_string(f, lay->names[i].text);
+        fputc('}', f);
+    }
+    fprintf(f, "]}\n");
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         return vkt_fail(VKT_ERR_IO, "cannot write the layout file %s", path);
     return VKT_OK;

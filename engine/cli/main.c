@@ -146,6 +146,12 @@ static int cmd_devices(int argc, char **argv) {
             char api[32];
             vkt_api_version_string(d->api_version, api, sizeof api);
             cJSON *o = cJSON_CreateObject();
+            if (spec) { // a run's devices: its position and name in the run, as train shows them
+                char label[300];
+                vkt_strategy_device_label(ctx, sel, n, j, label, sizeof label);
+                cJSON_AddNumberToObject(o, "position", j);
+                cJSON_AddStringToObject(o, "label", label);
+            }
             cJSON_AddNumberToObject(o, "index", d->index);
             cJSON_AddStringToObject(o, "name", d->name);
             cJSON_AddNumberToObject(o, "vendor_id", d->vendor_id);
@@ -171,7 +177,10 @@ static int cmd_devices(int argc, char **argv) {
         cJSON_free(s);
         cJSON_Delete(arr);
     } else {
-        printf("%-3s %-34s %-8s %-10s %-9s %-8s %-8s %-6s %s\n", "#", "name", "type", "vendor",
+        // "device" is the index --device takes; with --device, "#" is the position in the run
+        // (docs/PARALLELISM.md, "Naming devices").
+        if (spec) printf("%-3s ", "#");
+        printf("%-6s %-34s %-8s %-10s %-9s %-8s %-8s %-6s %s\n", "device", "name", "type", "vendor",
                "api", "memory", "wg-max", "sg", "driver");
         for (int j = 0; j < n; j++) {
             int i = sel[j];
@@ -180,7 +189,8 @@ static int cmd_devices(int argc, char **argv) {
             vkt_api_version_string(d->api_version, api, sizeof api);
             snprintf(vendor, sizeof vendor, "0x%04x", d->vendor_id);
             snprintf(mem, sizeof mem, "%.1fG", d->memory_bytes / 1073741824.0);
-            printf("%-3d %-34.34s %-8s %-10s %-9s %-8s %-8u %-6u %s%s\n", i, d->name,
+            if (spec) printf("#%-2d ", j);
+            printf("%-6d %-34.34s %-8s %-10s %-9s %-8s %-8u %-6u %s%s\n", i, d->name,
                    vkt_device_type_name(d->type), vendor, api, mem, d->max_workgroup_invocations,
                    d->subgroup_size, d->driver, i == best ? "  [default]" : "");
         }

@@ -51,13 +51,18 @@ static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const vkt_co
            : p->fits    ? "fits"
                         : "does NOT fit");
     if (p->note[0]) printf("  %s\n", p->note);
+    char label[VKT_MAX_DEVICES][300];
+    int width = 0;
+    for (int d = 0; d < p->ndevices && p->possible; d++) {
+        vkt_strategy_device_label(ctx, devices, in->ndevices, d, label[d], sizeof label[d]);
+        if ((int)strlen(label[d]) > width) width = (int)strlen(label[d]);
+    }
     for (int d = 0; d < p->ndevices && p->possible; d++) {
         const vkt_net_memory *m = &p->need[d];
-        printf(
-            "  #%d %-34.34s needs %10s of %10s %s (params %s, grads %s, optim %s, activations %s)",
-            devices[d], vkt_context_device_info(ctx, devices[d])->name, mib(m->total, a),
-            mib(in->limit[d], b), m->total <= in->limit[d] ? "ok  " : "OVER", mib(m->params, c),
-            mib(m->grads, d2), mib(m->optim, e), mib(m->activations, f));
+        printf("  %-*s needs %10s of %10s %s (params %s, grads %s, optim %s, activations %s)",
+               width, label[d], mib(m->total, a), mib(in->limit[d], b),
+               m->total <= in->limit[d] ? "ok  " : "OVER", mib(m->params, c), mib(m->grads, d2),
+               mib(m->optim, e), mib(m->activations, f));
         if (p->kind == VKT_STRATEGY_LAYERS) printf(" layers %d-%d", p->lo[d], p->hi[d] - 1);
         if (p->kind == VKT_STRATEGY_REPLICATED) printf(" %u rows", p->rows[d]);
         printf("\n");
@@ -122,11 +127,12 @@ int cmd_plan(int argc, char **argv) {
         for (int d = 1; d < sd->ndevices; d++)
             if (plans[1].need[d].total * in.limit[worst] > plans[1].need[worst].total * in.limit[d])
                 worst = d;
+        char who[300];
+        vkt_strategy_device_label(ctx, sd->devices, sd->ndevices, worst, who, sizeof who);
         snprintf(why, sizeof why,
-                 "a whole replica needs %s on device #%d, which has %s; split "
+                 "a whole replica needs %s on %s, which has %s; split "
                  "into stages the largest stage needs %s",
-                 mib(plans[1].need[worst].total, a), sd->devices[worst], mib(in.limit[worst], b),
-                 "less");
+                 mib(plans[1].need[worst].total, a), who, mib(in.limit[worst], b), "less");
         uint64_t mx = 0;
         for (int d = 0; d < sd->ndevices; d++)
             if (plans[2].need[d].total > mx) mx = plans[2].need[d].total;
@@ -146,8 +152,12 @@ int cmd_plan(int argc, char **argv) {
         cJSON *devs = cJSON_AddArrayToObject(o, "devices");
         for (int i = 0; i < sd->ndevices; i++) {
             cJSON *j = cJSON_CreateObject();
+            char label[300];
+            vkt_strategy_device_label(ctx, sd->devices, sd->ndevices, i, label, sizeof label);
+            cJSON_AddNumberToObject(j, "position", i);
             cJSON_AddNumberToObject(j, "index", sd->devices[i]);
             cJSON_AddStringToObject(j, "name", vkt_context_device_info(ctx, sd->devices[i])->name);
+            cJSON_AddStringToObject(j, "label", label);
             cJSON_AddNumberToObject(j, "memory_limit_bytes", (double)in.limit[i]);
             cJSON_AddItemToArray(devs, j);
         }

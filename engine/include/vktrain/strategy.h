@@ -76,6 +76,14 @@ void vkt_strategy_destroy(vkt_strategy *s);
 const char *vkt_strategy_name(vkt_strategy_kind kind);
 // "llvmpipe" or "llvmpipe,SwiftShader Device": the devices, for reports.
 const char *vkt_strategy_devices(const vkt_strategy *s);
+// The name the device at position k of a run goes by wherever vktrain shows it (train's and
+// plan's device lines, errors, trace rows, the viewer; docs/PARALLELISM.md, "Naming devices"):
+// "#k NAME", k being its position in the run (0..n-1, the order of --device), followed by
+// " (device I)", I its index in `vktrain devices`, on every device of a run in which some device
+// is not at its index (one given out of order or more than once). devices: the run's device
+// indices, n of them, each valid in ctx; 0 <= k < n. Writes at most size bytes, always ended.
+void vkt_strategy_device_label(const vkt_context *ctx, const int *devices, int n, int k, char *buf,
+                               size_t size);
 
 // Parameters as one list, in model order, whatever the placement (checkpoints use it).
 int vkt_strategy_tensor_count(const vkt_strategy *s);
