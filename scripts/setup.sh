@@ -12,7 +12,9 @@
 #        that `bench train --baseline` and the PyTorch scripts (scripts/*.py) run PyTorch as a
 #        user who cares about CPU speed runs it (on netlib's reference BLAS it is several times
 #        slower); its ILP64 build libopenblas64-pthread-dev, for `bench matmul --baseline`
-#        (optional at build time, so not in run; CI must build and test it).
+#        (optional at build time, so not in run; CI must build and test it); clang and
+#        libclang-rt-14-dev (libFuzzer, ASan and UBSan for clang: a Recommends of clang, which
+#        --no-install-recommends skips) for the fuzz build (tests/fuzz, docs/TESTING.md).
 set -euo pipefail
 
 mode=${1:-run}
@@ -21,7 +23,7 @@ pkgs=(cmake ninja-build gcc libc6-dev pkg-config glslc libvulkan1 libvulkan-dev 
       dataset-fashion-mnist fortunes fonts-dejavu-core)
 if [ "$mode" = test ]; then
     pkgs+=(chromium-common xvfb x11-apps x11-utils libxtst6 python3 python3-numpy python3-torch
-          libopenblas0-pthread libopenblas64-pthread-dev)
+          libopenblas0-pthread libopenblas64-pthread-dev clang libclang-rt-14-dev)
 elif [ "$mode" != run ]; then
     echo "usage: scripts/setup.sh [run|test]" >&2
     exit 2

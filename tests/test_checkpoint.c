@@ -408,6 +408,28 @@ static void test_corrupt(vt *t) {
                        8),
                VKT_ERR_FORMAT, "names \"a\" twice", NULL);
 
+    // A shape whose element count overflows says so instead of printing what it wrapped to.
+    expect_bad(t,
+               make_st("wrap.safetensors",
+                       "{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],"
+                       "\"data_offsets\":[0,0]}}",
+                       0),
+               VKT_ERR_FORMAT, "needs over 2^61 bytes", NULL);
+    // A header nested past the JSON reader's 1000 levels is reported as that, with where (the
+    // object and 1000 arrays: the '[' opening level 1001 is byte 8 + 6 + 999 of the file).
+    {
+        char deep[2100];
+        size_t k = 0;
+        k += (size_t)snprintf(deep, sizeof deep, "{\"a\": ");
+        for (int i = 0; i < 1000; i++)
+            deep[k++] = '[';
+        for (int i = 0; i < 1000; i++)
+            deep[k++] = ']';
+        snprintf(deep + k, sizeof deep - k, "}");
+        expect_bad(t, make_st("deep.safetensors", deep, 0), VKT_ERR_FORMAT,
+                   "deeper than 1000 levels", "at byte 1013 of the file");
+    }
+
     // Spec-valid files other writers make: an unpadded header, tensors not in offset order,
     // trailing spaces, a null __metadata__.
     vkt_checkpoint *ck;

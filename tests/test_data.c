@@ -200,6 +200,24 @@ static void test_idx(vt *t) {
     write_file(tpath("img0"), img, 16, false);
     EXPECT_FAIL(t, vkt_dataset_load_idx(tpath("img0"), tpath("lab"), &ds), VKT_ERR_FORMAT,
                 "hold no image");
+    // A header promising 2^61 bytes of pixels (2^31 images of 2^15 x 2^15) in a 16-byte file,
+    // plain and gzip: truncated after reading what is there, never an allocation of what the
+    // header says (found by tests/fuzz/fuzz_idx: out of memory on a 40-byte input).
+    uint8_t huge[16];
+    put_be32(huge, 0x803);
+    put_be32(huge + 4, 1u << 31);
+    put_be32(huge + 8, 1u << 15);
+    put_be32(huge + 12, 1u << 15);
+    uint8_t lab_huge[8];
+    put_be32(lab_huge, 0x801);
+    put_be32(lab_huge + 4, 1u << 31);
+    for (int gz = 0; gz < 2; gz++) {
+        write_file(tpath("img_huge"), huge, sizeof huge, gz);
+        write_file(tpath("lab_huge"), lab_huge, sizeof lab_huge, gz);
+        EXPECT_FAIL(t, vkt_dataset_load_idx(tpath("img_huge"), tpath("lab_huge"), &ds),
+                    VKT_ERR_FORMAT, "img_huge is truncated",
+                    "expected 2305843009213693952 bytes of image pixels", "found 0");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -342,6 +360,14 @@ static void test_npy(vt *t) {
     write_npy(tpath("v4.npy"), 4, "<f4", "(6, 5)", xf, sizeof xf);
     EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("v4.npy"), tpath("y8.npy"), &ds), VKT_ERR_FORMAT,
                 "version 4.0");
+    // A header promising 2^63 bytes (shape (2^32 - 1, 2^29) of '<f4') with no data: truncated
+    // after reading what is there, never an allocation of what the header says (found by
+    // tests/fuzz/fuzz_npy).
+    write_npy(tpath("xhuge.npy"), 1, "<f4", "(4294967295, 536870912)", NULL, 0);
+    write_npy(tpath("yhuge.npy"), 1, "<i8", "(4294967295,)", NULL, 0);
+    EXPECT_FAIL(t, vkt_dataset_load_npy(tpath("xhuge.npy"), tpath("yhuge.npy"), &ds),
+                VKT_ERR_FORMAT, "xhuge.npy is truncated", "promises 9223372034707292160 bytes",
+                "found 0");
     VT_CHECK(t, ds.x == NULL && ds.y == NULL, "failed loads leave the data set empty");
 }
 

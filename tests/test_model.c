@@ -342,6 +342,47 @@ static void test_many_keys(vt *t) {
     free(json);
 }
 
+// JSON nested past cJSON's limit (1000 levels) is reported as such, with where, not as a missing
+// comma; 1000 levels (the top-level object and 999 arrays in a comment) still parse. A string
+// full of brackets before the nesting does not count.
+static void test_nesting(vt *t) {
+    for (int k = 999; k <= 1001; k++) {
+        size_t cap = (size_t)k * 2 + 512, n = 0;
+        char *json = malloc(cap);
+        n += (size_t)snprintf(json + n, cap - n, "{\"input\": [4], \"comment0\": \"[[{{\\\"[\", ");
+        n += (size_t)snprintf(json + n, cap - n, "\"comment\": ");
+        size_t deep = n;
+        for (int i = 0; i < k; i++)
+            json[n++] = '[';
+        for (int i = 0; i < k; i++)
+            json[n++] = ']';
+        snprintf(json + n, cap - n,
+                 ", \"layers\": [{\"type\": \"dense\", \"units\": 4}], \"loss\": \"mse\"}");
+        vkt_model_desc m;
+        vkt_status s = vkt_model_parse(json, "deep.json", &m);
+        if (k == 999) {
+            VT_CHECK(t, s == VKT_OK, "1000 levels: %s", vkt_error());
+        } else {
+            char at[64];
+            snprintf(at, sizeof at, "at byte %zu (line 1, column %zu)", deep + 999, deep + 1000);
+            VT_CHECK(t,
+                     s == VKT_ERR_FORMAT && has(vkt_error(), "deep.json: ") &&
+                         has(vkt_error(), "nested deeper than 1000 levels") &&
+                         has(vkt_error(), at) && !has(vkt_error(), "comma"),
+                     "%d + 1 levels: %s (expected the nesting %s)", k, vkt_error(), at);
+        }
+        vkt_model_free(&m);
+        free(json);
+    }
+    // A syntax error deep inside (but within the limit) is still a syntax error.
+    vkt_model_desc m;
+    vkt_status s = vkt_model_parse("{\"comment\": [[[[1 2]]]]}", "comma.json", &m);
+    VT_CHECK(
+        t, s == VKT_ERR_FORMAT && has(vkt_error(), "missing comma") && !has(vkt_error(), "nested"),
+        "syntax error: %s", vkt_error());
+    vkt_model_free(&m);
+}
+
 int main(void) {
     vt t = {.name = "test_model"};
     test_assets(&t);
@@ -349,5 +390,6 @@ int main(void) {
     test_residual(&t);
     test_errors(&t);
     test_many_keys(&t);
+    test_nesting(&t);
     return vt_finish(&t);
 }

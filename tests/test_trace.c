@@ -507,6 +507,110 @@ static void malformed(vt *t, const char *dir) {
     }
 }
 
+// Numbers of the file that are converted to integers are checked first, each refusal naming
+// the field (a double out of an integer's range is undefined behaviour; tests/fuzz/fuzz_trace
+// found ts = -1e300 giving a start of INT64_MIN and an overflowing time range); times within
+// 2^60 ns still load. JSON nested past cJSON's 1000 levels says so.
+static void out_of_range(vt *t, const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/range.json", dir);
+#define EV(fields) "{\"traceEvents\":[{\"name\":\"fwd:a\",\"ph\":\"X\",\"tid\":0," fields "}]"
+#define DEV(fields) ",\"otherData\":{\"devices\":[{\"pid\":0,\"name\":\"d\"" fields "}]}}"
+    static const struct {
+        const char *json, *needle;
+    } bad[] = {
+        {EV("\"ts\":1e30,\"dur\":1,\"pid\":0") "}", "traceEvents[0].ts is 1e+30"},
+        {EV("\"ts\":-1e300,\"dur\":1,\"pid\":0") "}",
+         "traceEvents[0].ts is -1.0000000000000001e+300"},
+        {EV("\"ts\":1,\"dur\":2e15,\"pid\":0") "}", "traceEvents[0].dur is 2000000000000000"},
+        {EV("\"ts\":1,\"dur\":1,\"pid\":3e9") "}", "traceEvents[0].pid is 3000000000"},
+        {EV("\"ts\":1,\"dur\":1,\"pid\":0.5") "}", "traceEvents[0].pid is 0.5"},
+        {EV("\"ts\":1,\"dur\":1,\"pid\":0,\"args\":{\"step\":1e20}") "}",
+         "traceEvents[0].args.step is 1e+20"},
+        {EV("\"ts\":1,\"dur\":1,\"pid\":0") ",\"otherData\":{\"origin_ns\":1e300}}",
+         "otherData.origin_ns is 1.0000000000000001e+300"},
+        {EV("\"ts\":1,\"dur\":1,\"pid\":0") DEV(",\"memory_limit_bytes\":-1"),
+         "otherData.devices[0].memory_limit_bytes is -1"},
+        {EV("\"ts\":1,\"dur\":1,\"pid\":0") DEV(",\"memory_limit_bytes\":2e19"),
+         "otherData.devices[0].memory_limit_bytes is 2e+19"},
+        {EV("\"ts\":1,\"dur\":1,\"pid\":0")
+             DEV(",\"clock_method\":\"m\",\"clock_offset_ns\":-1e19"),
+         "otherData.devices[0].clock_offset_ns is -1e+19"},
+        {EV("\"ts\":1,\"dur\":1,\"pid\":0")
+             DEV(",\"clock_method\":\"m\",\"clock_offset_ns\":0,\"clock_uncertainty_ns\":-3"),
+         "otherData.devices[0].clock_uncertainty_ns is -3"},
+        {EV("\"ts\":1,\"dur\":1,\"pid\":0") ",\"otherData\":{\"devices\":[{\"pid\":0,\"name\":"
+                                            "\"d\"}],"
+                                            "\"summary\":[{\"pid\":0,\"source\":\"trainer\","
+                                            "\"bytes_moved\":1e30}]}}",
+         "otherData.summary[0].bytes_moved is 1e+30"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        spit(path, bad[i].json, strlen(bad[i].json));
+        vkt_trace *tr = NULL;
+        vkt_status s = vkt_trace_load(path, &tr);
+        VT_CHECK(t, s == VKT_ERR_FORMAT && strstr(vkt_error(), bad[i].needle) && !tr,
+                 "case %zu: %s: \"%s\" lacks \"%s\"", i, vkt_status_name(s), vkt_error(),
+                 bad[i].needle);
+        vkt_trace_destroy(tr);
+    }
+    // The extremes that fit load, and their queries stay in range; a memory_bytes counter past
+    // uint64 is the computed summary's largest peak.
+    const char *edge =
+        "{\"traceEvents\":["
+        "{\"name\":\"fwd:a\",\"ph\":\"X\",\"ts\":-1.1e15,\"dur\":1.1e15,\"pid\":0},"
+        "{\"name\":\"fwd:b\",\"ph\":\"X\",\"ts\":1.1e15,\"dur\":1.1e15,\"pid\":0},"
+        "{\"name\":\"memory_bytes\",\"ph\":\"C\",\"ts\":0,\"pid\":0,"
+        "\"args\":{\"value\":1e300}}],"
+        "\"otherData\":{\"origin_ns\":-1.1e18,\"devices\":[{\"pid\":0,\"name\":\"d\","
+        "\"memory_limit_bytes\":1.8e19}]}}";
+    spit(path, edge, strlen(edge));
+    vkt_trace *tr = NULL;
+    VT_OK(t, vkt_trace_load(path, &tr));
+    if (tr) {
+        int64_t t0 = 0, t1 = 0;
+        vkt_trace_summary sum;
+        VT_CHECK(t,
+                 vkt_trace_time_range(tr, &t0, &t1) && t0 == -2200000000000000000ll &&
+                     t1 == 1100000000000000000ll,
+                 "edge range %lld..%lld", (long long)t0, (long long)t1);
+        VT_CHECK(t, vkt_trace_busy_ns(tr, 0, t0, t1) == 2200000000000000000ll, "edge busy %lld",
+                 (long long)vkt_trace_busy_ns(tr, 0, t0, t1));
+        VT_CHECK(t, !vkt_trace_get_summary(tr, 0, &sum) && sum.peak_memory_bytes == UINT64_MAX,
+                 "edge peak %llu", (unsigned long long)sum.peak_memory_bytes);
+        vkt_trace_destroy(tr);
+    }
+#undef EV
+#undef DEV
+
+    // 1000 levels (the object, traceEvents and 998 arrays) is JSON the reader takes (and refuses
+    // as a trace: an event is no array); 1001 is refused as too deep, saying where.
+    for (int k = 998; k <= 999; k++) {
+        size_t cap = (size_t)k * 2 + 64, n = 0;
+        char *text = malloc(cap);
+        n += (size_t)snprintf(text, cap, "{\"traceEvents\": [");
+        for (int i = 0; i < k; i++)
+            text[n++] = '[';
+        for (int i = 0; i < k; i++)
+            text[n++] = ']';
+        n += (size_t)snprintf(text + n, cap - n, "]}");
+        spit(path, text, n);
+        vkt_status s = vkt_trace_load(path, &tr);
+        char at[48];
+        snprintf(at, sizeof at, "line 1, column %d", 17 + k);
+        if (k == 998)
+            VT_CHECK(t,
+                     s == VKT_ERR_FORMAT && strstr(vkt_error(), "traceEvents[0] is not an object"),
+                     "1000 levels: %s", vkt_error());
+        else
+            VT_CHECK(t,
+                     s == VKT_ERR_FORMAT && strstr(vkt_error(), "nested deeper than 1000 levels") &&
+                         strstr(vkt_error(), at),
+                     "1001 levels: %s (expected %s)", vkt_error(), at);
+        free(text);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Concurrency: a trainer thread appends; the viewer side syncs a private copy meanwhile.
 
@@ -567,6 +671,7 @@ int main(int argc, char **argv) {
     queries(t);
     round_trip(t, dir);
     malformed(t, dir);
+    out_of_range(t, dir);
     concurrency(t);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "json_depth.h"
 #include "trace.h"
 #include "vkt_internal.h"
 
@@ -51,6 +52,15 @@ struct vkt_trace {
     // what vkt_trace_sync has copied into this trace so far
     size_t synced_ev, synced_ctr;
 };
+
+// Every number of the file is checked before it is converted to an integer (a double out of
+// the integer's range is undefined behaviour in C). Times and durations are bounded by 2^60 ns
+// (36 years) from the file's origin, so that the sums and differences the queries take (start
+// + duration, t1 - t0) stay inside int64.
+#define MAX_TRACE_NS 1152921504606846976.0 // 2^60
+#define MAX_TRACE_US (MAX_TRACE_NS / 1000.0)
+#define MAX_U64_DOUBLE 18446744073709549568.0 // the largest double below 2^64
+#define MAX_INT_DOUBLE 2147483647.0
 
 #define LOCK(t) pthread_mutex_lock((pthread_mutex_t *)&(t)->lock)
 #define UNLOCK(t) pthread_mutex_unlock((pthread_mutex_t *)&(t)->lock)
@@ -425,10 +435,13 @@ static void computed_summary_locked(const vkt_trace *t, int pid, vkt_trace_summa
             s->idle_fraction = 1.0 - s->busy_fraction;
         }
     }
+    // A counter's value is any double (a loaded file's too): one past uint64's range counts as
+    // its largest value rather than converting with undefined behaviour.
     for (size_t i = 0; i < t->nctr; i++)
         if (t->ctr[i].pid == pid && strcmp(t->ctr[i].name, "memory_bytes") == 0 &&
             t->ctr[i].value > (double)s->peak_memory_bytes)
-            s->peak_memory_bytes = (uint64_t)t->ctr[i].value;
+            s->peak_memory_bytes =
+                t->ctr[i].value >= MAX_U64_DOUBLE ? UINT64_MAX : (uint64_t)t->ctr[i].value;
 }
 
 int vkt_trace_device_count(const vkt_trace *t) {
@@ -842,6 +855,21 @@ typedef struct loader {
     int nmap;
 } loader;
 
+// v, the field `key` of the JSON value at `where` ("traceEvents[3]"), must be a number in
+// [lo, hi] (a whole one when whole); the message says what it is and what `expect`s.
+static vkt_status check_number(const loader *L, const char *where, const char *key, double v,
+                               double lo, double hi, bool whole, const char *expect) {
+    if (v >= lo && v <= hi && (!whole || v == floor(v))) return VKT_OK;
+    return vkt_fail(VKT_ERR_FORMAT, "trace file %s: %s.%s is %.17g; expected %s", L->path, where,
+                    key, v, expect);
+}
+
+// A pid: a whole number in int's range.
+static vkt_status check_pid(const loader *L, const char *where, double pid) {
+    return check_number(L, where, "pid", pid, -MAX_INT_DOUBLE - 1, MAX_INT_DOUBLE, true,
+                        "a whole number from -2147483648 to 2147483647 (a process id)");
+}
+
 static int map_find(const loader *L, int file_pid) {
     for (int i = 0; i < L->nmap; i++)
         if (L->map[i].file_pid == file_pid) return i;
@@ -861,18 +889,26 @@ static vkt_status load_devices(loader *L, const cJSON *events, const cJSON *othe
         cJSON_ArrayForEach(d, devs) {
             double pid, limit = 0;
             const char *name = str_field(d, "name");
-            if (!cJSON_IsObject(d) || !num_field(d, "pid", &pid) || (int)pid != i || !name)
+            if (!cJSON_IsObject(d) || !num_field(d, "pid", &pid) || pid != (double)i || !name)
                 return vkt_fail(VKT_ERR_FORMAT,
                                 "trace file %s: otherData.devices[%d] needs \"pid\": "
                                 "%d and a \"name\"",
                                 L->path, i, i);
-            num_field(d, "memory_limit_bytes", &limit);
+            char where[64];
+            snprintf(where, sizeof where, "otherData.devices[%d]", i);
+            if (num_field(d, "memory_limit_bytes", &limit))
+                VKT_TRY(check_number(L, where, "memory_limit_bytes", limit, 0, MAX_U64_DOUBLE,
+                                     false, "a byte count from 0 to 2^64"));
             const char *driver = str_field(d, "driver");
             VKT_TRY(vkt_trace_add_device(L->t, name, driver, (uint64_t)limit, NULL));
             const char *method = str_field(d, "clock_method");
             double off = 0, unc = 0;
             if (method && *method && num_field(d, "clock_offset_ns", &off)) {
-                num_field(d, "clock_uncertainty_ns", &unc);
+                VKT_TRY(check_number(L, where, "clock_offset_ns", off, -MAX_TRACE_NS, MAX_TRACE_NS,
+                                     false, "ns within +-2^60 (36 years)"));
+                if (num_field(d, "clock_uncertainty_ns", &unc))
+                    VKT_TRY(check_number(L, where, "clock_uncertainty_ns", unc, 0, MAX_TRACE_NS,
+                                         false, "ns from 0 to 2^60 (36 years)"));
                 VKT_TRY(vkt_trace_set_clock(L->t, i, (int64_t)off, (int64_t)unc, method));
             }
             if (L->nmap == 256)
@@ -887,9 +923,14 @@ static vkt_status load_devices(loader *L, const cJSON *events, const cJSON *othe
     int pids[256], npids = 0, host = INT32_MIN;
     const char *names[256] = {0};
     const cJSON *e;
+    int i = -1;
     cJSON_ArrayForEach(e, events) {
+        i++;
         double pid;
         if (!num_field(e, "pid", &pid)) continue;
+        char where[48];
+        snprintf(where, sizeof where, "traceEvents[%d]", i);
+        VKT_TRY(check_pid(L, where, pid));
         const char *ph = str_field(e, "ph");
         int p = (int)pid, k;
         for (k = 0; k < npids && pids[k] != p; k++) {
@@ -953,6 +994,11 @@ static vkt_status load_events(loader *L, const cJSON *events, int64_t origin) {
                             "trace file %s: traceEvents[%d] (ph \"%s\") needs a "
                             "\"name\" string and numbers \"ts\" and \"pid\"",
                             L->path, i, ph);
+        char where[48];
+        snprintf(where, sizeof where, "traceEvents[%d]", i);
+        VKT_TRY(check_pid(L, where, pid));
+        VKT_TRY(check_number(L, where, "ts", ts, -MAX_TRACE_US, MAX_TRACE_US, false,
+                             "us within +-2^60 ns (36 years) of the trace's origin"));
         int m = map_find(L, (int)pid);
         if (m < 0)
             return vkt_fail(VKT_ERR_FORMAT,
@@ -968,10 +1014,17 @@ static vkt_status load_events(loader *L, const cJSON *events, int64_t origin) {
                                 "trace file %s: traceEvents[%d] (\"%s\") is a "
                                 "complete event without a \"dur\" >= 0",
                                 L->path, i, name);
+            VKT_TRY(check_number(L, where, "dur", dur, 0, MAX_TRACE_US, false,
+                                 "us from 0 to 2^60 ns (36 years)"));
             if (dev == VKT_TRACE_HOST) continue; // host-side spans are not device work
             const char *cat = str_field(e, "cat");
             double step = -1;
-            if (args) num_field(args, "step", &step);
+            if (args && num_field(args, "step", &step)) {
+                char at[64];
+                snprintf(at, sizeof at, "%s.args", where);
+                VKT_TRY(check_number(L, at, "step", step, -1, MAX_INT_DOUBLE, true,
+                                     "a whole number from -1 (none) to 2147483647"));
+            }
             VKT_TRY(vkt_trace_add_event(L->t, dev, name,
                                         cat ? category_by_name(cat) : vkt_trace_category_of(name),
                                         start, llround(dur * 1000.0), (int)step));
@@ -1010,21 +1063,30 @@ static vkt_status load_other(loader *L, const cJSON *other) {
     if (strategy) VKT_TRY(vkt_trace_set_strategy(L->t, strategy));
     const cJSON *summary = cJSON_GetObjectItemCaseSensitive(other, "summary");
     const cJSON *s;
+    int i = -1;
     if (cJSON_IsArray(summary)) cJSON_ArrayForEach(s, summary) {
+            i++;
             double pid;
             const char *src = str_field(s, "source");
             if (!num_field(s, "pid", &pid) || !src || strcmp(src, "trainer") != 0) continue;
             vkt_trace_summary sum = {0};
             double bytes = 0, peak = 0;
+            char where[64];
+            snprintf(where, sizeof where, "otherData.summary[%d]", i);
             num_field(s, "busy_fraction", &sum.busy_fraction);
             num_field(s, "idle_fraction", &sum.idle_fraction);
             num_field(s, "busy_ns", &sum.busy_ns);
             num_field(s, "wall_ns", &sum.wall_ns);
-            num_field(s, "bytes_moved", &bytes);
-            num_field(s, "peak_memory_bytes", &peak);
+            if (num_field(s, "bytes_moved", &bytes))
+                VKT_TRY(check_number(L, where, "bytes_moved", bytes, 0, MAX_U64_DOUBLE, false,
+                                     "a byte count from 0 to 2^64"));
+            if (num_field(s, "peak_memory_bytes", &peak))
+                VKT_TRY(check_number(L, where, "peak_memory_bytes", peak, 0, MAX_U64_DOUBLE, false,
+                                     "a byte count from 0 to 2^64"));
             sum.bytes_moved = (uint64_t)bytes;
             sum.peak_memory_bytes = (uint64_t)peak;
-            if ((int)pid >= 0 && (int)pid < vkt_trace_device_count(L->t))
+            // A summary of a process that is no device (another tool's) is not the trainer's.
+            if (pid == floor(pid) && pid >= 0 && pid < vkt_trace_device_count(L->t))
                 VKT_TRY(vkt_trace_set_summary(L->t, (int)pid, &sum));
         }
     return VKT_OK;
@@ -1066,11 +1128,18 @@ vkt_status vkt_trace_load(const char *path, vkt_trace **out) {
         size_t off = end && end >= text ? (size_t)(end - text) : 0;
         if (!end && cJSON_GetErrorPtr()) off = (size_t)(cJSON_GetErrorPtr() - text);
         line_col(text, off, &line, &col);
-        vkt_status s = vkt_fail(VKT_ERR_FORMAT,
-                                "trace file %s is not valid JSON (error at line %d, "
-                                "column %d): it may be truncated or not a trace; write it again "
-                                "with vktrain train --trace",
-                                path, line, col);
+        vkt_status s =
+            vkt_json_too_deep(text, (size_t)size, off)
+                ? vkt_fail(VKT_ERR_FORMAT,
+                           "trace file %s: arrays and objects nested deeper than %d levels (at "
+                           "line %d, column %d), where the JSON reader stops: not a trace (a "
+                           "Chrome trace nests four levels)",
+                           path, vkt_json_nesting_limit(), line, col)
+                : vkt_fail(VKT_ERR_FORMAT,
+                           "trace file %s is not valid JSON (error at line %d, "
+                           "column %d): it may be truncated or not a trace; write it again "
+                           "with vktrain train --trace",
+                           path, line, col);
         free(text);
         return s;
     }
@@ -1091,7 +1160,9 @@ vkt_status vkt_trace_load(const char *path, vkt_trace **out) {
     vkt_status s = vkt_trace_create(&L.t);
     if (s == VKT_OK) s = load_devices(&L, events, other);
     double origin = 0;
-    if (other) num_field(other, "origin_ns", &origin);
+    if (s == VKT_OK && other && num_field(other, "origin_ns", &origin))
+        s = check_number(&L, "otherData", "origin_ns", origin, -MAX_TRACE_NS, MAX_TRACE_NS, false,
+                         "ns within +-2^60 (36 years)");
     if (s == VKT_OK) s = load_events(&L, events, (int64_t)origin);
     if (s == VKT_OK) s = load_other(&L, other);
     cJSON_Delete(root);

@@ -21,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "json_depth.h"
 #include "vkt_internal.h"
 
 // Elements of one sample's input or of one layer's output: 2^28 (1 GiB of floats), above GPT-2's
@@ -334,7 +335,8 @@ vkt_status vkt_parse_body(const vkt_layer_parse *p, const char *key, vkt_layer_d
 // ---------------------------------------------------------------------------------------------
 // The whole model
 
-// Reports invalid JSON with its byte offset, line, column and the text there.
+// Reports invalid JSON, or JSON nested past the reader's limit, with its byte offset, line, column
+// and the text there.
 static vkt_status bad_json(const char *src, const char *text, size_t len, const char *at) {
     size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : len;
     int line = 1, col = 1;
@@ -351,6 +353,11 @@ static vkt_status bad_json(const char *src, const char *text, size_t len, const 
     for (size_t i = off; i < len && n < 20 && text[i] != '\n'; i++)
         near[n++] = isprint((unsigned char)text[i]) ? text[i] : '?';
     near[n] = 0;
+    if (vkt_json_too_deep(text, len, off))
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "%s: arrays and objects nested deeper than %d levels at byte %zu (line %d, "
+                        "column %d): the JSON reader stops there; a model file nests a few levels",
+                        src, vkt_json_nesting_limit(), off, line, col);
     if (off >= len)
         return vkt_fail(VKT_ERR_FORMAT,
                         "%s: invalid JSON: the text ends early at byte %zu (line %d, column %d): "

@@ -22,6 +22,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "json_depth.h"
 #include "vkt_internal.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -352,14 +353,17 @@ static vkt_status parse_entry(const char *path, const cJSON *e, ck_entry *t) {
                       "(corrupt header)",
                       name);
     if (overflow || count * esize != t->end - t->begin) {
-        char sh[160];
+        char sh[160], need[32];
         format_shape(sh, sizeof sh, t->ndim, t->shape);
+        if (overflow) // count wrapped: say so rather than print what it wrapped to
+            snprintf(need, sizeof need, "over 2^61");
+        else
+            snprintf(need, sizeof need, "%llu", (unsigned long long)(count * esize));
         return ck_bad(path,
-                      "tensor %s: shape %s needs %llu bytes of %s but data_offsets "
+                      "tensor %s: shape %s needs %s bytes of %s but data_offsets "
                       "[%llu, %llu] hold %llu (corrupt header)",
-                      name, sh, (unsigned long long)(count * esize), t->int64 ? "I64" : "F32",
-                      (unsigned long long)t->begin, (unsigned long long)t->end,
-                      (unsigned long long)(t->end - t->begin));
+                      name, sh, need, t->int64 ? "I64" : "F32", (unsigned long long)t->begin,
+                      (unsigned long long)t->end, (unsigned long long)(t->end - t->begin));
     }
     t->name = strdup(name);
     if (!t->name) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", path);
@@ -422,6 +426,12 @@ static vkt_status parse_header(vkt_checkpoint *ck, const char *text, uint64_t n,
     cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)n + 1, &end, 1);
     if (!root) {
         uint64_t at = end && end >= text ? (uint64_t)(end - text) : n;
+        if (vkt_json_too_deep(text, (size_t)n, (size_t)at))
+            return ck_bad(ck->path,
+                          "the header nests arrays and objects deeper than %d levels (at byte "
+                          "%llu of the file), where the JSON reader stops: a safetensors header "
+                          "nests three (corrupt header)",
+                          vkt_json_nesting_limit(), (unsigned long long)(8 + at));
         return ck_bad(ck->path, "the header is not valid JSON (at byte %llu of the file)",
                       (unsigned long long)(8 + at));
     }

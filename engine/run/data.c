@@ -111,6 +111,41 @@ static vkt_status rd_exact(rd *r, void *dst, uint64_t n, const char *what) {
     return VKT_OK;
 }
 
+// The first allocation (bytes, or .npy values) of the arrays that rd_exact_grow and
+// npy_read_data grow as data arrives.
+#define FIRST_READ (1u << 20)
+
+// Reads exactly n bytes of `what` into a malloc'd *out (the caller frees it, also on failure),
+// failing as rd_exact does. The buffer grows by doubling as the bytes arrive, so that a header
+// promising more data than the file holds (a few corrupt bytes saying 4 GB) is reported as a
+// truncation after reading what is there, instead of allocating what it promised first.
+static vkt_status rd_exact_grow(rd *r, uint64_t n, const char *what, uint8_t **out) {
+    uint64_t start = r->pos, done = 0, cap = 0;
+    *out = NULL;
+    for (;;) {
+        if (done == cap) {
+            if (done == n) return VKT_OK;
+            uint64_t next = cap ? cap * 2 : FIRST_READ;
+            if (next > n) next = n;
+            uint8_t *p = realloc(*out, next ? (size_t)next : 1);
+            if (!p)
+                return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory: %llu bytes for %s of %s",
+                                (unsigned long long)next, what, r->path);
+            *out = p;
+            cap = next;
+        }
+        uint64_t got = 0;
+        VKT_TRY(rd_read(r, *out + done, cap - done, &got));
+        done += got;
+        if (done < cap)
+            return vkt_fail(VKT_ERR_FORMAT,
+                            "%s is truncated: expected %llu bytes of %s from byte %llu, found "
+                            "%llu%s (re-download or re-create the file)",
+                            r->path, (unsigned long long)n, what, (unsigned long long)start,
+                            (unsigned long long)done, rd_short_reason(r));
+    }
+}
+
 // Fails when anything follows the data the header declared: a wrong header or a file written
 // twice is better reported than silently half-used.
 static vkt_status rd_expect_end(rd *r) {
@@ -296,12 +331,14 @@ static vkt_status idx_load(rd *ri, rd *rl, vkt_dataset *ds) {
                         "%s holds %u images but %s holds %u labels: the two files are not a pair",
                         ri->path, n, rl->path, nl);
 
+    // The pixels are read before anything is allocated from the header's counts: a header that
+    // promises more than the file holds fails as truncated after reading what is there.
     uint64_t total = (uint64_t)n * features;
-    uint8_t *raw = xmalloc(total, "images", ri->path, &s);
-    ds->x = xmalloc(total * sizeof(float), "images", ri->path, &s);
-    ds->y = xmalloc((size_t)n * sizeof(uint32_t), "labels", rl->path, &s);
-    if (s == VKT_OK) s = rd_exact(ri, raw, total, "image pixels");
+    uint8_t *raw = NULL;
+    s = rd_exact_grow(ri, total, "image pixels", &raw);
     if (s == VKT_OK) s = rd_expect_end(ri);
+    if (s == VKT_OK) ds->x = xmalloc(total * sizeof(float), "images", ri->path, &s);
+    if (s == VKT_OK) ds->y = xmalloc((size_t)n * sizeof(uint32_t), "labels", rl->path, &s);
     if (s == VKT_OK) {
         // Divide rather than multiply by 1/255 so that every value equals torchvision's
         // ToTensor() (x / 255 in float32) bit for bit.
@@ -617,15 +654,21 @@ static vkt_status npy_open(rd *r, const char *path, bool features, npy_type *t, 
 
 // Reads count elements of type t in chunks and converts them: features to float (u1 scaled by
 // 1/255, non-finite values rejected; integers, token ids, exactly, those outside [0, 2^24)
-// rejected), labels to uint32 (negative or huge values rejected). inner: values per sample.
-static vkt_status npy_read_data(rd *r, npy_type t, uint64_t count, uint64_t inner, float *xf,
-                                uint32_t *yu) {
+// rejected) into *xf, or labels to uint32 (negative or huge values rejected) into *yu (the
+// other NULL); inner: values per sample. The array is malloc'd here and grows by doubling as
+// the data arrives, so that a header promising more than the file holds is a truncation, not an
+// allocation of what it promised; the caller frees it, also on failure.
+static vkt_status npy_read_data(rd *r, npy_type t, uint64_t count, uint64_t inner, float **xfp,
+                                uint32_t **yup) {
     size_t isz = npy_itemsize(t);
     enum { CHUNK = 1 << 16 };
+    _Static_assert(sizeof(float) == sizeof(uint32_t), "one growth for either array");
     uint8_t *buf = malloc(CHUNK * 8);
     if (!buf) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", r->path);
     vkt_status s = VKT_OK;
-    uint64_t data_start = r->pos;
+    uint64_t data_start = r->pos, cap = 0;
+    void **arr = xfp ? (void **)xfp : (void **)yup;
+    *arr = NULL;
     for (uint64_t done = 0; done < count && s == VKT_OK;) {
         uint64_t k = count - done < CHUNK ? count - done : CHUNK;
         uint64_t got = 0;
@@ -639,6 +682,21 @@ static vkt_status npy_read_data(rd *r, npy_type t, uint64_t count, uint64_t inne
                          (unsigned long long)(done * isz + got), rd_short_reason(r));
             break;
         }
+        if (done + k > cap) {
+            uint64_t next = cap ? cap * 2 : FIRST_READ;
+            if (next < done + k) next = done + k;
+            if (next > count) next = count;
+            void *p = realloc(*arr, (size_t)next * sizeof(float));
+            if (!p) {
+                s = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory: %llu values of %s",
+                             (unsigned long long)next, r->path);
+                break;
+            }
+            *arr = p;
+            cap = next;
+        }
+        float *xf = xfp ? *xfp : NULL;
+        uint32_t *yu = yup ? *yup : NULL;
         for (uint64_t j = 0; j < k; j++) {
             uint64_t e = done + j;
             const uint8_t *q = buf + j * isz;
@@ -718,7 +776,6 @@ static vkt_status npy_read_data(rd *r, npy_type t, uint64_t count, uint64_t inne
 
 static vkt_status npy_load(rd *rx, rd *ry, const char *x_path, const char *y_path,
                            vkt_dataset *ds) {
-    vkt_status s = VKT_OK;
     npy_type tx, ty;
     uint64_t n, inner, ny, per;
     VKT_TRY(npy_open(rx, x_path, true, &tx, &n, &inner));
@@ -728,14 +785,11 @@ static vkt_status npy_load(rd *rx, rd *ry, const char *x_path, const char *y_pat
                         "%s holds %llu samples but %s holds %llu %s: they are not a pair", x_path,
                         (unsigned long long)n, y_path, (unsigned long long)ny,
                         per == 1 ? "labels" : "rows of labels");
-    ds->x = xmalloc(n * inner * sizeof(float), "features", x_path, &s);
-    ds->y = xmalloc(n * per * sizeof(uint32_t), "labels", y_path, &s);
-    if (s != VKT_OK) return s;
     ds->n = (uint32_t)n;
     ds->features = (uint32_t)inner;
     ds->targets = (uint32_t)per;
-    VKT_TRY(npy_read_data(rx, tx, n * inner, inner, ds->x, NULL));
-    return npy_read_data(ry, ty, n * per, per, NULL, ds->y);
+    VKT_TRY(npy_read_data(rx, tx, n * inner, inner, &ds->x, NULL));
+    return npy_read_data(ry, ty, n * per, per, NULL, &ds->y);
 }
 
 vkt_status vkt_dataset_load_npy(const char *x_path, const char *y_path, vkt_dataset *out) {
