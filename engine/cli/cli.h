@@ -56,6 +56,9 @@ int cmd_generate(int argc, char **argv);
 int cli_bench_train(int argc, char **argv);
 // `vktrain bench matmul|train ...` (engine/cli/bench.c).
 int cmd_bench(int argc, char **argv);
+// `vktrain advise --model FILE --batch N [--results ...] [--device-profile ...]`
+// (engine/cli/advise.c): which device and strategy, from measured results and device profiles.
+int cmd_advise(int argc, char **argv);
 
 // The CPU BLAS of `bench matmul --baseline` (engine/cli/bench_blas.c).
 typedef struct cli_blas_info {

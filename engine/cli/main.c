@@ -40,6 +40,9 @@ static void usage(FILE *f) {
         "                          --strategy, --batch, --json, ...]  samples/s and the step\n"
         "                          split into matmul / other kernels / communication / host;\n"
         "                          --baseline: PyTorch CPU on the same model, and the ratio\n"
+        "  advise --model FILE --batch N [--results A.json ...] [--device-profile NAME ...]\n"
+        "                          [--mem-limit SIZE] [--devices K]  which device and strategy\n"
+        "                          (fits, samples/s measured or predicted (roofline), split)\n"
         "\n"
         "train / eval options:\n"
         "  --model FILE            model JSON (docs/MODEL_FORMAT.md)\n"
@@ -224,6 +227,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "model") == 0) return cmd_model(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "generate") == 0) return cmd_generate(argc - 2, argv + 2);
+    if (strcmp(cmd, "advise") == 0) return cmd_advise(argc - 2, argv + 2);
     fprintf(stderr, "vktrain: unknown command \"%s\" (vktrain --help lists the commands)\n", cmd);
     return 2;
 }
