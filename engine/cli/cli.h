@@ -52,6 +52,8 @@ int cmd_plan(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 // `vktrain generate --init CKPT ...` (engine/cli/generate.c): text from a language model.
 int cmd_generate(int argc, char **argv);
+// `vktrain compare A.json B.json ...` (engine/cli/compare.c): bench suite results side by side.
+int cmd_compare(int argc, char **argv);
 // `vktrain bench train ...` (engine/cli/bench_train.c), reached through cmd_bench.
 int cli_bench_train(int argc, char **argv);
 // `vktrain bench matmul|train ...` (engine/cli/bench.c).

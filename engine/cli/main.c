@@ -43,6 +43,8 @@ static void usage(FILE *f) {
         "  advise --model FILE --batch N [--results A.json ...] [--device-profile NAME ...]\n"
         "                          [--mem-limit SIZE] [--devices K]  which device and strategy\n"
         "                          (fits, samples/s measured or predicted (roofline), split)\n"
+        "  compare A.json [B.json ...] [--png DIR] [--html FILE]  `bench suite` results side by\n"
+        "                          side: tables, and pictures drawn by vktrain (docs/COMPARING.md)\n"
         "\n"
         "train / eval options:\n"
         "  --model FILE            model JSON (docs/MODEL_FORMAT.md)\n"
@@ -228,6 +230,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "generate") == 0) return cmd_generate(argc - 2, argv + 2);
     if (strcmp(cmd, "advise") == 0) return cmd_advise(argc - 2, argv + 2);
+    if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 2, argv + 2);
     fprintf(stderr, "vktrain: unknown command \"%s\" (vktrain --help lists the commands)\n", cmd);
     return 2;
 }
