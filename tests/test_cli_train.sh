@@ -6,7 +6,9 @@
 # checkpoint write killed midway, saving that touches no
 # file it did not write (no other checkpoint's optimizer state, no symbolic link or FIFO at the
 # target), a checkpoint that names a path outside its directory, and the clear errors
-# bad input must get. Args: VKTRAIN_BINARY SOURCE_DIR
+# bad input must get, among them runs that diverge (a loss 1000 times the first, a NaN loss, an
+# update that overflows at the last step: stopped with the step and the tensor, metrics still
+# JSON). Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
 . "$(dirname "$0")/check.bash" # fails, check NAME STATUS
@@ -54,7 +56,8 @@ cat "$work/int.err"
 [ $rc -eq 130 ] && grep -q "stopped by SIGINT after step [0-9]*; the checkpoint of that step is" "$work/int.err"
 check "SIGINT: exit 130 and a message naming the checkpoint (exit $rc)" $?
 python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$work/int.jsonl"
-check "SIGINT: every metrics line is whole JSON ($(wc -l < "$work/int.jsonl") lines)" $?
+ok=$?
+check "SIGINT: every metrics line is whole JSON ($(wc -l < "$work/int.jsonl") lines)" $ok
 "$bin" train $common --resume "$work/int.safetensors" --save "$work/int.safetensors" --metrics "$work/int.jsonl"
 check "the interrupted run resumes" $?
 same_tensors "$work/int_full.safetensors" "$work/int.safetensors"
@@ -140,16 +143,59 @@ expect_error "missing data directory" "$work/nodata" train --model "$model" --da
 expect_error "truncated IDX file" "truncated\|expected" train --model "$model" --data "$work/data"
 expect_error "wrong IDX magic" "magic" train --model "$model" --data "$work/data/magic"
 expect_error "images and labels of different counts" "count\|labels" train --model "$model" --data "$work/data/count"
-expect_error "malformed model file" "layers" train --model <(echo '{"input": [784], "layers": [{"type": "dense"}], "loss": "mse"}')
+echo '{"input": [784], "layers": [{"type": "dense"}], "loss": "mse"}' > "$work/bad_model.json" # (a file: a <(...) FIFO is refused as such)
+expect_error "malformed model file" "layers" train --model "$work/bad_model.json"
 "$bin" train --model "$src/assets/models/tiny_mlp.json" --limit-train 64 --batch 64 --epochs 1 --no-eval --quiet --device llvmpipe --save "$work/tiny.safetensors"
 expect_error "checkpoint that does not match the model" "shape\|has no tensor" train --model "$model" --init "$work/tiny.safetensors" --limit-train 64
-expect_error "NaN loss" "step" train $small --device llvmpipe --lr 1e6 --no-eval
+expect_error "a loss that explodes (SGD at lr 1e6)" "loss diverged at step" train $small --device llvmpipe --lr 1e6 --no-eval
 # A run that diverges neither saves nor replaces a checkpoint, and says none was saved.
 cp "$work/tiny.safetensors" "$work/tiny.keep"
-expect_error "AdamW at lr 1e6 diverges" "became NaN.*no checkpoint was saved by this run" train \
+expect_error "AdamW at lr 1e6 diverges" "diverged at step.*no checkpoint was saved by this run" train \
     --model "$src/assets/models/tiny_mlp.json" --limit-train 2000 --limit-test 500 --epochs 2 \
     --optimizer adamw --lr 1e6 --quiet --device llvmpipe --save "$work/tiny.safetensors"
 cmp -s "$work/tiny.keep" "$work/tiny.safetensors"; check "... and the checkpoint at --save is untouched" $?
+# strict_jsonl FILE: every line is JSON without NaN or Infinity (which Python's json would take).
+strict_jsonl() {
+    python3 - "$1" <<'PY'
+import json, sys
+def no(c): raise ValueError("not JSON: " + c)
+[json.loads(l, parse_constant=no) for l in open(sys.argv[1])]
+PY
+}
+# Finite numbers that climb: SGD at lr 1e6 on tiny_mlp went to 5e31 with exit 0. The run stops at
+# the step whose loss is over 1000 times the first's, names it, and its metrics stay JSON.
+for dev in llvmpipe swiftshader; do
+    expect_error "SGD at lr 1e6 climbs on $dev: stopped as diverged" \
+        "loss diverged at step 2 (epoch 1, batch 2): .*over 1000 times the first step's 2.3.*lower --lr" \
+        train --model "$src/assets/models/tiny_mlp.json" --limit-train 2000 --limit-test 500 \
+        --epochs 2 --optimizer sgd --lr 1e6 --quiet --device $dev --metrics "$work/div.jsonl"
+    strict_jsonl "$work/div.jsonl" && [ "$(wc -l < "$work/div.jsonl")" -eq 2 ]
+    ok=$?
+    check "... its metrics are JSON lines, up to the diverged step ($(wc -l < "$work/div.jsonl") lines)" $ok
+done
+# Features of 1e34: the first step's loss (1e34) is finite, its update overflows the weights. With
+# a second step, its loss is NaN; with none, the end of the run finds the parameters.
+python3 - "$work" <<'PY'
+import struct, sys
+def npy(path, descr, code, shape, data):  # .npy, version 1.0
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, tuple(shape))
+    h += " " * (63 - (10 + len(h)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode())
+        f.write(struct.pack("<%d%s" % (len(data), code), *data))
+npy(sys.argv[1] + "/hugex.npy", "<f4", "f", (64, 8), [1e34 * ((i * 7) % 5 - 2) for i in range(512)])
+npy(sys.argv[1] + "/hugey.npy", "<i8", "q", (64,), [i % 4 for i in range(64)])
+PY
+echo '{"input": [8], "layers": [{"type": "dense", "units": 4}], "loss": "softmax_cross_entropy"}' > "$work/huge.json"
+huge="--model $work/huge.json --data-npy $work/hugex.npy,$work/hugey.npy --batch 32 --lr 1e6 --device llvmpipe --quiet"
+expect_error "an update that overflows: the next step's loss is NaN" "loss became NaN at step 2 (epoch 1, batch 2)" \
+    train $huge --max-steps 2 --metrics "$work/huge.jsonl"
+strict_jsonl "$work/huge.jsonl" && [ "$(wc -l < "$work/huge.jsonl")" -eq 1 ]; check "... its metrics are JSON lines" $?
+expect_error "an update that overflows at the last step: the parameters are checked" \
+    "after step 1, tensor 0.weight holds an infinite value at element 0.*lower --lr" train $huge --max-steps 1
+expect_error "... and not saved" "after step 1, tensor 0.weight holds an infinite value.*not written" \
+    train $huge --max-steps 1 --save "$work/huge.safetensors"
+[ ! -e "$work/huge.safetensors" ]; check "... no checkpoint written" $?
 # Labels past the model's classes in the test set (not only the training set), and past an MSE
 # model's outputs (they would be all-zero target rows).
 mkdir -p "$work/labels"

@@ -297,9 +297,9 @@ static vkt_status check_save_path(const char *path) {
 }
 
 // Reads tensor i of store into a new host buffer (*buf, which the caller frees, NULL on failure)
-// and describes it as checkpoint tensor *t under name.
+// and describes it as checkpoint tensor *t under name (the checkpoint of step `step`).
 static vkt_status read_for_checkpoint(vkt_strategy *s, vkt_net_store store, int i, const char *name,
-                                      vkt_ckpt_tensor *t, float **buf) {
+                                      uint64_t step, vkt_ckpt_tensor *t, float **buf) {
     const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
     *buf = malloc(nt->count * 4);
     if (!*buf) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
@@ -317,11 +317,11 @@ static vkt_status read_for_checkpoint(vkt_strategy *s, vkt_net_store store, int 
     for (uint64_t k = 0; k < nt->count; k++)
         if (!isfinite((*buf)[k]))
             return vkt_fail(VKT_ERR_NUMERIC,
-                            "tensor %s holds %s at element %llu: the training diverged, and the "
-                            "checkpoint is not written (the previous one, if any, is kept); try a "
-                            "lower --lr or --clip 1",
-                            name, isnan((*buf)[k]) ? "NaN" : "an infinite value",
-                            (unsigned long long)k);
+                            "after step %llu, tensor %s holds %s at element %llu: the training "
+                            "diverged, and the checkpoint is not written (the previous one, if "
+                            "any, is kept); try a lower --lr or --clip 1",
+                            (unsigned long long)step, name,
+                            isnan((*buf)[k]) ? "NaN" : "an infinite value", (unsigned long long)k);
     return VKT_OK;
 }
 
@@ -367,9 +367,11 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
     const char *lr_kind = vkt_lr_kind_name(ls->kind);
     const vkt_augment *au = &o->augment;
     snprintf(v_pad, sizeof v_pad, "%u", au->crop ? au->pad : 0);
-    char v_bsz[32], v_limit[32];
+    char v_bsz[32], v_limit[32], v_first[32];
     snprintf(v_bsz, sizeof v_bsz, "%u", o->batch);
     snprintf(v_limit, sizeof v_limit, "%u", o->limit_train);
+    // %.17g: a double read back is the same double.
+    snprintf(v_first, sizeof v_first, "%.17g", pos->first_loss);
     const char *model_name = o->strategy.model ? o->strategy.model->name : "";
     vkt_ckpt_meta meta[] = {
         {"format", "vktrain-checkpoint-1"},
@@ -398,6 +400,7 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
         {"batch", v_bsz},
         {"limit_train", v_limit},
         {"shuffle", o->shuffle ? "true" : "false"},
+        {"first_loss", v_first},
     };
     char betas[64];
     snprintf(betas, sizeof betas, "%s,%s", v_b1, v_b2);
@@ -413,7 +416,7 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
                 const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
                 if (nt->state) continue; // a buffer has no optimizer state
                 snprintf(names[k], 64, "%s.%s", nt->name, optim_state_name(od->kind, stores[si]));
-                st = read_for_checkpoint(s, stores[si], i, names[k], &t[k], &bufs[nb++]);
+                st = read_for_checkpoint(s, stores[si], i, names[k], pos->step, &t[k], &bufs[nb++]);
                 k++;
             }
         }
@@ -424,8 +427,8 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
     }
     if (st == VKT_OK) {
         for (int i = 0; i < n && st == VKT_OK; i++)
-            st = read_for_checkpoint(s, VKT_STORE_PARAM, i, vkt_strategy_tensor(s, i)->name, &t[i],
-                                     &bufs[nb++]);
+            st = read_for_checkpoint(s, VKT_STORE_PARAM, i, vkt_strategy_tensor(s, i)->name,
+                                     pos->step, &t[i], &bufs[nb++]);
         if (st == VKT_OK) st = vkt_checkpoint_write(path, t, n, meta, nmeta);
     }
     for (int i = 0; i < nb; i++)
@@ -479,6 +482,20 @@ vkt_status vkt_checkpoint_load(vkt_strategy *s, const char *path, bool with_opti
         if ((v = vkt_checkpoint_meta(ck, "epoch"))) pos->epoch = atoi(v);
         if ((v = vkt_checkpoint_meta(ck, "batch_in_epoch")))
             pos->batch = (uint32_t)strtoul(v, NULL, 10);
+        // The running figures: finite and not negative, or the file was edited.
+        const char *fkeys[] = {"first_loss"};
+        double *fvals[] = {&pos->first_loss};
+        for (int i = 0; i < 1 && st == VKT_OK; i++) {
+            if (!(v = vkt_checkpoint_meta(ck, fkeys[i]))) continue;
+            char *end;
+            *fvals[i] = strtod(v, &end);
+            if (!*v || *end || !isfinite(*fvals[i]) || *fvals[i] < 0)
+                st = vkt_fail(VKT_ERR_FORMAT,
+                              "checkpoint %s: its %s is \"%.40s\", not a finite number of at "
+                              "least 0 (the file was edited or is damaged): use --init to start "
+                              "from its parameters",
+                              path, fkeys[i], v);
+        }
     }
     if (st == VKT_OK && with_optim) {
         if (!vkt_checkpoint_meta(ck, "step"))
@@ -826,6 +843,39 @@ void vkt_first_step_split(vkt_first_step *f, int64_t start_ns, int64_t data_ns,
     f->choices_cached = e->choices_cached - a->choices_cached;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Numbers in the metrics, parameters at the end
+
+// A number for a JSON line in fmt, or null where it is not finite (JSON has no NaN).
+static const char *jnum(char *buf, size_t size, const char *fmt, double v) {
+    if (!isfinite(v)) return "null";
+    snprintf(buf, size, fmt, v);
+    return buf;
+}
+
+// The parameters and buffers after step `step` are finite, or the run fails naming the first
+// tensor and element that is not (a step with a finite loss whose update overflowed, when no
+// later step's loss, no evaluation and no checkpoint saw it).
+static vkt_status check_finite(vkt_strategy *s, uint64_t step) {
+    for (int i = 0; i < vkt_strategy_tensor_count(s); i++) {
+        const vkt_net_tensor *nt = vkt_strategy_tensor(s, i);
+        float *b = malloc(nt->count * 4);
+        if (!b) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        vkt_status st = vkt_strategy_read(s, VKT_STORE_PARAM, i, b);
+        for (uint64_t k = 0; st == VKT_OK && k < nt->count; k++)
+            if (!isfinite(b[k]))
+                st = vkt_fail(VKT_ERR_NUMERIC,
+                              "after step %llu, tensor %s holds %s at element %llu: the last "
+                              "update overflowed (the training diverged); try a lower --lr or "
+                              "--clip 1",
+                              (unsigned long long)step, nt->name,
+                              isnan(b[k]) ? "NaN" : "an infinite value", (unsigned long long)k);
+        free(b);
+        VKT_TRY(st);
+    }
+    return VKT_OK;
+}
+
 static void fill_result(run *r, vkt_train_result *res) {
     snprintf(res->device, sizeof res->device, "%s", vkt_strategy_devices(r->s));
     snprintf(res->strategy, sizeof res->strategy, "%s", vkt_strategy_name(r->o->strategy.kind));
@@ -894,8 +944,14 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     double epoch_loss = 0;
     uint64_t epoch_rows = 0;
     bool stopped = false;
-    bool saved = false; // a checkpoint written by this run (the one a NaN message points at)
+    bool saved = false;      // a checkpoint written by this run (the one a NaN message points at)
+    uint64_t checked = step; // the parameters after this step are known finite (loaded, saved)
     bool overlap = r.s && vkt_strategy_host_overlaps(r.s);
+    // The divergence check's reference: the run's first loss, carried by its checkpoints (one
+    // from an older vktrain: this call's first).
+    double first_loss = pos.first_loss;
+    bool have_first = first_loss > 0;
+    char n1[32], n2[32], n3[32], n4[32], n5[32], n6[32];
     for (int epoch = pos.epoch; epoch < o->epochs && st == VKT_OK && !stopped; epoch++) {
         vkt_batcher_epoch(&b, (uint64_t)epoch);
         epoch_loss = 0;
@@ -907,7 +963,10 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             if (step >= total_steps || asked) {
                 res->interrupted = asked && step < total_steps;
                 stopped = true;
-                pos = (vkt_run_position){.step = step, .epoch = epoch, .batch = i};
+                pos = (vkt_run_position){.step = step,
+                                         .epoch = epoch,
+                                         .batch = i,
+                                         .first_loss = have_first ? first_loss : 0};
                 break;
             }
             if (B == 0) B = vkt_batcher_get(&b, i, r.x, r.labels);
@@ -955,6 +1014,10 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                                             : "none before this step)");
                 break;
             }
+            if (!have_first) {
+                first_loss = loss;
+                have_first = true;
+            }
             epoch_loss += loss_sum;
             epoch_rows += B;
             double sps = samples / (train_ns * 1e-9);
@@ -966,10 +1029,28 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             if (r.metrics)
                 fprintf(r.metrics,
                         "{\"type\":\"step\",\"step\":%llu,\"epoch\":%d,\"batch\":%u,"
-                        "\"rows\":%u,\"lr\":%.9g,\"loss\":%.9g,\"samples_per_sec\":%.6g}\n",
-                        (unsigned long long)step, epoch + 1, i + 1, B, (double)(float)lr, loss,
-                        sps);
+                        "\"rows\":%u,\"lr\":%s,\"loss\":%s,\"samples_per_sec\":%s}\n",
+                        (unsigned long long)step, epoch + 1, i + 1, B,
+                        jnum(n1, sizeof n1, "%.9g", (double)(float)lr),
+                        jnum(n2, sizeof n2, "%.9g", loss), jnum(n3, sizeof n3, "%.6g", sps));
             if (r.metrics) fflush(r.metrics); // whole lines, as they come (a viewer may follow)
+            // Divergence: the line above shows the loss that stops the run.
+            if (loss > VKT_DIVERGENCE_FACTOR * fmax(first_loss, 1e-3)) {
+                st = vkt_fail(VKT_ERR_NUMERIC,
+                              "the loss diverged at step %llu (epoch %d, batch %u): %.4g, over "
+                              "%.0f times the first step's %.4g; training stopped%s%s; try a "
+                              "lower --lr (this run: %.4g) or --clip 1",
+                              (unsigned long long)step, epoch + 1, i + 1, loss,
+                              VKT_DIVERGENCE_FACTOR, first_loss,
+                              !o->save_path ? ""
+                              : saved       ? ", the last good checkpoint is "
+                                            : ", no checkpoint was saved by this run (",
+                              !o->save_path ? ""
+                              : saved       ? o->save_path
+                                            : "none before this step)",
+                              o->optim.lr);
+                break;
+            }
             if (o->progress) {
                 vkt_progress p = {.epoch = epoch + 1,
                                   .epochs = o->epochs,
@@ -997,10 +1078,14 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
             vkt_trace_add_counter(o->trace, VKT_TRACE_HOST, "accuracy", vkt_trace_now_ns(), ta);
         double sps = samples / (train_ns * 1e-9);
         if (r.metrics) {
+            char acc[32];
+            snprintf(acc, sizeof acc, "%.6g", ta);
             fprintf(r.metrics,
-                    "{\"type\":\"epoch\",\"epoch\":%d,\"step\":%llu,\"train_loss\":%.9g,"
-                    "\"test_loss\":%.9g,\"test_accuracy\":%.6g,\"samples_per_sec\":%.6g}\n",
-                    epoch + 1, (unsigned long long)step, res->train_loss, tl, ta, sps);
+                    "{\"type\":\"epoch\",\"epoch\":%d,\"step\":%llu,\"train_loss\":%s,"
+                    "\"test_loss\":%s,\"test_accuracy\":%s,\"samples_per_sec\":%s}\n",
+                    epoch + 1, (unsigned long long)step,
+                    jnum(n4, sizeof n4, "%.9g", res->train_loss), jnum(n5, sizeof n5, "%.9g", tl),
+                    isfinite(ta) ? acc : "null", jnum(n6, sizeof n6, "%.6g", sps));
             fflush(r.metrics);
         }
         if (o->progress) {
@@ -1016,14 +1101,22 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                               .test_accuracy = ta};
             o->progress(&p, o->progress_user);
         }
-        pos = (vkt_run_position){.step = step, .epoch = epoch + 1, .batch = 0};
+        pos = (vkt_run_position){.step = step,
+                                 .epoch = epoch + 1,
+                                 .batch = 0,
+                                 .first_loss = have_first ? first_loss : 0};
         if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
         saved = saved || (o->save_path && st == VKT_OK);
+        if (o->save_path && st == VKT_OK) checked = step; // the save read every tensor
     }
     if (st == VKT_OK && stopped) {
         if (epoch_rows) res->train_loss = epoch_loss / ((double)epoch_rows * r.tps);
         if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
+        if (o->save_path && st == VKT_OK) checked = step;
     }
+    // The parameters the run ends with are finite (the last step's update had no later loss to
+    // show it), before the caller reports the run.
+    if (st == VKT_OK && r.s && checked != step) st = check_finite(r.s, step);
     if (r.s && o->trace) {
         // The trainer's own figures go into the trace, so the file and the report agree.
         for (int d = 0; d < vkt_strategy_device_count(r.s); d++) {
