@@ -13,7 +13,10 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "checkpoint.h"
 #include "data.h"
@@ -188,8 +191,8 @@ static vkt_status check_resume_run(const char *path, const vkt_train_opts *o) {
                           path, keys[i], have, want[i], flag[i]);
     }
     // The position: whole numbers, the epoch not negative and not past the run's epochs.
-    const char *keys2[] = {"step", "epoch", "batch_in_epoch"};
-    for (int i = 0; i < 3 && st == VKT_OK; i++) {
+    const char *keys2[] = {"step", "epoch", "batch_in_epoch", "epoch_rows"};
+    for (int i = 0; i < 4 && st == VKT_OK; i++) {
         const char *v = vkt_checkpoint_meta(ck, keys2[i]);
         if (v && (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 18))
             st = vkt_fail(VKT_ERR_FORMAT,
@@ -367,10 +370,12 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
     const char *lr_kind = vkt_lr_kind_name(ls->kind);
     const vkt_augment *au = &o->augment;
     snprintf(v_pad, sizeof v_pad, "%u", au->crop ? au->pad : 0);
-    char v_bsz[32], v_limit[32], v_first[32];
+    char v_bsz[32], v_limit[32], v_eloss[32], v_erows[32], v_first[32];
     snprintf(v_bsz, sizeof v_bsz, "%u", o->batch);
     snprintf(v_limit, sizeof v_limit, "%u", o->limit_train);
-    // %.17g: a double read back is the same double.
+    // %.17g: a double read back is the same double (the resumed epoch's mean is the same bits).
+    snprintf(v_eloss, sizeof v_eloss, "%.17g", pos->epoch_loss_sum);
+    snprintf(v_erows, sizeof v_erows, "%llu", (unsigned long long)pos->epoch_rows);
     snprintf(v_first, sizeof v_first, "%.17g", pos->first_loss);
     const char *model_name = o->strategy.model ? o->strategy.model->name : "";
     vkt_ckpt_meta meta[] = {
@@ -400,6 +405,8 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
         {"batch", v_bsz},
         {"limit_train", v_limit},
         {"shuffle", o->shuffle ? "true" : "false"},
+        {"epoch_loss_sum", v_eloss},
+        {"epoch_rows", v_erows},
         {"first_loss", v_first},
     };
     char betas[64];
@@ -482,10 +489,11 @@ vkt_status vkt_checkpoint_load(vkt_strategy *s, const char *path, bool with_opti
         if ((v = vkt_checkpoint_meta(ck, "epoch"))) pos->epoch = atoi(v);
         if ((v = vkt_checkpoint_meta(ck, "batch_in_epoch")))
             pos->batch = (uint32_t)strtoul(v, NULL, 10);
+        if ((v = vkt_checkpoint_meta(ck, "epoch_rows"))) pos->epoch_rows = strtoull(v, NULL, 10);
         // The running figures: finite and not negative, or the file was edited.
-        const char *fkeys[] = {"first_loss"};
-        double *fvals[] = {&pos->first_loss};
-        for (int i = 0; i < 1 && st == VKT_OK; i++) {
+        const char *fkeys[] = {"epoch_loss_sum", "first_loss"};
+        double *fvals[] = {&pos->epoch_loss_sum, &pos->first_loss};
+        for (int i = 0; i < 2 && st == VKT_OK; i++) {
             if (!(v = vkt_checkpoint_meta(ck, fkeys[i]))) continue;
             char *end;
             *fvals[i] = strtod(v, &end);
@@ -844,7 +852,121 @@ void vkt_first_step_split(vkt_first_step *f, int64_t start_ns, int64_t data_ns,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Numbers in the metrics, parameters at the end
+// Metrics across a resume
+
+// Whether line[0..n) is a line vktrain writes to a metrics file: a JSON object whose "type" is
+// "step" or "epoch" and whose "step" is a whole number (*step).
+static bool metrics_line(const char *line, size_t n, uint64_t *step) {
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(line, n, &end, false);
+    bool ok = j && cJSON_IsObject(j) && end == line + n;
+    const cJSON *type = ok ? cJSON_GetObjectItemCaseSensitive(j, "type") : NULL;
+    const cJSON *st = ok ? cJSON_GetObjectItemCaseSensitive(j, "step") : NULL;
+    ok = ok && cJSON_IsString(type) &&
+         (strcmp(type->valuestring, "step") == 0 || strcmp(type->valuestring, "epoch") == 0) &&
+         cJSON_IsNumber(st) && st->valuedouble >= 0 && st->valuedouble < 9007199254740992.0 &&
+         st->valuedouble == floor(st->valuedouble);
+    if (ok) *step = (uint64_t)st->valuedouble;
+    cJSON_Delete(j);
+    return ok;
+}
+
+// Whether the n bytes of an unterminated last line are what a write of one of our lines that was
+// cut short leaves: a prefix of '{"type":"step"' or '{"type":"epoch"', or a longer line that begins
+// with one.
+static bool torn_metrics_line(const char *line, size_t n) {
+    static const char *const heads[] = {"{\"type\":\"step\"", "{\"type\":\"epoch\""};
+    for (int i = 0; i < 2; i++) {
+        size_t h = strlen(heads[i]);
+        if (memcmp(line, heads[i], n < h ? n : h) == 0) return true;
+    }
+    return false;
+}
+
+// A resumed run's metrics file (f, opened "a+" on the regular file path): the lines up to the
+// checkpoint's step are kept and the rest cut off, where a run killed after its last checkpoint
+// went on writing (its last line torn, perhaps). One ftruncate, so the file is at every moment
+// either as it was or as the uninterrupted run had it at the checkpoint. A line that is not ours
+// leaves the file as it is and fails the run.
+static vkt_status metrics_resume(FILE *f, const char *path, uint64_t step) {
+    enum { LINE_MAX_BYTES = 4096 }; // our lines are about 200 bytes
+    enum { BLOCK = 65536 };
+    char *blk = malloc(BLOCK);
+    if (!blk) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    char line[LINE_MAX_BYTES];
+    size_t ll = 0;              // bytes of the current line in line[] (up to LINE_MAX_BYTES)
+    uint64_t at = 0;            // offset of the current line's first byte
+    uint64_t len = 0;           // bytes of the current line
+    uint64_t keep = UINT64_MAX; // offset of the first line past the checkpoint
+    uint64_t lineno = 0;
+    const char *bad = NULL;
+    rewind(f);
+    size_t n;
+    while (!bad && (n = fread(blk, 1, BLOCK, f)) > 0) {
+        for (size_t i = 0; i < n && !bad;) {
+            const char *nl = memchr(blk + i, '\n', n - i);
+            size_t take = nl ? (size_t)(nl - (blk + i)) : n - i;
+            if (ll + take <= sizeof line) {
+                memcpy(line + ll, blk + i, take);
+                ll += take;
+            } else {
+                ll = sizeof line + 1; // too long: no line of ours
+            }
+            len += take;
+            i += take;
+            if (!nl) break;
+            i++; // the newline
+            lineno++;
+            uint64_t s = 0;
+            if (ll > sizeof line || !metrics_line(line, ll, &s)) {
+                bad = "is not one of the JSON lines vktrain writes";
+                break;
+            }
+            if (keep == UINT64_MAX && s > step) keep = at;
+            at += len + 1;
+            len = 0;
+            ll = 0;
+        }
+    }
+    free(blk);
+    if (ferror(f))
+        return vkt_fail(VKT_ERR_IO, "cannot read the metrics file %s to resume it: %s", path,
+                        strerror(errno));
+    if (!bad && len > 0) { // an unterminated last line: one a kill cut short, or not ours
+        lineno++;
+        if (ll > sizeof line || !torn_metrics_line(line, ll))
+            bad = "(the last, unterminated) is not the start of a line vktrain writes";
+        else if (keep == UINT64_MAX)
+            keep = at;
+    }
+    if (bad)
+        return vkt_fail(VKT_ERR_FORMAT,
+                        "metrics file %s: line %llu %s, so it is left as it is: --resume cuts the "
+                        "metrics of the run it continues back to the checkpoint's step (%llu) and "
+                        "appends to them; give --metrics a new file or the run's own",
+                        path, (unsigned long long)lineno, bad, (unsigned long long)step);
+    if (keep != UINT64_MAX && (fflush(f) != 0 || ftruncate(fileno(f), (off_t)keep) != 0))
+        return vkt_fail(VKT_ERR_IO,
+                        "cannot cut the metrics file %s back to the checkpoint's step %llu: %s",
+                        path, (unsigned long long)step, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0)
+        return vkt_fail(VKT_ERR_IO, "cannot seek in the metrics file %s: %s", path,
+                        strerror(errno));
+    return VKT_OK;
+}
+
+// Opens the metrics file: a new run starts it afresh; a resumed run continues the one of the run
+// it resumes (metrics_resume), or appends where it is not a regular file.
+static vkt_status metrics_open(run *r, const char *path, bool resume, uint64_t step) {
+    struct stat sb;
+    bool regular = stat(path, &sb) != 0 || S_ISREG(sb.st_mode); // (absent: created regular)
+    r->metrics = fopen(path, !resume ? "w" : regular ? "a+" : "a");
+    if (!r->metrics)
+        return vkt_fail(VKT_ERR_IO, "cannot write metrics file %s: %s", path, strerror(errno));
+    if (!resume || !regular || fstat(fileno(r->metrics), &sb) != 0 || !S_ISREG(sb.st_mode))
+        return VKT_OK;
+    return metrics_resume(r->metrics, path, step);
+}
 
 // A number for a JSON line in fmt, or null where it is not finite (JSON has no NaN).
 static const char *jnum(char *buf, size_t size, const char *fmt, double v) {
@@ -926,12 +1048,8 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     st = vkt_lr_check(&o->lr, o->optim.lr, total_steps);
     if (st == VKT_OK && o->resume_path) st = check_resume_schedule(o->resume_path, &oo.lr);
     if (st == VKT_OK && o->resume_path) st = check_resume_run(o->resume_path, o);
-    if (st == VKT_OK && o->metrics_path) {
-        r.metrics = fopen(o->metrics_path, o->resume_path ? "a" : "w");
-        if (!r.metrics)
-            st = vkt_fail(VKT_ERR_IO, "cannot write metrics file %s: %s", o->metrics_path,
-                          strerror(errno));
-    }
+    if (st == VKT_OK && o->metrics_path)
+        st = metrics_open(&r, o->metrics_path, o->resume_path != NULL, pos.step);
     if (st != VKT_OK) {
         vkt_batcher_free(&b);
         run_free(&r);
@@ -954,8 +1072,10 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     char n1[32], n2[32], n3[32], n4[32], n5[32], n6[32];
     for (int epoch = pos.epoch; epoch < o->epochs && st == VKT_OK && !stopped; epoch++) {
         vkt_batcher_epoch(&b, (uint64_t)epoch);
-        epoch_loss = 0;
-        epoch_rows = 0;
+        // A resumed epoch carries on with the sums of its steps before the checkpoint.
+        bool resumed = epoch == pos.epoch && pos.batch > 0;
+        epoch_loss = resumed ? pos.epoch_loss_sum : 0;
+        epoch_rows = resumed ? pos.epoch_rows : 0;
         uint32_t first = epoch == pos.epoch ? pos.batch : 0;
         uint32_t B = 0; // rows of batch i when it was gathered during the previous step
         for (uint32_t i = first; i < nb && st == VKT_OK; i++) {
@@ -966,6 +1086,8 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                 pos = (vkt_run_position){.step = step,
                                          .epoch = epoch,
                                          .batch = i,
+                                         .epoch_loss_sum = i ? epoch_loss : 0,
+                                         .epoch_rows = i ? epoch_rows : 0,
                                          .first_loss = have_first ? first_loss : 0};
                 break;
             }

@@ -175,6 +175,12 @@ typedef struct vkt_train_result {
 // VKT_DIVERGENCE_FACTOR times the run's first (and above 1), parameters that are not finite at the
 // end (or at a checkpoint): the message gives the step (and the tensor) and what to change, and
 // the last checkpoint written is left as it was).
+//
+// With resume_path and metrics_path, the metrics file is made the file the uninterrupted run
+// would have at the checkpoint: its lines past the checkpoint's step (a run killed after its
+// last checkpoint wrote them; the last may be torn) are cut off (ftruncate) before the run
+// appends. A file that is not vktrain's metrics (a line that is not one of its JSON objects) is
+// refused, VKT_ERR_FORMAT, and left as it is.
 vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *r);
 
 // The loss of a step over this many times the loss of the run's first step (and over 1) stops
@@ -195,12 +201,14 @@ vkt_status vkt_eval_run(const vkt_train_opts *o, vkt_train_result *r);
 // optimizer state when with_optim). Exposed for tests.
 //
 // A checkpoint holds the run's position and the running figures a resumed run carries on with,
-// so that its divergence check is the uninterrupted run's.
+// so that its metrics and its divergence check are those of the uninterrupted run.
 typedef struct vkt_run_position {
-    uint64_t step;     // steps done
-    int epoch;         // epoch in progress (0-based)
-    uint32_t batch;    // next batch in that epoch
-    double first_loss; // the loss of the run's first step (0: not known, an older checkpoint)
+    uint64_t step;         // steps done
+    int epoch;             // epoch in progress (0-based)
+    uint32_t batch;        // next batch in that epoch
+    double epoch_loss_sum; // the loss summed over the targets of that epoch's steps done (batch > 0)
+    uint64_t epoch_rows;   // the samples of those steps
+    double first_loss;     // the loss of the run's first step (0: not known, an older checkpoint)
 } vkt_run_position;
 vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_position *pos,
                                const vkt_train_opts *o);
