@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -250,9 +251,23 @@ static bool optim_file_name(const char *name, const char **prefix_end, uint64_t 
     return true;
 }
 
-// Removes the optimizer files of this checkpoint other than keep (older steps): exactly the names
-// "<stem>.optim-s<digits>.safetensors" beside it, which only this checkpoint's writer makes
-// (checkpoint names end in .safetensors and are not themselves such names: check_save_path).
+// Whether name is "<base>.tmp.<pid>", the temporary file vkt_write_file_atomic writes base
+// through, of a process that no longer runs (a writer killed before its rename).
+static bool dead_writer_temp(const char *name, const char *base, size_t bl) {
+    if (strncmp(name, base, bl) != 0 || strncmp(name + bl, ".tmp.", 5) != 0) return false;
+    const char *digits = name + bl + 5;
+    if (!*digits || strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 9)
+        return false;
+    pid_t pid = (pid_t)atol(digits);
+    return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+// Removes the optimizer files of this checkpoint other than keep (older steps, and newer ones a
+// writer killed before it renamed the checkpoint left), and the temporary files killed writers
+// left of them: exactly the names "<stem>.optim-s<digits>.safetensors" (+ ".tmp.<pid>") beside
+// it, which only this checkpoint's writer makes (checkpoint names end in .safetensors and are not
+// themselves such names: check_save_path). The writer replaces the checkpoint's own temporary
+// files itself.
 static void remove_stale_optim(const char *path, const char *keep_base) {
     char stem[4096], dir[4096];
     path_stem(path, stem, sizeof stem);
@@ -266,9 +281,18 @@ static void remove_stale_optim(const char *path, const char *keep_base) {
     struct dirent *ent;
     while ((ent = readdir(d))) {
         const char *end;
-        if (!optim_file_name(ent->d_name, &end, NULL)) continue;
-        if ((size_t)(end - ent->d_name) != sl || strncmp(ent->d_name, sb, sl) != 0) continue;
-        if (strcmp(ent->d_name, keep_base) == 0) continue;
+        char name[512];
+        snprintf(name, sizeof name, "%s", ent->d_name);
+        char *tmp_tag = strstr(name, ".safetensors.tmp.");
+        bool temp = false;
+        if (tmp_tag) { // a temporary file: judged by the name it was to become
+            tmp_tag[strlen(".safetensors")] = 0;
+            if (!dead_writer_temp(ent->d_name, name, strlen(name))) continue;
+            temp = true;
+        }
+        if (!optim_file_name(name, &end, NULL)) continue;
+        if ((size_t)(end - name) != sl || strncmp(name, sb, sl) != 0) continue;
+        if (!temp && strcmp(name, keep_base) == 0) continue;
         char full[8192];
         snprintf(full, sizeof full, "%s/%s", dir, ent->d_name);
         struct stat st;
