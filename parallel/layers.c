@@ -393,25 +393,7 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
     vkt_plan p;
     vkt_plan_layers(&pi, &p);
     if (!p.possible) return vkt_fail(VKT_ERR_ARG, "--strategy layers: %s", p.note);
-    if (!p.fits) {
-        if (d->split[0] <= 0) {
-            uint64_t whole = 0, avail = 0;
-            for (int i = 0; i < L->S; i++)
-                whole += p.need[i].total, avail += pi.limit[i];
-            return vkt_fail(VKT_ERR_DEVICE_MEMORY,
-                            "model %s does not fit on these %d devices even split into stages: %s "
-                            "(the stages need %.1f MiB in all, the devices have %.1f MiB); add "
-                            "devices, raise --mem-limit, or lower --batch",
-                            m->name, L->S, p.note, whole / 1048576.0, avail / 1048576.0);
-        }
-        for (int i = 0; i < L->S; i++)
-            if (p.need[i].total > pi.limit[i])
-                return vkt_fail(VKT_ERR_DEVICE_MEMORY,
-                                "stage %d (layers %d to %d) needs %.1f MiB "
-                                "on %s, which has %.1f MiB; change --split or use --split auto",
-                                i, p.lo[i], p.hi[i] - 1, p.need[i].total / 1048576.0,
-                                s->stats[i].label, pi.limit[i] / 1048576.0);
-    }
+    if (!p.fits) return strategy_refuse(s, &p, &pi); // the plan's words and numbers
     for (int i = 0; i < L->S; i++)
         L->lo[i] = p.lo[i], L->hi[i] = p.hi[i];
     size_t nflags = (size_t)(unsigned)L->S * (size_t)(unsigned)M;

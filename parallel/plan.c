@@ -1,11 +1,36 @@
 // plan.c: see plan.h. Memory comes from vkt_net_estimate, the same layout arithmetic the
-// networks allocate with, so the plan and the allocation cannot disagree.
+// networks allocate with, plus what the strategies allocate beside their networks (the single
+// strategy's upload areas, the replicas' gradient exchange), so the plan and the allocation
+// cannot disagree; tests/test_plan.c and tests/test_cli_plan_grid.sh hold them to the byte.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan.h"
+
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+static double mib(uint64_t b) { return b / 1048576.0; }
+
+void vkt_plan_input_device(vkt_plan_input *in, int d, const vkt_device_info *info,
+                           uint64_t mem_limit) {
+    in->limit[d] = mem_limit ? mem_limit : info->memory_bytes;
+    in->align[d] = info->min_storage_buffer_offset_alignment < 16
+                       ? 16
+                       : info->min_storage_buffer_offset_alignment;
+    in->max_alloc[d] = info->max_allocation_bytes;
+    // As the device maps its memory (engine/core/device.c): CPU drivers and integrated GPUs with
+    // a device-local, host-visible type.
+    in->upload_areas[d] = !((info->type == VKT_DEVICE_CPU || info->type == VKT_DEVICE_INTEGRATED) &&
+                            info->host_visible_device_local);
+}
+
+uint64_t vkt_plan_upload_bytes(const vkt_model_desc *m, uint32_t batch, uint64_t align) {
+    // One area: the input rows (aligned), then the targets; two of them.
+    uint64_t x = align_up((uint64_t)batch * m->layers[0].in_features * 4, align);
+    uint64_t t = (uint64_t)batch * vkt_model_targets_per_sample(m) * 4;
+    return 2 * align_up(x + t, align);
+}
 
 void vkt_plan_shard_rows(const float *share, int n, uint32_t B, uint32_t *rows) {
     double sum = 0, w[VKT_MAX_DEVICES];
@@ -48,6 +73,20 @@ static vkt_net_memory estimate(const vkt_plan_input *in, int d, int lo, int hi, 
     return vkt_net_estimate(&nd, in->align[d]);
 }
 
+// The largest single buffer of a network: its packed parameters (gradients and optimizer state
+// are each as large), its activations, or its buffers and scratch (io less the clipping word; the
+// two together, which bounds either).
+static uint64_t net_largest(const vkt_plan_input *in, int d, const vkt_net_memory *m) {
+    uint64_t big = m->params > m->activations ? m->params : m->activations;
+    uint64_t rest = m->io > in->align[d] ? m->io - in->align[d] : 0;
+    return big > rest ? big : rest;
+}
+
+static bool fits_device(const vkt_plan_input *in, int d, const vkt_net_memory *m,
+                        uint64_t largest) {
+    return m->total <= in->limit[d] && (!in->max_alloc[d] || largest <= in->max_alloc[d]);
+}
+
 // The compute of top-level layer l per sample (forward and backward FLOPs, as its kind counts
 // them, its body included).
 static double layer_cost(const vkt_model_desc *m, int l) {
@@ -57,8 +96,10 @@ static double layer_cost(const vkt_model_desc *m, int l) {
 
 static void finish(const vkt_plan_input *in, vkt_plan *p) {
     p->fits = p->possible;
-    for (int d = 0; d < p->ndevices && p->possible; d++)
-        if (p->need[d].total > in->limit[d]) p->fits = false;
+    for (int d = 0; d < p->ndevices && p->possible; d++) {
+        p->device_fits[d] = fits_device(in, d, &p->need[d], p->largest[d]);
+        if (!p->device_fits[d]) p->fits = false;
+    }
 }
 
 void vkt_plan_single(const vkt_plan_input *in, vkt_plan *p) {
@@ -67,7 +108,15 @@ void vkt_plan_single(const vkt_plan_input *in, vkt_plan *p) {
     p->ndevices = 1;
     p->possible = true;
     p->need[0] = estimate(in, 0, 0, in->model->nlayers, in->batch, 1);
+    p->largest[0] = net_largest(in, 0, &p->need[0]);
+    if (in->upload_areas[0]) {
+        uint64_t up = vkt_plan_upload_bytes(in->model, in->batch, in->align[0]);
+        p->need[0].io += up;
+        p->need[0].total += up;
+        if (up / 2 > p->largest[0]) p->largest[0] = up / 2;
+    }
     p->rows[0] = in->batch;
+    p->net_rows[0] = in->batch;
     p->lo[0] = 0, p->hi[0] = in->model->nlayers;
     p->compute_share[0] = 1;
     finish(in, p);
@@ -80,13 +129,20 @@ void vkt_plan_replicated(const vkt_plan_input *in, vkt_plan *p) {
     p->ndevices = in->ndevices;
     p->possible = in->ndevices >= 2;
     if (!p->possible) snprintf(p->note, sizeof p->note, "needs at least two devices");
+    bool measured = in->ndevices > 0 && in->balance[0] < 0;
     vkt_plan_shard_rows(in->balance, in->ndevices, in->batch, p->rows);
     for (int d = 0; d < in->ndevices; d++) {
-        uint32_t rows = p->rows[d] < in->batch ? p->rows[d] + 1 : in->batch;
-        p->need[d] = estimate(in, d, 0, in->model->nlayers, rows, 1);
-        // The gradient exchange area, one packed buffer in host-visible memory.
-        p->need[d].io += p->need[d].params;
-        p->need[d].total += p->need[d].params;
+        // A shard of a smaller batch (an epoch's last) can round one row above its share of the
+        // full one; measured shares are not known yet, so such a replica takes the whole batch.
+        p->net_rows[d] = measured ? in->batch : p->rows[d] < in->batch ? p->rows[d] + 1 : in->batch;
+        p->need[d] = estimate(in, d, 0, in->model->nlayers, p->net_rows[d], 1);
+        p->largest[d] = net_largest(in, d, &p->need[d]);
+        // The gradient exchange area, one packed buffer in host-visible memory, in replica 0's
+        // layout (its alignment) on every device.
+        uint64_t xchg = p->need[0].params;
+        p->need[d].io += xchg;
+        p->need[d].total += xchg;
+        if (xchg > p->largest[d]) p->largest[d] = xchg;
         p->lo[d] = 0, p->hi[d] = in->model->nlayers;
         p->compute_share[d] = (double)p->rows[d] / in->batch;
     }
@@ -153,7 +209,8 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
                 for (int i = st - 1; i < j; i++) {
                     if (!isfinite(BEST(st - 1, i))) continue;
                     int slots = vkt_plan_stage_slots(S, st - 1, M, in->schedule);
-                    if (estimate(in, st - 1, i, j, mb, slots).total > in->limit[st - 1]) continue;
+                    vkt_net_memory em = estimate(in, st - 1, i, j, mb, slots);
+                    if (!fits_device(in, st - 1, &em, net_largest(in, st - 1, &em))) continue;
                     double c = fmax(BEST(st - 1, i), prefix[j] - prefix[i]);
                     if (c < BEST(st, j)) BEST(st, j) = c, FROM(st, j) = i;
                 }
@@ -183,6 +240,8 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
     for (int d = 0; d < S; d++) {
         int slots = vkt_plan_stage_slots(S, d, M, in->schedule);
         p->need[d] = estimate(in, d, p->lo[d], p->hi[d], mb, slots);
+        p->largest[d] = net_largest(in, d, &p->need[d]);
+        p->net_rows[d] = mb;
         double c = 0;
         for (int l = p->lo[d]; l < p->hi[d]; l++)
             c += layer_cost(m, l);
@@ -190,4 +249,77 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
         p->rows[d] = in->batch;
     }
     finish(in, p);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusals
+
+// "N bytes (X MiB: parameters a, gradients b, optimizer state c, activations d, <io> e MiB)"
+static void need_text(const vkt_net_memory *m, const char *io_name, char *buf, size_t size) {
+    snprintf(buf, size,
+             "%llu bytes (%.1f MiB: parameters %.1f, gradients %.1f, optimizer state %.1f, "
+             "activations %.1f, %s %.1f MiB)",
+             (unsigned long long)m->total, mib(m->total), mib(m->params), mib(m->grads),
+             mib(m->optim), mib(m->activations), io_name, mib(m->io));
+}
+
+void vkt_plan_refusal(const vkt_plan *p, const vkt_plan_input *in, const char *const *labels,
+                      char *buf, size_t size) {
+    buf[0] = 0;
+    if (!p->possible) {
+        snprintf(buf, size, "%s: %s", vkt_strategy_name(p->kind), p->note);
+        return;
+    }
+    int d = 0;
+    while (d < p->ndevices && p->device_fits[d])
+        d++;
+    if (d == p->ndevices) return;
+    const vkt_net_memory *m = &p->need[d];
+    const char *who = labels[d];
+    char need[256], has[96];
+    if (m->total > in->limit[d]) {
+        const char *io = p->kind == VKT_STRATEGY_SINGLE && in->upload_areas[d]
+                             ? "upload areas and other"
+                         : p->kind == VKT_STRATEGY_REPLICATED ? "exchange and other"
+                                                              : "other";
+        need_text(m, io, need, sizeof need);
+        snprintf(has, sizeof has, "%llu bytes (%.1f MiB)", (unsigned long long)in->limit[d],
+                 mib(in->limit[d]));
+    } else {
+        snprintf(need, sizeof need, "one allocation of %llu bytes (%.1f MiB)",
+                 (unsigned long long)p->largest[d], mib(p->largest[d]));
+        snprintf(has, sizeof has, "at most %llu bytes (%.1f MiB) at once",
+                 (unsigned long long)in->max_alloc[d], mib(in->max_alloc[d]));
+    }
+    switch (p->kind) {
+    case VKT_STRATEGY_SINGLE:
+        snprintf(buf, size,
+                 "single: %s needs %s for the whole model and batch but has %s; lower --batch, "
+                 "raise --mem-limit, or split the model over several devices with --strategy "
+                 "layers",
+                 who, need, has);
+        break;
+    case VKT_STRATEGY_REPLICATED:
+        snprintf(buf, size,
+                 "replicated: %s needs %s for a whole replica but has %s; every device holds the "
+                 "whole model, so more devices do not help: --strategy layers splits the model "
+                 "across devices",
+                 who, need, has);
+        break;
+    case VKT_STRATEGY_LAYERS:
+        if (in->split[0] > 0)
+            snprintf(buf, size,
+                     "layers: stage %d (layers %d to %d) needs %s on %s, which has %s; change "
+                     "--split or use --split auto",
+                     d, p->lo[d], p->hi[d] - 1, need, who, has);
+        else
+            snprintf(buf, size,
+                     "layers: model %s does not fit on these %d devices even split into stages "
+                     "(%s): in the cut that balances their compute, stage %d (layers %d to %d) "
+                     "needs %s on %s, which has %s; add devices, raise --mem-limit, or lower "
+                     "--batch",
+                     in->model->name, p->ndevices, p->note, d, p->lo[d], p->hi[d] - 1, need, who,
+                     has);
+        break;
+    }
 }

@@ -34,7 +34,11 @@ typedef struct repl {
     float share[VKT_MAX_DEVICES];
     int nbuckets;
     bucket b[MAX_BUCKETS]; // b[0] holds the last layers
+    // Host-visible, in replica 0's layout on every device: the sums are taken element by element.
     vkt_buffer *xchg[VKT_MAX_DEVICES];
+    // Replica d's parameters lie as replica 0's (the same offset alignment): a bucket moves as
+    // one range; otherwise tensor by tensor, between its own offsets and replica 0's.
+    bool same_layout[VKT_MAX_DEVICES];
     vkt_cmd *cmd[VKT_MAX_DEVICES][MAX_BUCKETS + 1]; // [0] = s->cmd[d]; [nbuckets] = the update
     vkt_comm *comm;
     double comm_prev_ns;
@@ -57,6 +61,29 @@ static void make_buckets(vkt_strategy *s, repl *r) {
             r->b[r->nbuckets++] = (bucket){.lo = l, .hi = hi, .off = off, .bytes = bytes};
             hi = l;
         }
+    }
+}
+
+// Records the copies of bucket b's gradients between replica d's gradients and its exchange
+// buffer (to_xchg: into the exchange buffer), in replica 0's layout there.
+static void record_exchange(vkt_strategy *s, repl *r, int d, vkt_cmd *cmd, const bucket *b,
+                            bool to_xchg) {
+    vkt_buffer *grads = vkt_net_grads(s->net[d]).buffer;
+    const char *label = to_xchg ? "comm:grad_out" : "comm:grad_in";
+    if (r->same_layout[d]) {
+        vkt_view g = vkt_buffer_view(grads, b->off, b->bytes);
+        vkt_view x = vkt_buffer_view(r->xchg[d], b->off, b->bytes);
+        vkt_cmd_copy(cmd, to_xchg ? g : x, to_xchg ? x : g, label);
+        return;
+    }
+    const vkt_net *n0 = s->net[0], *nd = s->net[d];
+    for (int i = 0; i < vkt_net_tensor_count(nd); i++) {
+        const vkt_net_tensor *t = vkt_net_get_tensor(nd, i), *t0 = vkt_net_get_tensor(n0, i);
+        if (t->state || t->layer < b->lo || t->layer >= b->hi) continue;
+        vkt_view g = vkt_buffer_view(grads, t->offset, t->count * 4);
+        vkt_view x = vkt_buffer_view(r->xchg[d], t0->offset, t0->count * 4);
+        vkt_cmd_copy(cmd, to_xchg ? g : x, to_xchg ? x : g, label);
+        label = NULL; // one timed copy per bucket
     }
 }
 
@@ -93,9 +120,7 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
                 }
             }
             if (R) vkt_net_record_backward_layers(net, cmd, 0, R, b->lo, b->hi, false);
-            if (b->bytes)
-                vkt_cmd_copy(cmd, vkt_buffer_view(vkt_net_grads(net).buffer, b->off, b->bytes),
-                             vkt_buffer_view(r->xchg[d], b->off, b->bytes), "comm:grad_out");
+            if (b->bytes) record_exchange(s, r, d, cmd, b, true);
             VKT_TRY(vkt_net_status(net));
             VKT_TRY(vkt_cmd_end(cmd));
             VKT_TRY(vkt_cmd_submit(cmd));
@@ -140,10 +165,7 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
         vkt_cmd *cmd = r->cmd[d][r->nbuckets];
         VKT_TRY(vkt_cmd_begin(cmd, true));
         for (int k = 0; k < r->nbuckets; k++)
-            if (r->b[k].bytes)
-                vkt_cmd_copy(cmd, vkt_buffer_view(r->xchg[d], r->b[k].off, r->b[k].bytes),
-                             vkt_buffer_view(vkt_net_grads(net).buffer, r->b[k].off, r->b[k].bytes),
-                             "comm:grad_in");
+            if (r->b[k].bytes) record_exchange(s, r, d, cmd, &r->b[k], false);
         vkt_cmd_barrier(cmd);
         vkt_net_record_step(net, cmd, step);
         VKT_TRY(vkt_net_status(net));
@@ -255,41 +277,35 @@ vkt_status strategy_replicated_create(vkt_strategy *s) {
             r->share[i] = d->balance[i];
     VKT_TRY(strategy_open_devices(s));
 
-    // Check every replica fits before allocating anything: replication needs the whole model on
-    // every device, so the message points at the strategy that splits it.
+    // Check every replica fits before allocating anything (the plan's refusal): replication
+    // needs the whole model on every device, so the message points at the strategy that splits
+    // it. Each replica is built for the rows the plan counted.
     vkt_plan_input pi;
-    strategy_plan_input(s, &pi);
-    for (int i = 0; i < s->ndev; i++)
-        pi.balance[i] = auto_balance ? 1 : r->share[i];
+    strategy_plan_input(s, &pi); // the shares as given: equal, manual or measured (auto)
     vkt_plan p;
     vkt_plan_replicated(&pi, &p);
+    if (!p.fits) return strategy_refuse(s, &p, &pi);
     for (int i = 0; i < s->ndev; i++) {
-        const vkt_net_memory *mem = &p.need[i];
-        if (mem->total > pi.limit[i])
-            return vkt_fail(
-                VKT_ERR_DEVICE_MEMORY,
-                "replicated: %s needs %.1f MiB for a whole replica (parameters "
-                "%.1f, gradients %.1f, optimizer state %.1f, activations %.1f, exchange "
-                "%.1f MiB) but has %.1f MiB; every device holds the whole model, so more "
-                "devices do not help: --strategy layers splits the model across devices",
-                s->stats[i].label, mem->total / 1048576.0, mem->params / 1048576.0,
-                mem->grads / 1048576.0, mem->optim / 1048576.0, mem->activations / 1048576.0,
-                mem->params / 1048576.0, pi.limit[i] / 1048576.0);
-    }
-    for (int i = 0; i < s->ndev; i++) {
-        uint32_t rows = auto_balance ? d->batch : (p.rows[i] < d->batch ? p.rows[i] + 1 : d->batch);
         vkt_net_desc nd = {.model = d->model,
                            .first_layer = 0,
                            .last_layer = d->model->nlayers,
-                           .max_batch = rows,
+                           .max_batch = p.net_rows[i],
                            .slots = 1,
                            .optim = d->optim};
         VKT_TRY(vkt_net_create(s->dev[i], s->ops[i], &nd, &s->net[i]));
     }
     make_buckets(s, r);
-    uint64_t packed = vkt_net_packed_bytes(s->net[0]);
+    uint64_t packed = vkt_net_packed_bytes(s->net[0]); // what the plan counted for the exchange
     for (int i = 0; i < s->ndev; i++) {
+        // Replicas of devices with different offset alignments pad their tensors differently
+        // (lavapipe 16 bytes, SwiftShader 256): their gradients were summed out of place.
+        r->same_layout[i] = vkt_net_packed_bytes(s->net[i]) == packed;
+        for (int t = 0; r->same_layout[i] && t < vkt_net_tensor_count(s->net[i]); t++)
+            r->same_layout[i] = vkt_net_get_tensor(s->net[i], t)->offset ==
+                                vkt_net_get_tensor(s->net[0], t)->offset;
         VKT_TRY(vkt_buffer_create_host(s->dev[i], packed, "gradient exchange", &r->xchg[i]));
+        // The padding between tensors stays zero (per-tensor copies never write it).
+        memset(vkt_buffer_mapped(r->xchg[i]), 0, packed);
         r->cmd[i][0] = s->cmd[i];
         for (int k = 1; k <= r->nbuckets; k++)
             VKT_TRY(vkt_cmd_create(s->dev[i], &r->cmd[i][k]));

@@ -135,11 +135,22 @@ void strategy_plan_input(const vkt_strategy *s, vkt_plan_input *in) {
     for (int i = 0; i < s->ndev; i++) {
         in->limit[i] = vkt_device_memory_limit(s->dev[i]);
         in->align[i] = vkt_device_align(s->dev[i], 1);
+        in->max_alloc[i] = vkt_device_get_info(s->dev[i])->max_allocation_bytes;
+        in->upload_areas[i] = !s->dev[i]->device_mapped || d->force_upload_areas;
         in->balance[i] = d->balance[i];
         in->split[i] = d->split[i];
     }
     in->micro_batches = d->micro_batches;
     in->schedule = d->schedule;
+}
+
+vkt_status strategy_refuse(const vkt_strategy *s, const vkt_plan *p, const vkt_plan_input *in) {
+    const char *labels[VKT_MAX_DEVICES];
+    for (int i = 0; i < s->ndev; i++)
+        labels[i] = s->stats[i].label;
+    char msg[1024];
+    vkt_plan_refusal(p, in, labels, msg, sizeof msg);
+    return vkt_fail(p->possible ? VKT_ERR_DEVICE_MEMORY : VKT_ERR_ARG, "%s", msg);
 }
 
 // Builds the global tensor list from the nets (replicas: from net 0 only).
@@ -311,6 +322,12 @@ static vkt_status single_create(vkt_strategy *s) {
                         "--strategy replicated or layers for several)",
                         s->desc.ndevices);
     VKT_TRY(strategy_open_devices(s));
+    // What the plan says does not fit is refused before anything is allocated, in its words.
+    vkt_plan_input pi;
+    strategy_plan_input(s, &pi);
+    vkt_plan p;
+    vkt_plan_single(&pi, &p);
+    if (!p.fits) return strategy_refuse(s, &p, &pi);
     vkt_net_desc nd = {
         .model = s->desc.model,
         .first_layer = 0,
@@ -324,10 +341,9 @@ static vkt_status single_create(vkt_strategy *s) {
     vkt_net *net = s->net[0];
     s->ring_targets_off =
         vkt_device_align(s->dev[0], (uint64_t)s->desc.batch * vkt_net_in_features(net) * 4);
-    uint64_t size = s->ring_targets_off + (uint64_t)s->desc.batch * targets_per_row(net) * 4;
-    bool mapped = vkt_buffer_mapped(vkt_net_input(net, 0).buffer) != NULL &&
-                  vkt_buffer_mapped(vkt_net_targets(net, 0).buffer) != NULL;
-    for (int i = 0; i < 2 && !(mapped && !s->desc.force_upload_areas); i++)
+    // The areas the plan counted (pi.upload_areas), of the size it counted.
+    uint64_t size = vkt_plan_upload_bytes(s->desc.model, s->desc.batch, pi.align[0]) / 2;
+    for (int i = 0; i < 2 && pi.upload_areas[0]; i++)
         VKT_TRY(vkt_buffer_create_host(s->dev[0], size, "upload area", &s->ring[i]));
     return VKT_OK;
 }

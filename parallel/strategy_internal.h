@@ -87,6 +87,10 @@ vkt_status strategy_eval_on(vkt_strategy *s, int d, const float *x, const void *
 // The planner's view of the opened devices (limits, alignments) and of the desc.
 void strategy_plan_input(const vkt_strategy *s, vkt_plan_input *in);
 
+// Fails with the plan's refusal (vkt_plan_refusal, the devices named by their run labels):
+// VKT_ERR_DEVICE_MEMORY, or VKT_ERR_ARG when the strategy does not apply.
+vkt_status strategy_refuse(const vkt_strategy *s, const vkt_plan *p, const vkt_plan_input *in);
+
 vkt_status strategy_replicated_create(vkt_strategy *s);
 vkt_status strategy_layers_create(vkt_strategy *s);
 

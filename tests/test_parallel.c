@@ -275,6 +275,30 @@ int main(void) {
         vkt_model_free(&rm);
     }
 
+    // Widths whose tensors pad differently on lavapipe (16-byte offsets) and SwiftShader (256):
+    // each bias of 10 floats moves the next tensor. Replicas on the two lay their gradients out
+    // differently, and the exchange (in replica 0's layout) must put each where it belongs (it
+    // summed them out of place: 20 steps ended 2e-3 off the single run's loss).
+    {
+        vkt_model_desc om;
+        VT_OK(t, vkt_model_parse("{\"name\": \"odd_mlp\", \"input\": [784], \"layers\": ["
+                                 "{\"type\": \"dense\", \"units\": 10}, {\"type\": \"relu\"}, "
+                                 "{\"type\": \"dense\", \"units\": 10}, {\"type\": \"relu\"}, "
+                                 "{\"type\": \"dense\", \"units\": 10}], "
+                                 "\"loss\": \"softmax_cross_entropy\"}",
+                                 "odd_mlp", &om));
+        run_result oref = {0};
+        VT_OK(t, run(t, &om, &ds, VKT_STRATEGY_SINGLE, "llvmpipe", 1, VKT_SCHEDULE_GPIPE, false,
+                     &oref));
+        const cfg ocfgs[] = {
+            {VKT_STRATEGY_REPLICATED, "llvmpipe,swiftshader", 1, VKT_SCHEDULE_GPIPE, true},
+            {VKT_STRATEGY_REPLICATED, "swiftshader,llvmpipe", 1, VKT_SCHEDULE_GPIPE, true},
+        };
+        compare_runs(t, "odd_mlp", &om, &ds, &oref, ocfgs, sizeof ocfgs / sizeof ocfgs[0], have_ss);
+        free(oref.params);
+        vkt_model_free(&om);
+    }
+
     // fashion_cnn.json (conv2d, batchnorm2d, maxpool2d). Split into stages with one micro-batch,
     // every layer sees the whole batch: the single-device training. Cut into two shards
     // (replicated) or two micro-batches (layers), batchnorm normalises each half with its own

@@ -14,26 +14,33 @@ static const char *mib(uint64_t b, char *buf) {
     return buf;
 }
 
-static cJSON *plan_json(const vkt_plan *p, const vkt_plan_input *in) {
+static cJSON *plan_json(const vkt_plan *p, const vkt_plan_input *in, const char *refusal) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "strategy", vkt_strategy_name(p->kind));
     cJSON_AddBoolToObject(o, "possible", p->possible);
     cJSON_AddBoolToObject(o, "fits", p->fits);
     if (p->note[0]) cJSON_AddStringToObject(o, "note", p->note);
+    if (refusal[0]) cJSON_AddStringToObject(o, "refusal", refusal);
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
     for (int d = 0; d < p->ndevices && p->possible; d++) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "device", d);
         cJSON_AddNumberToObject(j, "bytes_needed", (double)p->need[d].total);
         cJSON_AddNumberToObject(j, "bytes_available", (double)in->limit[d]);
-        cJSON_AddBoolToObject(j, "fits", p->need[d].total <= in->limit[d]);
+        cJSON_AddBoolToObject(j, "fits", p->device_fits[d]);
         cJSON_AddNumberToObject(j, "parameters_bytes", (double)p->need[d].params);
         cJSON_AddNumberToObject(j, "gradients_bytes", (double)p->need[d].grads);
         cJSON_AddNumberToObject(j, "optimizer_bytes", (double)p->need[d].optim);
         cJSON_AddNumberToObject(j, "activations_bytes", (double)p->need[d].activations);
         cJSON_AddNumberToObject(j, "transfer_bytes", (double)p->need[d].io);
+        cJSON_AddNumberToObject(j, "largest_allocation_bytes", (double)p->largest[d]);
+        if (in->max_alloc[d])
+            cJSON_AddNumberToObject(j, "max_allocation_bytes", (double)in->max_alloc[d]);
         cJSON_AddNumberToObject(j, "compute_share", p->compute_share[d]);
-        if (p->kind == VKT_STRATEGY_REPLICATED) cJSON_AddNumberToObject(j, "rows", p->rows[d]);
+        if (p->kind == VKT_STRATEGY_REPLICATED) {
+            cJSON_AddNumberToObject(j, "rows", p->rows[d]);
+            cJSON_AddNumberToObject(j, "replica_rows", p->net_rows[d]);
+        }
         if (p->kind == VKT_STRATEGY_LAYERS) {
             cJSON_AddNumberToObject(j, "first_layer", p->lo[d]);
             cJSON_AddNumberToObject(j, "last_layer", p->hi[d] - 1);
@@ -43,25 +50,26 @@ static cJSON *plan_json(const vkt_plan *p, const vkt_plan_input *in) {
     return o;
 }
 
-static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const vkt_context *ctx,
-                       const int *devices) {
+static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const char *const *label,
+                       const char *refusal) {
     char a[32], b[32], c[32], d2[32], e[32], f[32];
     printf("%s: %s\n", vkt_strategy_name(p->kind),
            !p->possible ? "not applicable"
            : p->fits    ? "fits"
                         : "does NOT fit");
-    if (p->note[0]) printf("  %s\n", p->note);
-    char label[VKT_MAX_DEVICES][300];
+    // A strategy that does not fit says so as `train` would refuse it.
+    if (p->possible && !p->fits)
+        printf("  %s\n", refusal);
+    else if (p->note[0])
+        printf("  %s\n", p->note);
     int width = 0;
-    for (int d = 0; d < p->ndevices && p->possible; d++) {
-        vkt_strategy_device_label(ctx, devices, in->ndevices, d, label[d], sizeof label[d]);
+    for (int d = 0; d < p->ndevices && p->possible; d++)
         if ((int)strlen(label[d]) > width) width = (int)strlen(label[d]);
-    }
     for (int d = 0; d < p->ndevices && p->possible; d++) {
         const vkt_net_memory *m = &p->need[d];
         printf("  %-*s needs %10s of %10s %s (params %s, grads %s, optim %s, activations %s)",
                width, label[d], mib(m->total, a), mib(in->limit[d], b),
-               m->total <= in->limit[d] ? "ok  " : "OVER", mib(m->params, c), mib(m->grads, d2),
+               p->device_fits[d] ? "ok  " : "OVER", mib(m->params, c), mib(m->grads, d2),
                mib(m->optim, e), mib(m->activations, f));
         if (p->kind == VKT_STRATEGY_LAYERS) printf(" layers %d-%d", p->lo[d], p->hi[d] - 1);
         if (p->kind == VKT_STRATEGY_REPLICATED) printf(" %u rows", p->rows[d]);
@@ -86,34 +94,36 @@ int cmd_plan(int argc, char **argv) {
                          .ndevices = sd->ndevices,
                          .micro_batches = sd->micro_batches,
                          .schedule = sd->schedule};
+    char labels[VKT_MAX_DEVICES][300];
+    const char *label_of[VKT_MAX_DEVICES];
     for (int i = 0; i < sd->ndevices; i++) {
-        const vkt_device_info *info = vkt_context_device_info(ctx, sd->devices[i]);
-        in.limit[i] = sd->mem_limit ? sd->mem_limit : info->memory_bytes;
-        uint64_t al = info->min_storage_buffer_offset_alignment;
-        in.align[i] = al < 16 ? 16 : al;
-        in.balance[i] = sd->balance[i] > 0 ? sd->balance[i] : 0;
+        vkt_plan_input_device(&in, i, vkt_context_device_info(ctx, sd->devices[i]), sd->mem_limit);
+        in.balance[i] = sd->balance[i]; // < 0: --balance auto
         in.split[i] = sd->split[i];
+        vkt_strategy_device_label(ctx, sd->devices, sd->ndevices, i, labels[i], sizeof labels[i]);
+        label_of[i] = labels[i];
     }
     vkt_plan plans[3];
     vkt_plan_single(&in, &plans[0]);
     vkt_plan_replicated(&in, &plans[1]);
     vkt_plan_layers(&in, &plans[2]);
+    // What `train --strategy X` says when X does not fit (the same function words it there).
+    char refusal[3][1024];
+    for (int i = 0; i < 3; i++)
+        vkt_plan_refusal(&plans[i], &in, label_of, refusal[i], sizeof refusal[i]);
 
     // Recommendation: one device that fits trains alone; with several, replication when a
     // replica fits everywhere (it scales throughput and has no pipeline bubble), layers when only
     // a split fits; otherwise nothing does.
     const char *rec = "none";
-    char why[512];
+    char why[1200];
     char a[32], b[32];
     if (sd->ndevices == 1) {
         if (plans[0].fits) {
             rec = "single";
             snprintf(why, sizeof why, "one device was given and the model fits on it");
         } else {
-            snprintf(why, sizeof why,
-                     "the model needs %s on the device, which has %s: give more "
-                     "devices in --device and use --strategy layers, or lower --batch",
-                     mib(plans[0].need[0].total, a), mib(in.limit[0], b));
+            snprintf(why, sizeof why, "%s", refusal[0]);
         }
     } else if (plans[1].fits) {
         rec = "replicated";
@@ -163,7 +173,7 @@ int cmd_plan(int argc, char **argv) {
         }
         cJSON *arr = cJSON_AddArrayToObject(o, "strategies");
         for (int i = 0; i < 3; i++)
-            cJSON_AddItemToArray(arr, plan_json(&plans[i], &in));
+            cJSON_AddItemToArray(arr, plan_json(&plans[i], &in, refusal[i]));
         cJSON_AddStringToObject(o, "recommended", rec);
         cJSON_AddStringToObject(o, "why", why);
         char *s = cJSON_PrintUnformatted(o);
@@ -175,7 +185,7 @@ int cmd_plan(int argc, char **argv) {
                (unsigned long long)vkt_model_param_count(&model), c.o.batch,
                c.o.optim.kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd");
         for (int i = 0; i < 3; i++)
-            plan_print(&plans[i], &in, ctx, sd->devices);
+            plan_print(&plans[i], &in, label_of, refusal[i]);
         printf("recommended: %s: %s\n", rec, why);
     }
     vkt_model_free(&model);

@@ -1,6 +1,13 @@
 // plan.h: the memory planner. Pure arithmetic over the model and the devices' limits, shared by
-// `vktrain plan` and the strategies (which refuse to start what the plan says cannot fit): for
-// each strategy, the bytes every device needs, by kind, and whether they fit.
+// `vktrain plan` and the strategies (which refuse to start what the plan says cannot fit, with
+// the plan's own words: vkt_plan_refusal): for each strategy, the bytes every device needs, by
+// kind, and whether they fit.
+//
+// The figure is every byte the strategy holds on the device for the run (the networks' buffers,
+// the single strategy's upload areas, the replicas' gradient exchange), to the byte where the
+// driver allocates what is asked (lavapipe, SwiftShader). One thing is outside it: a matmul
+// measuring its kernel variants (engine/ops/matmul.c) borrows scratch operands for the
+// measurement from the room the limit leaves, and measures nothing where there is none.
 #ifndef VKT_PLAN_H
 #define VKT_PLAN_H
 
@@ -14,8 +21,15 @@ typedef struct vkt_plan_input {
     int ndevices;
     uint64_t limit[VKT_MAX_DEVICES]; // bytes each device may hold
     uint64_t align[VKT_MAX_DEVICES]; // storage-buffer offset alignment of each device
-    float balance[VKT_MAX_DEVICES];  // replicated: shares (all <= 0: equal)
-    int split[VKT_MAX_DEVICES];      // layers: layer counts (all 0: automatic)
+    // The largest single allocation of each device (maxMemoryAllocationSize); 0: no bound.
+    uint64_t max_alloc[VKT_MAX_DEVICES];
+    // single: the device's memory is not mapped (a discrete GPU), so each batch goes through two
+    // host-visible upload areas, which count against its limit as all its allocations do.
+    bool upload_areas[VKT_MAX_DEVICES];
+    // replicated: shares (all 0: equal); balance[0] < 0: measured when the run starts (--balance
+    // auto), so that any replica may be given the whole batch.
+    float balance[VKT_MAX_DEVICES];
+    int split[VKT_MAX_DEVICES]; // layers: layer counts (all 0: automatic)
     int micro_batches;
     vkt_schedule schedule;
 } vkt_plan_input;
@@ -24,9 +38,12 @@ typedef struct vkt_plan {
     vkt_strategy_kind kind;
     int ndevices;
     bool possible; // the strategy applies (e.g. layers needs >= 2 devices and layers)
-    bool fits;     // every device's need <= its limit
+    bool fits;     // every device fits (device_fits)
     vkt_net_memory need[VKT_MAX_DEVICES];         // .total is what the device needs
+    uint64_t largest[VKT_MAX_DEVICES];            // its largest single allocation
+    bool device_fits[VKT_MAX_DEVICES];            // need.total <= limit, largest <= max_alloc
     uint32_t rows[VKT_MAX_DEVICES];               // replicated: rows per device for a full batch
+    uint32_t net_rows[VKT_MAX_DEVICES];           // replicated: the rows each replica is built for
     int lo[VKT_MAX_DEVICES], hi[VKT_MAX_DEVICES]; // layers: each device's stage
     double compute_share[VKT_MAX_DEVICES]; // fraction of the model's multiply-adds per device
     char note[512];                        // why it does not apply or fit
@@ -42,5 +59,19 @@ void vkt_plan_replicated(const vkt_plan_input *in, vkt_plan *out);
 void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *out);
 // Activation slots a stage keeps: GPipe holds all M micro-batches, 1F1B at most S - s.
 int vkt_plan_stage_slots(int S, int s, int M, vkt_schedule schedule);
+
+// Sets device d's limit (mem_limit, or the device's heap when 0), alignment, largest allocation
+// and upload areas in *in from what the device reports, as the strategies find them once it is
+// open (for `vktrain plan`, which opens no device).
+void vkt_plan_input_device(vkt_plan_input *in, int d, const vkt_device_info *info,
+                           uint64_t mem_limit);
+// Bytes of the single strategy's two upload areas (what upload_areas adds) for a batch.
+uint64_t vkt_plan_upload_bytes(const vkt_model_desc *m, uint32_t batch, uint64_t align);
+// One line saying why p does not fit, with the numbers the plan has (the first device that does
+// not fit: what it needs, in bytes and MiB, by kind, and what it has) and what to do; the
+// strategies fail with it and `vktrain plan` prints it. labels[d] names device d of the run
+// (vkt_strategy_device_label). An empty string when p fits; p->note when it does not apply.
+void vkt_plan_refusal(const vkt_plan *p, const vkt_plan_input *in, const char *const *labels,
+                      char *buf, size_t size);
 
 #endif
