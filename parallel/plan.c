@@ -14,7 +14,8 @@ static double mib(uint64_t b) { return b / 1048576.0; }
 
 void vkt_plan_input_device(vkt_plan_input *in, int d, const vkt_device_info *info,
                            uint64_t mem_limit) {
-    in->limit[d] = mem_limit ? mem_limit : info->memory_bytes;
+    // A --mem-limit above the device's memory is the device's memory, as vkt_device_create caps it.
+    in->limit[d] = mem_limit && mem_limit < info->memory_bytes ? mem_limit : info->memory_bytes;
     in->align[d] = info->min_storage_buffer_offset_alignment < 16
                        ? 16
                        : info->min_storage_buffer_offset_alignment;

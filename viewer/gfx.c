@@ -89,6 +89,7 @@ struct gfx {
     VkDebugUtilsMessengerEXT messenger;
     bool validation;
     uint64_t vcount;
+    char who[32]; // gfx_desc.who
     VkPhysicalDevice phys;
     VkPhysicalDeviceMemoryProperties mem;
     uint32_t qfam;
@@ -133,7 +134,7 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
     if (severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
                     VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) {
         __atomic_fetch_add(&g->vcount, 1, __ATOMIC_RELAXED);
-        fprintf(stderr, "vktrain view: validation %s: %s\n",
+        fprintf(stderr, "%s: validation %s: %s\n", g->who,
                 (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning",
                 data->pMessage);
     }
@@ -179,7 +180,7 @@ static vkt_status create_instance(gfx *g) {
     }
     VkApplicationInfo app = {
         .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
-        .pApplicationName = "vktrain view",
+        .pApplicationName = g->who,
         .pEngineName = "vktrain",
         .apiVersion = VK_API_VERSION_1_2,
     };
@@ -1157,6 +1158,7 @@ vkt_status gfx_create(const gfx_desc *d, gfx **out) {
     if (!g) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     g->window = d->window;
     g->validation = d->validation == 1;
+    snprintf(g->who, sizeof g->who, "%s", d->who ? d->who : "vktrain view");
     vkt_status s = init(g, d);
     if (s != VKT_OK) {
         gfx_destroy(g);

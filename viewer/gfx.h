@@ -18,6 +18,9 @@ typedef struct gfx_desc {
     int atlas_w, atlas_h;
     // Khronos validation: 1 on; 0 (or any other value) off.
     int validation;
+    // Who draws, for the application name and the validation messages' prefix: "vktrain view"
+    // when NULL, "vktrain compare" for compare's pictures.
+    const char *who;
 } gfx_desc;
 
 // Fails with VKT_ERR_NO_DEVICE (no Vulkan, no device with graphics and, for a window,

@@ -27,7 +27,8 @@ vkt_status vw_offscreen_create(const vw_offscreen_desc *d, vw_offscreen **out) {
                        .atlas = atlas,
                        .atlas_w = aw,
                        .atlas_h = ah,
-                       .validation = d->validation};
+                       .validation = d->validation,
+                       .who = d->who};
         s = gfx_create(&gd, &o->g);
     }
     if (s != VKT_OK) {

@@ -16,6 +16,7 @@ typedef struct vw_offscreen_desc {
     const char *device_spec; // the device that draws: an index or part of its name; NULL = best
     int validation;          // Khronos validation: 1 on (any message fails), else off
     const char *font_path;   // NULL: DejaVu Sans (ui_font_create)
+    const char *who;         // the command drawing, in messages (gfx_desc.who); NULL: vktrain view
 } vw_offscreen_desc;
 
 // Opens the font and the renderer. Fails as ui_font_create (VKT_ERR_IO: font missing) and

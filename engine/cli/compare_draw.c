@@ -213,8 +213,10 @@ vkt_status cmp_render_pictures(cmp_picture *pics, int np, const char *device, in
                                bool want_layout) {
     cli_env env;
     cli_env_read(&env);
-    vw_offscreen_desc od = {
-        .device_spec = device, .validation = env.context.validation, .font_path = env.font};
+    vw_offscreen_desc od = {.device_spec = device,
+                            .validation = env.context.validation,
+                            .font_path = env.font,
+                            .who = "vktrain compare"};
     vw_offscreen *o;
     VKT_TRY(vw_offscreen_create(&od, &o));
     ui_list l;

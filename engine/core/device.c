@@ -74,7 +74,10 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
         snprintf(dev->label, sizeof dev->label, "#%d %s", index, dev->info->name);
     else
         snprintf(dev->label, sizeof dev->label, "#%d %s (%d)", index, dev->info->name, nth);
-    dev->mem_limit = desc && desc->mem_limit ? desc->mem_limit : dev->info->memory_bytes;
+    // A limit above what the device has is the device's memory (the planner caps it the same way).
+    dev->mem_limit = desc && desc->mem_limit && desc->mem_limit < dev->info->memory_bytes
+                         ? desc->mem_limit
+                         : dev->info->memory_bytes;
     dev->force_staged = desc && desc->staged;
 
     vkt_status s = choose_memory(dev);
