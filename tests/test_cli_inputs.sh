@@ -86,5 +86,22 @@ expect_error "--balance 1e300" "non-negative numbers" train --model "$tiny" $dat
     --device llvmpipe,llvmpipe --strategy replicated --balance 1e300,1
 expect_error "view --size 99999999999x10" "WIDTHxHEIGHT" view "$work/missing.json" --size 99999999999x10
 
+# A limit above the device's memory is the device's memory, in plan and in train alike (plan said
+# fits and the allocation failed with a Vulkan error).
+"$bin" plan --model "$tiny" $dev --mem-limit 100000G --json > "$work/plan.json"
+check "plan with --mem-limit 100000G" $?
+"$bin" devices $dev --json > "$work/devices.json"
+python3 - "$work/plan.json" "$work/devices.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["devices"][0]
+has = json.load(open(sys.argv[2]))
+has = (has[0] if isinstance(has, list) else has["devices"][0])["memory_bytes"]
+print("limit", d["memory_limit_bytes"], "device memory", has)
+sys.exit(0 if d["memory_limit_bytes"] == has else 1)
+PY
+check "plan: --mem-limit past the device's memory is the device's memory" $?
+"$bin" train --model "$tiny" $data $dev --epochs 1 --quiet --mem-limit 100000G
+check "train with --mem-limit 100000G" $?
+
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails -eq 0 ]
