@@ -32,13 +32,9 @@
 #include "model.h"
 #include "network.h"
 #include "plan.h"
+#include "results.h"
 #include "vkt_internal.h"
 
-#define SUITE_FORMAT "vktrain-bench-suite"
-#define SUITE_VERSION 1
-#define PROFILE_FORMAT "vktrain-device-profile"
-#define PROFILE_VERSION 1
-#define MAX_FILE (64u << 20)
 #define MAX_CANDS 32
 #define MAX_POINTS 64
 // Without the device at hand, offsets are aligned to 256 bytes, the largest
@@ -134,17 +130,7 @@ typedef struct adv_run {
 } adv_run;
 
 // ---------------------------------------------------------------------------------------------
-// Reading JSON files
-
-static const char *kind_of(const cJSON *v) {
-    if (!v) return "missing";
-    if (cJSON_IsNull(v)) return "null";
-    if (cJSON_IsBool(v)) return "true/false";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsArray(v)) return "an array";
-    return "an object";
-}
+// Reading the results and the profiles (results.h)
 
 // dst = src, cut to size (snprintf with "%s" draws -Wrestrict when both sit in one struct).
 static void copy_str(char *dst, size_t size, const char *src) {
@@ -154,198 +140,59 @@ static void copy_str(char *dst, size_t size, const char *src) {
     dst[n] = 0;
 }
 
-static const cJSON *field(const cJSON *o, const char *key) {
-    return cJSON_GetObjectItemCaseSensitive(o, key);
-}
-
-static vkt_status bad(const char *file, const char *path, const cJSON *v, const char *expected) {
-    return vkt_fail(VKT_ERR_FORMAT, "%s: %s is %s, expected %s", file, path, kind_of(v), expected);
-}
-
-// A positive number at o.key (path names it in messages); optional: absent or null gives 0.
-static vkt_status get_pos(const char *file, const cJSON *o, const char *path, const char *key,
-                          bool optional, double *out) {
-    const cJSON *v = field(o, key);
-    char p[128];
-    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
-    *out = 0;
-    if (optional && (!v || cJSON_IsNull(v))) return VKT_OK;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble))
-        return bad(file, p, v, "a number > 0");
-    *out = v->valuedouble;
-    return VKT_OK;
-}
-
-static vkt_status get_str(const char *file, const cJSON *o, const char *path, const char *key,
-                          bool required, char *out, size_t size) {
-    const cJSON *v = field(o, key);
-    char p[128];
-    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
-    out[0] = 0;
-    if (!v && !required) return VKT_OK;
-    if (!cJSON_IsString(v) || (required && !v->valuestring[0]))
-        return bad(file, p, v, "a non-empty string");
-    snprintf(out, size, "%s", v->valuestring);
-    return VKT_OK;
-}
-
-// The file's JSON (the caller deletes it). what: "results file", "device profile".
-static vkt_status read_json(const char *path, const char *what, const char *hint, cJSON **out) {
-    *out = NULL;
-    int fd = vkt_open_input(path, what, hint);
-    if (fd < 0) return VKT_ERR_IO;
-    FILE *f = fdopen(fd, "rb");
-    char *text = f ? malloc(MAX_FILE + 1) : NULL;
-    if (!f || !text) {
-        if (f)
-            fclose(f);
-        else
-            close(fd);
-        free(text);
-        return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory reading %s", path);
-    }
-    size_t n = fread(text, 1, MAX_FILE + 1, f);
-    bool err = ferror(f);
-    fclose(f);
-    if (err || n > MAX_FILE) {
-        free(text);
-        return err ? vkt_fail(VKT_ERR_IO, "cannot read the %s %s: %s", what, path, strerror(errno))
-                   : vkt_fail(VKT_ERR_FORMAT, "%s: over %u bytes, too large for a %s", path,
-                              MAX_FILE, what);
-    }
-    text[n] = 0;
-    const char *end = NULL;
-    *out = cJSON_ParseWithLengthOpts(text, n + 1, &end, 1);
-    if (!*out) {
-        size_t at = end && end >= text && end <= text + n ? (size_t)(end - text) : n;
-        free(text);
-        return vkt_fail(VKT_ERR_FORMAT, "%s: not JSON (invalid at byte %zu of %zu): not a %s", path,
-                        at, n, what);
-    }
-    free(text);
-    return VKT_OK;
-}
-
-// format and version: the same refusal as `vktrain compare`'s (the file, the version found, the
-// version this vktrain reads).
-static vkt_status check_format(const char *file, const cJSON *root, const char *format, int version,
-                               const char *what, const char *redo) {
-    const cJSON *f = cJSON_IsObject(root) ? field(root, "format") : NULL;
-    if (!cJSON_IsString(f) || strcmp(f->valuestring, format) != 0) {
-        char found[120];
-        if (!cJSON_IsObject(root))
-            snprintf(found, sizeof found, "the file holds %s", kind_of(root));
-        else if (cJSON_IsString(f))
-            snprintf(found, sizeof found, "its \"format\" is \"%.60s\"", f->valuestring);
-        else
-            snprintf(found, sizeof found, "its \"format\" is %s", kind_of(f));
-        return vkt_fail(VKT_ERR_FORMAT, "%s: not a %s (%s, expected \"%s\"); %s", file, what, found,
-                        format, redo);
-    }
-    const cJSON *v = field(root, "version");
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
-        return vkt_fail(VKT_ERR_FORMAT,
-                        "%s: \"version\" is %s, expected an integer (this vktrain reads version "
-                        "%d); %s",
-                        file, kind_of(v), version, redo);
-    if (v->valuedouble != version)
-        return vkt_fail(VKT_ERR_FORMAT,
-                        "%s: %s format version %g, but this vktrain (%s) reads version %d: %s",
-                        file, what, v->valuedouble, VKT_VERSION, version, redo);
-    return VKT_OK;
-}
-
 static int point_cmp(const void *a, const void *b) {
     const adv_point *x = a, *y = b;
     return x->batch < y->batch ? -1 : x->batch > y->batch;
 }
 
-// One `bench suite` result: its device and the measured points of this model.
-static vkt_status load_results(adv_run *r, const char *path, adv_cand *c) {
-    cJSON *root;
-    VKT_TRY(read_json(path, "results file",
-                      "(write one with `vktrain bench suite --out FILE.json`)", &root));
-    vkt_status s =
-        check_format(path, root, SUITE_FORMAT, SUITE_VERSION, "vktrain bench suite result",
-                     "rerun `vktrain bench suite` with this vktrain to write one");
-    const cJSON *d = s == VKT_OK ? field(root, "device") : NULL;
-    const cJSON *p = s == VKT_OK ? field(root, "peak") : NULL;
-    double mem = 0;
-    if (s == VKT_OK && !cJSON_IsObject(d)) s = bad(path, "device", d, "an object");
-    if (s == VKT_OK && !cJSON_IsObject(p)) s = bad(path, "peak", p, "an object");
-    if (s == VKT_OK) s = get_str(path, d, "device", "label", true, c->label, sizeof c->label);
-    if (s == VKT_OK) s = get_str(path, d, "device", "name", false, c->name, sizeof c->name);
-    if (s == VKT_OK) s = get_str(path, d, "device", "driver", false, c->driver, sizeof c->driver);
-    if (s == VKT_OK) s = get_pos(path, d, "device", "memory_bytes", false, &mem);
-    if (s == VKT_OK) s = get_pos(path, p, "peak", "fma_gflops", false, &c->gflops);
-    if (s == VKT_OK) s = get_pos(path, p, "peak", "bandwidth_gbs", false, &c->gbs);
-    const cJSON *train = s == VKT_OK ? field(root, "train") : NULL;
-    if (s == VKT_OK && !cJSON_IsArray(train)) s = bad(path, "train", train, "an array");
+// One `bench suite` result's device, and the points of the result that measured this model.
+static void take_results(adv_run *r, const results_file *f, adv_cand *c) {
+    copy_str(c->label, sizeof c->label, f->label);
+    copy_str(c->name, sizeof c->name, f->name[0] ? f->name : f->label);
+    copy_str(c->driver, sizeof c->driver, f->driver);
+    copy_str(c->file, sizeof c->file, f->path);
+    c->memory = (uint64_t)f->memory_bytes;
+    c->gflops = f->fma, c->gbs = f->bw;
+    c->runs = true;
+    snprintf(c->peak_from, sizeof c->peak_from, "measured by bench suite");
     uint64_t params = vkt_model_param_count(r->m);
     char others[160] = "";
     bool mismatch = false;
-    for (int i = 0; s == VKT_OK && i < cJSON_GetArraySize(train); i++) {
-        const cJSON *e = cJSON_GetArrayItem(train, i);
-        char at[48], model[64];
-        snprintf(at, sizeof at, "train[%d]", i);
-        if (!cJSON_IsObject(e)) {
-            s = bad(path, at, e, "an object");
-            break;
-        }
-        if ((s = get_str(path, e, at, "model", true, model, sizeof model)) != VKT_OK) break;
-        if (strcmp(model, r->m->name) != 0) {
-            if (!strstr(others, model) && strlen(others) + strlen(model) + 3 < sizeof others)
+    for (int i = 0; i < f->ntr; i++) {
+        const results_train *t = &f->tr[i];
+        if (strcmp(t->model, r->m->name) != 0) {
+            if (!strstr(others, t->model) && strlen(others) + strlen(t->model) + 3 < sizeof others)
                 snprintf(others + strlen(others), sizeof others - strlen(others), "%s%s",
-                         *others ? ", " : "", model);
+                         *others ? ", " : "", t->model);
             continue;
         }
         // The same name but another model (edited file): its points are not this model's.
-        double pc = 0, fl = 0;
-        if ((s = get_pos(path, e, at, "parameters", true, &pc)) != VKT_OK) break;
-        if ((s = get_pos(path, e, at, "flops_per_sample", true, &fl)) != VKT_OK) break;
-        if ((pc && pc != (double)params) || (fl && fabs(fl - r->flops) > 1e-6 * r->flops)) {
+        double pc = t->parameters, fl = t->flops_per_sample;
+        if ((pc >= 0 && pc != (double)params) ||
+            (fl >= 0 && fabs(fl - r->flops) > 1e-6 * r->flops)) {
             snprintf(c->data_note, sizeof c->data_note,
                      "its %s has %.0f parameters and %.0f FLOPs per sample, this one %llu and %.0f:"
                      " another model of the same name",
-                     model, pc, fl, (unsigned long long)params, r->flops);
+                     t->model, pc < 0 ? 0 : pc, fl < 0 ? 0 : fl, (unsigned long long)params,
+                     r->flops);
             mismatch = true;
             continue;
         }
-        const cJSON *fits = field(e, "fits");
-        if (!cJSON_IsBool(fits)) {
-            char fp[64];
-            snprintf(fp, sizeof fp, "%s.fits", at);
-            s = bad(path, fp, fits, "true or false");
-            break;
-        }
-        if (!cJSON_IsTrue(fits)) continue;
-        double b = 0, sps = 0;
-        if ((s = get_pos(path, e, at, "batch", false, &b)) != VKT_OK) break;
-        if ((s = get_pos(path, e, at, "samples_per_sec", false, &sps)) != VKT_OK) break;
-        if (b != floor(b) || b > (1u << 30)) {
-            s = vkt_fail(VKT_ERR_FORMAT, "%s: %s.batch is %g, expected a whole batch size", path,
-                         at, b);
-            break;
-        }
-        for (int j = 0; j < c->npts; j++)
-            if (c->pts[j].batch == (uint32_t)b)
-                s = vkt_fail(VKT_ERR_FORMAT, "%s: %s: %s at batch %u measured twice", path, at,
-                             model, (uint32_t)b);
-        if (s != VKT_OK) break;
-        if (c->npts < MAX_POINTS) c->pts[c->npts++] = (adv_point){(uint32_t)b, sps};
+        if (t->fits && c->npts < MAX_POINTS)
+            c->pts[c->npts++] = (adv_point){(uint32_t)t->batch, t->sps};
     }
-    cJSON_Delete(root);
-    if (s != VKT_OK) return s;
     qsort(c->pts, (size_t)c->npts, sizeof c->pts[0], point_cmp);
     if (!c->npts && !mismatch)
         snprintf(c->data_note, sizeof c->data_note, "the results hold no run of %s%s%s%s",
                  r->m->name, *others ? " (they hold " : "", others, *others ? ")" : "");
-    copy_str(c->file, sizeof c->file, path);
-    if (!c->name[0]) copy_str(c->name, sizeof c->name, c->label);
-    c->memory = (uint64_t)mem;
-    c->runs = true;
-    snprintf(c->peak_from, sizeof c->peak_from, "measured by bench suite");
-    return VKT_OK;
+}
+
+static vkt_status load_results(adv_run *r, const char *path, adv_cand *c) {
+    results_file f;
+    vkt_status s = results_load(path, &results_for_advise, &f);
+    if (s == VKT_OK) take_results(r, &f, c);
+    results_free(&f);
+    return s;
 }
 
 // The directory of the device profiles: ./assets/devices, else the source tree's.
@@ -376,6 +223,20 @@ static void profile_names(char *buf, size_t size) {
         snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", i ? ", " : "", names[i]);
 }
 
+// Device profiles: format vktrain-device-profile, version 1 (docs/COMPARING.md, ### Device
+// profiles); a figure a profile may leave out is absent or null.
+static const jf_spec profile_spec = {
+    .what = "device profile",
+    .hint = "(profiles: assets/devices/*.json)",
+    .invalid = "not JSON",
+    .format = "vktrain-device-profile",
+    .version = 1,
+    .name = "vktrain device profile",
+    .versioned = "vktrain device profile",
+    .redo = "see docs/COMPARING.md (## advise) for the profile format",
+};
+#define OPTIONAL_POSITIVE (JF_OPTIONAL | JF_NULLABLE | JF_POSITIVE)
+
 // A device profile by NAME (assets/devices/NAME.json) or FILE (a path: contains '/' or ends .json).
 static vkt_status load_profile(const char *spec, adv_cand *c) {
     char path[512];
@@ -393,41 +254,40 @@ static vkt_status load_profile(const char *spec, adv_cand *c) {
                         "give a profile file's path",
                         spec, path, profile_dir(), *names ? names : "none");
     }
+    jf_doc d = {path, &profile_spec};
     cJSON *root;
-    VKT_TRY(read_json(path, "device profile", "(profiles: assets/devices/*.json)", &root));
-    const char *redo = "see docs/COMPARING.md (## advise) for the profile format";
-    vkt_status s =
-        check_format(path, root, PROFILE_FORMAT, PROFILE_VERSION, "vktrain device profile", redo);
+    VKT_TRY(jf_load(&d, &root));
     double mem = 0, fp32 = 0, roof = 0, al = 0;
-    if (s == VKT_OK) s = get_str(path, root, "", "name", true, c->name, sizeof c->name);
-    if (s == VKT_OK) s = get_str(path, root, "", "label", true, c->label, sizeof c->label);
-    if (s == VKT_OK) s = get_pos(path, root, "", "memory_bytes", false, &mem);
-    if (s == VKT_OK) s = get_pos(path, root, "", "bandwidth_gbs", false, &c->gbs);
-    if (s == VKT_OK) s = get_pos(path, root, "", "fp32_gflops", true, &fp32);
-    if (s == VKT_OK) s = get_pos(path, root, "", "roofline_gflops", true, &roof);
-    if (s == VKT_OK) s = get_pos(path, root, "", "storage_buffer_offset_alignment", true, &al);
-    if (s == VKT_OK && !fp32 && !roof)
+    vkt_status s = jf_str(&d, root, "", "name", true, c->name, sizeof c->name);
+    if (s == VKT_OK) s = jf_str(&d, root, "", "label", true, c->label, sizeof c->label);
+    if (s == VKT_OK) s = jf_num(&d, root, "", "memory_bytes", JF_POSITIVE, &mem);
+    if (s == VKT_OK) s = jf_num(&d, root, "", "bandwidth_gbs", JF_POSITIVE, &c->gbs);
+    if (s == VKT_OK) s = jf_num(&d, root, "", "fp32_gflops", OPTIONAL_POSITIVE, &fp32);
+    if (s == VKT_OK) s = jf_num(&d, root, "", "roofline_gflops", OPTIONAL_POSITIVE, &roof);
+    if (s == VKT_OK)
+        s = jf_num(&d, root, "", "storage_buffer_offset_alignment", OPTIONAL_POSITIVE, &al);
+    if (s == VKT_OK && fp32 < 0 && roof < 0)
         s = vkt_fail(VKT_ERR_FORMAT,
                      "%s: neither fp32_gflops nor roofline_gflops is a number > 0: the roofline "
                      "needs a peak FLOP rate",
                      path);
-    const cJSON *vk = s == VKT_OK ? field(root, "vulkan") : NULL;
-    if (s == VKT_OK && !cJSON_IsBool(vk)) s = bad(path, "vulkan", vk, "true or false");
+    const cJSON *vk = s == VKT_OK ? jf_field(root, "vulkan") : NULL;
+    if (s == VKT_OK && !cJSON_IsBool(vk)) s = jf_bad(&d, "vulkan", vk, "true or false");
     if (s == VKT_OK)
-        s = get_str(path, root, "", "vulkan_note", false, c->runs_note, sizeof c->runs_note);
-    const cJSON *src = s == VKT_OK ? field(root, "source") : NULL;
+        s = jf_str(&d, root, "", "vulkan_note", false, c->runs_note, sizeof c->runs_note);
+    const cJSON *src = s == VKT_OK ? jf_field(root, "source") : NULL;
     if (s == VKT_OK && !(cJSON_IsString(src) && src->valuestring[0]) &&
         !(cJSON_IsArray(src) && cJSON_GetArraySize(src) > 0))
-        s = bad(path, "source", src, "the vendor's document: a string or an array of strings");
-    const cJSON *unv = s == VKT_OK ? field(root, "unverified") : NULL;
+        s = jf_bad(&d, "source", src, "the vendor's document: a string or an array of strings");
+    const cJSON *unv = s == VKT_OK ? jf_field(root, "unverified") : NULL;
     if (s == VKT_OK && unv && !cJSON_IsArray(unv))
-        s = bad(path, "unverified", unv, "an array of field names");
+        s = jf_bad(&d, "unverified", unv, "an array of field names");
     for (int i = 0; s == VKT_OK && unv && i < cJSON_GetArraySize(unv); i++) {
         const cJSON *u = cJSON_GetArrayItem(unv, i);
         if (!cJSON_IsString(u)) {
             char p[48];
             snprintf(p, sizeof p, "unverified[%d]", i);
-            s = bad(path, p, u, "a field name");
+            s = jf_bad(&d, p, u, "a field name");
         } else if (strlen(c->unverified) + strlen(u->valuestring) + 3 < sizeof c->unverified) {
             snprintf(c->unverified + strlen(c->unverified),
                      sizeof c->unverified - strlen(c->unverified), "%s%s",
@@ -441,11 +301,11 @@ static vkt_status load_profile(const char *spec, adv_cand *c) {
             snprintf(c->runs_note, sizeof c->runs_note,
                      "no Vulkan driver: vktrain cannot run there");
         c->memory = (uint64_t)mem;
-        c->gflops = roof ? roof : fp32;
+        c->gflops = roof > 0 ? roof : fp32;
         snprintf(c->peak_from, sizeof c->peak_from, "%s, from the vendor's specifications",
-                 roof ? "roofline_gflops" : "dense FP32");
-        c->align = al ? (uint64_t)al : DEFAULT_ALIGN;
-        c->align_from = al ? "the profile's" : "256 bytes, Vulkan's largest";
+                 roof > 0 ? "roofline_gflops" : "dense FP32");
+        c->align = al > 0 ? (uint64_t)al : DEFAULT_ALIGN;
+        c->align_from = al > 0 ? "the profile's" : "256 bytes, Vulkan's largest";
         copy_str(c->file, sizeof c->file, path);
     }
     cJSON_Delete(root);

@@ -213,19 +213,19 @@ static void device_tables(doc *d, const cmp_result *rs, int n) {
     for (int k = 0; k < n; k++) {
         char(*row)[CELL] = table_row(d, t);
         if (!row) return;
-        const cmp_result *r = &rs[k];
-        snprintf(row[0], CELL, "%s", r->legend);
-        snprintf(row[1], CELL, "%s", r->name[0] ? r->name : "-");
-        snprintf(row[2], CELL, "%s", r->type[0] ? r->type : "-");
-        cmp_human_bytes(row[3], CELL, r->memory_bytes);
-        if (r->mem_limit > 0)
-            cmp_human_bytes(row[4], CELL, r->mem_limit);
+        const results_file *f = &rs[k].res;
+        snprintf(row[0], CELL, "%s", rs[k].legend);
+        snprintf(row[1], CELL, "%s", f->name[0] ? f->name : "-");
+        snprintf(row[2], CELL, "%s", f->type[0] ? f->type : "-");
+        cmp_human_bytes(row[3], CELL, f->memory_bytes);
+        if (f->mem_limit > 0)
+            cmp_human_bytes(row[4], CELL, f->mem_limit);
         else
             snprintf(row[4], CELL, "-");
-        snprintf(row[5], CELL, "%s", r->quick ? "quick" : "full");
-        snprintf(row[6], CELL, "%s", r->created[0] ? r->created : "-");
-        const char *slash = strrchr(r->path, '/');
-        snprintf(row[7], CELL, "%s", slash ? slash + 1 : r->path);
+        snprintf(row[5], CELL, "%s", f->quick ? "quick" : "full");
+        snprintf(row[6], CELL, "%s", f->created[0] ? f->created : "-");
+        const char *slash = strrchr(f->path, '/');
+        snprintf(row[7], CELL, "%s", slash ? slash + 1 : f->path);
     }
 
     doc_add(d, BLK_HEADING, "peak");
@@ -243,8 +243,8 @@ static void device_tables(doc *d, const cmp_result *rs, int n) {
     snprintf(fma[0], CELL, "FMA GFLOP/s");
     snprintf(bw[0], CELL, "bandwidth GB/s");
     for (int k = 0; k < n; k++) {
-        cmp_fmt_rate(fma[k + 1], CELL, rs[k].fma);
-        cmp_fmt_rate(bw[k + 1], CELL, rs[k].bw);
+        cmp_fmt_rate(fma[k + 1], CELL, rs[k].res.fma);
+        cmp_fmt_rate(bw[k + 1], CELL, rs[k].res.bw);
     }
 }
 
@@ -270,7 +270,7 @@ static void matmul_tables(doc *d, const cmp_result *rs, int n) {
             snprintf(row[0], CELL, "%d", keys[i].size);
             snprintf(row[1], CELL, "%s", keys[i].form);
             for (int k = 0; k < n; k++) {
-                const cmp_matmul *e = cmp_mm_at(&rs[k], keys[i].size, keys[i].form);
+                const results_matmul *e = cmp_mm_at(&rs[k], keys[i].size, keys[i].form);
                 if (!e)
                     snprintf(row[k + 2], CELL, "-");
                 else if (which)
@@ -309,7 +309,7 @@ static void model_table(doc *d, const cmp_result *rs, int n, const char *model) 
         if (!row) break;
         snprintf(row[0], CELL, "%d", b[i]);
         for (int k = 0; k < n; k++) {
-            const cmp_train *e = cmp_train_at(&rs[k], model, b[i]);
+            const results_train *e = cmp_train_at(&rs[k], model, b[i]);
             if (!e)
                 snprintf(row[k + 1], CELL, "-");
             else if (!e->fits)
@@ -331,7 +331,7 @@ static void model_table(doc *d, const cmp_result *rs, int n, const char *model) 
                 snprintf(fit[k + 1], CELL, "-");
             else
                 snprintf(fit[k + 1], CELL, "%d%s", lf, capped ? "+" : "");
-            const cmp_sat *s = cmp_saturation_of(&rs[k], model);
+            const results_sat *s = cmp_saturation_of(&rs[k], model);
             if (s)
                 snprintf(sat[k + 1], CELL, "%d", s->batch);
             else
@@ -361,7 +361,8 @@ static void crossover_lines(doc *d, const cmp_result *A, const cmp_result *B, co
         double ratio = 1;
         bool use = false;
         if (i < nb) {
-            const cmp_train *ea = cmp_train_at(A, model, b[i]), *eb = cmp_train_at(B, model, b[i]);
+            const results_train *ea = cmp_train_at(A, model, b[i]),
+                                *eb = cmp_train_at(B, model, b[i]);
             bool fa = ea && ea->fits, fb = eb && eb->fits;
             bool na = ea ? !ea->fits : cmp_known_no_fit(A, model, b[i]);
             bool nb_ = eb ? !eb->fits : cmp_known_no_fit(B, model, b[i]);
@@ -389,10 +390,10 @@ static void crossover_lines(doc *d, const cmp_result *A, const cmp_result *B, co
                     // The crossover: between the last batch of the previous faster range and the
                     // first of this one, interpolated where log(ratio) crosses 0 on log batch.
                     int b1 = b[last_faster_end], b2 = b[lo];
-                    const cmp_train *a1 = cmp_train_at(A, model, b1),
-                                    *o1 = cmp_train_at(B, model, b1);
-                    const cmp_train *a2 = cmp_train_at(A, model, b2),
-                                    *o2 = cmp_train_at(B, model, b2);
+                    const results_train *a1 = cmp_train_at(A, model, b1),
+                                        *o1 = cmp_train_at(B, model, b1);
+                    const results_train *a2 = cmp_train_at(A, model, b2),
+                                        *o2 = cmp_train_at(B, model, b2);
                     double r1 = log(a1->sps / o1->sps), r2 = log(a2->sps / o2->sps);
                     double t = r1 / (r1 - r2);
                     double bx = exp(log((double)b1) + t * (log((double)b2) - log((double)b1)));
@@ -551,7 +552,7 @@ static void assign_colors(cmp_result *rs, int n) {
     int np = n <= 8 ? 8 : CHART_PALETTE;
     for (int k = 0; k < n; k++) {
         uint32_t h = 2166136261u;
-        for (const unsigned char *p = (const unsigned char *)rs[k].label; *p; p++)
+        for (const unsigned char *p = (const unsigned char *)rs[k].res.label; *p; p++)
             h = (h ^ *p) * 16777619u;
         int c = (int)(h % (uint32_t)np);
         for (int t = 0; t < np && used[c]; t++)
@@ -567,17 +568,17 @@ static void assign_legends(cmp_result *rs, int n) {
     for (int k = 0; k < n; k++) {
         bool dup = false, earlier = false;
         for (int j = 0; j < n; j++)
-            if (j != k && !strcmp(rs[j].label, rs[k].label)) dup = true, earlier |= j < k;
+            if (j != k && !strcmp(rs[j].res.label, rs[k].res.label)) dup = true, earlier |= j < k;
         rs[k].marker = earlier ? CHART_SQUARE : CHART_DOT;
         if (!dup) {
-            snprintf(rs[k].legend, sizeof rs[k].legend, "%s", rs[k].label);
+            snprintf(rs[k].legend, sizeof rs[k].legend, "%s", rs[k].res.label);
             continue;
         }
-        const char *base = strrchr(rs[k].path, '/');
-        base = base ? base + 1 : rs[k].path;
+        const char *base = strrchr(rs[k].res.path, '/');
+        base = base ? base + 1 : rs[k].res.path;
         size_t len = strlen(base);
         if (len > 5 && !strcmp(base + len - 5, ".json")) len -= 5;
-        snprintf(rs[k].legend, sizeof rs[k].legend, "%s (%.*s)", rs[k].label, (int)len, base);
+        snprintf(rs[k].legend, sizeof rs[k].legend, "%s (%.*s)", rs[k].res.label, (int)len, base);
     }
 }
 
@@ -637,13 +638,13 @@ int cmd_compare(int argc, char **argv) {
         return usage_error("--layout says where the pictures put things; it needs --png or",
                            "--html");
 
-    cmp_result rs[CMP_MAX_RESULTS];
+    cmp_result rs[CMP_MAX_RESULTS] = {0};
     int n = 0;
     for (; n < nfiles; n++) {
-        if (cmp_result_load(files[n], &rs[n]) != VKT_OK) {
+        if (results_load(files[n], &results_for_compare, &rs[n].res) != VKT_OK) {
             int rc = cli_fail(vkt_error());
             for (int k = 0; k <= n; k++)
-                cmp_result_free(&rs[k]);
+                results_free(&rs[k].res);
             return rc;
         }
     }
@@ -654,21 +655,21 @@ int cmd_compare(int argc, char **argv) {
     char models[MAX_MODELS][64];
     int nm = 0;
     for (int k = 0; k < n; k++)
-        for (int i = 0; i < rs[k].ntr; i++) {
+        for (int i = 0; i < rs[k].res.ntr; i++) {
             bool seen = false;
             for (int m = 0; m < nm && !seen; m++)
-                seen = !strcmp(models[m], rs[k].tr[i].model);
+                seen = !strcmp(models[m], rs[k].res.tr[i].model);
             if (seen) continue;
             if (nm == MAX_MODELS) {
                 char msg[256];
                 snprintf(msg, sizeof msg,
                          "%s: train[%d]: model %s is one more than the %d that compare draws",
-                         rs[k].path, i, rs[k].tr[i].model, MAX_MODELS);
+                         rs[k].res.path, i, rs[k].res.tr[i].model, MAX_MODELS);
                 for (int j = 0; j < n; j++)
-                    cmp_result_free(&rs[j]);
+                    results_free(&rs[j].res);
                 return cli_fail(msg);
             }
-            snprintf(models[nm++], 64, "%s", rs[k].tr[i].model);
+            snprintf(models[nm++], 64, "%s", rs[k].res.tr[i].model);
         }
 
     bool draw = png_dir || html;
@@ -715,6 +716,6 @@ int cmd_compare(int argc, char **argv) {
     free(pics);
     doc_free(&d);
     for (int k = 0; k < n; k++)
-        cmp_result_free(&rs[k]);
+        results_free(&rs[k].res);
     return rc;
 }

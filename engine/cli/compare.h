@@ -1,6 +1,6 @@
 // compare.h: what `vktrain compare` (engine/cli/compare*.c) shares between its parts: the result
-// files of `vktrain bench suite` as read and checked (compare_read.c, format in
-// docs/COMPARING.md), what the tables and pictures ask of them, and the pictures (compare_draw.c).
+// files of `vktrain bench suite` as results.c reads and checks them, with how compare shows each,
+// what the tables and pictures ask of them (compare_read.c), and the pictures (compare_draw.c).
 // The command itself, its tables and the HTML page are compare.c. Not part of libvktrain.
 #ifndef VKT_CLI_COMPARE_H
 #define VKT_CLI_COMPARE_H
@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "chart.h"
+#include "results.h"
 #include "vktrain.h"
 
 struct cJSON;
@@ -19,66 +20,25 @@ struct cJSON;
 // ---------------------------------------------------------------------------------------------
 // One result file
 
-typedef struct cmp_train {
-    char model[64];
-    int batch;
-    bool fits;
-    double planned_bytes;
-    double sps;          // fits only
-    double peak_memory;  // < 0: not measured
-    double tokens_per_s; // < 0: not given (a model that is not a language model)
-} cmp_train;
-
-typedef struct cmp_matmul {
-    int size;
-    char form[8];
-    double gflops, fraction;
-} cmp_matmul;
-
-typedef struct cmp_sat {
-    char model[64];
-    int batch;
-    double sps;
-} cmp_sat;
-
 typedef struct cmp_result {
-    const char *path;
-    char label[128];  // the device's short name, as the file gives it
+    results_file res; // what the file says (results_load with results_for_compare)
     char legend[192]; // what pictures and tables call it: the label, or with the file's name
-    char name[256], driver[256], type[32], created[64];
-    double memory_bytes, mem_limit; // mem_limit < 0: none
-    bool quick;
-    double fma, bw;
-    cmp_matmul *mm;
-    int nmm;
-    cmp_train *tr;
-    int ntr;
-    cmp_sat *sat;
-    int nsat;
     uint32_t color;
     chart_marker marker;
 } cmp_result;
-
-// Reads and checks the result file at path into *r (zeroed first; r->path = path, kept). Refuses,
-// with VKT_ERR_FORMAT and a message naming the file and the JSON path, another "format", another
-// "version" (naming the one found and the one read here), invalid JSON, and any field that is
-// missing or of the wrong type; VKT_ERR_IO when the file cannot be read. The label, legend,
-// colour and marker are the caller's to set. Free with cmp_result_free, also after a failure.
-vkt_status cmp_result_load(const char *path, cmp_result *r);
-void cmp_result_free(cmp_result *r);
 
 // ---------------------------------------------------------------------------------------------
 // What the tables and pictures read
 
 // r's entry of model at batch, or NULL.
-const cmp_train *cmp_train_at(const cmp_result *r, const char *model, int batch);
+const results_train *cmp_train_at(const cmp_result *r, const char *model, int batch);
 bool cmp_has_model(const cmp_result *r, const char *model);
 // The largest batch measured that fits (0: none); *capped: no batch was refused, so the sweep
 // stopped before the memory did.
 int cmp_largest_fit(const cmp_result *r, const char *model, bool *capped);
 // Whether model is known not to fit at batch: r refused this batch or a smaller one.
 bool cmp_known_no_fit(const cmp_result *r, const char *model, int batch);
-const cmp_sat *cmp_saturation_of(const cmp_result *r, const char *model);
+const results_sat *cmp_saturation_of(const cmp_result *r, const char *model);
 // Whether any of rs[0..n) gives tokens/s for model (a language model: samples are sequences).
 bool cmp_is_lm(const cmp_result *rs, int n, const char *model);
 // What the device had to fit in: the run's --mem-limit, else its memory.
@@ -94,7 +54,7 @@ typedef struct cmp_mm_key {
 // The (size, form) pairs any of rs[0..n) measured, sorted, in *out (malloc'd); returns their
 // count, or -1 when out of memory.
 int cmp_mm_keys(const cmp_result *rs, int n, cmp_mm_key **out);
-const cmp_matmul *cmp_mm_at(const cmp_result *r, int size, const char *form);
+const results_matmul *cmp_mm_at(const cmp_result *r, int size, const char *form);
 // "256.0 MiB"
 void cmp_human_bytes(char *out, size_t size, double b);
 // Rates and GFLOP/s as the tables print them: whole numbers from 1000, one decimal from 10,

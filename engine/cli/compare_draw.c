@@ -55,7 +55,7 @@ bool cmp_model_pictures(cmp_picture *tp, cmp_picture *mp, const cmp_result *rs, 
     safe_name(safe, sizeof safe, model);
     int total = 0;
     for (int k = 0; k < n; k++)
-        total += rs[k].ntr;
+        total += rs[k].res.ntr;
     if (!picture_alloc(tp, n, total, 0) || !picture_alloc(mp, n, total, n)) return false;
     bool lm = cmp_is_lm(rs, n, model);
     snprintf(tp->file, sizeof tp->file, "%s-throughput.png", safe);
@@ -70,7 +70,7 @@ bool cmp_model_pictures(cmp_picture *tp, cmp_picture *mp, const cmp_result *rs, 
     // Saturation batches under the throughput chart.
     size_t o = (size_t)snprintf(tp->note, sizeof tp->note, "saturation batch:");
     for (int k = 0; k < n && o < sizeof tp->note; k++) {
-        const cmp_sat *s = cmp_saturation_of(&rs[k], model);
+        const results_sat *s = cmp_saturation_of(&rs[k], model);
         if (s)
             o += (size_t)snprintf(tp->note + o, sizeof tp->note - o, "%s %s %d", k ? "," : "",
                                   rs[k].legend, s->batch);
@@ -93,7 +93,7 @@ bool cmp_model_pictures(cmp_picture *tp, cmp_picture *mp, const cmp_result *rs, 
         if (nb < 0) return false;
         int t0 = tn, m0 = mn;
         for (int i = 0; i < nb; i++) {
-            const cmp_train *e = cmp_train_at(r, model, b[i]);
+            const results_train *e = cmp_train_at(r, model, b[i]);
             if (e->fits) tp->pts[tn++] = (chart_point){(double)e->batch, e->sps, false};
             bool measured = e->fits && e->peak_memory > 0;
             mp->pts[mn++] = (chart_point){(double)e->batch,
@@ -106,7 +106,7 @@ bool cmp_model_pictures(cmp_picture *tp, cmp_picture *mp, const cmp_result *rs, 
         char cap[32];
         cmp_human_bytes(cap, sizeof cap, cmp_capacity(r));
         snprintf(mp->hl_label[ns], sizeof mp->hl_label[ns], "%s: %s %s", r->legend, cap,
-                 r->mem_limit > 0 ? "limit" : "memory");
+                 r->res.mem_limit > 0 ? "limit" : "memory");
         mp->hl[ns] = (chart_hline){
             .label = mp->hl_label[ns], .color = r->color, .key = k, .y = cmp_capacity(r)};
         ns++;
@@ -147,7 +147,7 @@ bool cmp_matmul_picture(cmp_picture *p, const cmp_result *rs, int n, bool fracti
     }
     int total = 0;
     for (int k = 0; k < n; k++)
-        total += rs[k].nmm;
+        total += rs[k].res.nmm;
     bool ok = picture_alloc(p, n * (nf ? nf : 1), total, fraction ? 0 : n);
     if (!ok) {
         free(keys);
@@ -169,7 +169,7 @@ bool cmp_matmul_picture(cmp_picture *p, const cmp_result *rs, int n, bool fracti
             int p0 = np;
             for (int i = 0; i < m; i++) {
                 if (strcmp(keys[i].form, forms[f])) continue;
-                const cmp_matmul *e = cmp_mm_at(&rs[k], keys[i].size, forms[f]);
+                const results_matmul *e = cmp_mm_at(&rs[k], keys[i].size, forms[f]);
                 if (e)
                     p->pts[np++] =
                         (chart_point){(double)e->size, fraction ? e->fraction : e->gflops, false};
@@ -186,9 +186,9 @@ bool cmp_matmul_picture(cmp_picture *p, const cmp_result *rs, int n, bool fracti
         }
         if (!fraction) {
             snprintf(p->hl_label[k], sizeof p->hl_label[k], "%s: peak %.1f", rs[k].legend,
-                     rs[k].fma);
+                     rs[k].res.fma);
             p->hl[k] = (chart_hline){
-                .label = p->hl_label[k], .color = rs[k].color, .key = k, .y = rs[k].fma};
+                .label = p->hl_label[k], .color = rs[k].color, .key = k, .y = rs[k].res.fma};
         }
     }
     free(keys);
@@ -266,9 +266,9 @@ vkt_status cmp_write_layout(const char *path, const cmp_picture *pics, int np, c
     for (int k = 0; k < n; k++) {
         cJSON *d = cJSON_CreateObject();
         cJSON_AddNumberToObject(d, "key", k);
-        cJSON_AddStringToObject(d, "label", rs[k].label);
+        cJSON_AddStringToObject(d, "label", rs[k].res.label);
         cJSON_AddStringToObject(d, "legend", rs[k].legend);
-        cJSON_AddStringToObject(d, "file", rs[k].path);
+        cJSON_AddStringToObject(d, "file", rs[k].res.path);
         cJSON_AddItemToObject(d, "color", rgb(rs[k].color));
         cJSON_AddItemToArray(devs, d);
     }
