@@ -1,5 +1,5 @@
 // bench.c (CLI): `vktrain bench matmul`, and the `vktrain bench` dispatch (`bench train` lives in
-// bench_train.c).
+// bench_train.c, `bench suite` in suite.c, which also runs this file's peak and matmul timings).
 //
 // bench matmul: for each selected device, the peak fp32 FMA rate measured by shaders/peak_fma.comp
 // (independent FMA chains in registers, enough workgroups to fill the device), then for each size
@@ -7,10 +7,10 @@
 // timestamps after a warm-up run (which also builds the kernel), the variant the engine chose
 // (with the GFLOP/s of every candidate it measured for that shape at first use,
 // engine/core/tune.c), and the figure as a fraction of the peak: each timed run against a peak_fma
-// run right after it, the median of those ratios (bench_size says why). The product of the last run
-// is spot-checked against a double-precision dot product on random entries: a benchmark of a broken
-// kernel fails (exit 1). It prints the command line that reproduces it; --json prints one JSON
-// object instead.
+// run right after it, the median of those ratios (cli_bench_matmul_size says why). The product of
+// the last run is spot-checked against a double-precision dot product on random entries: a
+// benchmark of a broken kernel fails (exit 1). It prints the command line that reproduces it;
+// --json prints one JSON object instead.
 //
 // --baseline also runs a CPU BLAS sgemm (OpenBLAS, bench_blas.c) on the same sizes, form and
 // data: a warm-up call, then the median of --reps calls timed by the wall clock, its product
@@ -49,30 +49,8 @@ typedef struct bench_opts {
     const char *device_spec;
 } bench_opts;
 
-typedef struct size_result {
-    uint32_t size;
-    const char *variant;
-    int ncand; // the candidates the engine measured for this shape at first use (0: none)
-    const char *cand[8];
-    double cand_ms[8];
-    double median_ms, best_ms, gflops;
-    // Each timed run's GFLOP/s over that of a peak_fma run right after it: the median (0 for the
-    // CPU BLAS, which has none), and the median of those peak runs.
-    double frac_peak, peak_adjacent;
-    double max_err; // largest |got - ref| / (atol + rtol |ref|) of the spot check (<= 1 passes)
-    bool ok;
-    // The CPU BLAS only: the thread count kept (the faster), and each count's GFLOP/s.
-    int threads, ntried, tried_threads[2];
-    double tried_gflops[2];
-} size_result;
-
-// The message of a failure this file finds itself (libvktrain's own go through vkt_error()).
-static char bench_msg[256];
-
-static vkt_status bench_fail(vkt_status s, const char *what) {
-    snprintf(bench_msg, sizeof bench_msg, "%s", what);
-    return s;
-}
+// A failure this file finds itself, reported through vkt_error() as libvktrain's own are.
+static vkt_status bench_fail(vkt_status s, const char *what) { return vkt_set_error(s, what); }
 
 static const char *form_name(vkt_mm_form f) {
     return f == VKT_MM_NN ? "NN" : f == VKT_MM_NT ? "NT" : "TN";
@@ -95,17 +73,8 @@ static double span_ns(const vkt_cmd *cmd) {
 // ---------------------------------------------------------------------------------------------
 // Peak FMA rate
 
-// peak_fma, ready to run: its kernel, output and stream, and iters chosen so that one run takes
-// at least 50 ms.
-typedef struct peak_bench {
-    vkt_kernel *k;
-    vkt_buffer *out;
-    vkt_cmd *cmd;
-    uint32_t wg, groups, iters;
-} peak_bench;
-
 // One run of peak_fma: GFLOP/s in *gflops, and its GPU time in *ns.
-static vkt_status peak_run(peak_bench *pb, double *gflops, double *ns) {
+vkt_status cli_peak_run(cli_peak_bench *pb, double *gflops, double *ns) {
     vkt_peak_fma_push p = {.n = pb->wg * pb->groups, .iters = pb->iters, .a = 0.999f, .b = 0.001f};
     vkt_view v = vkt_buffer_whole(pb->out);
     vkt_status s = vkt_cmd_begin(pb->cmd, true);
@@ -121,7 +90,7 @@ static vkt_status peak_run(peak_bench *pb, double *gflops, double *ns) {
     return VKT_OK;
 }
 
-static void peak_close(peak_bench *pb) {
+void cli_peak_close(cli_peak_bench *pb) {
     vkt_cmd_destroy(pb->cmd);
     vkt_buffer_destroy(pb->out);
     vkt_kernel_destroy(pb->k);
@@ -129,7 +98,7 @@ static void peak_close(peak_bench *pb) {
 
 // Builds peak_fma, grows its work until one run takes at least 50 ms, then keeps the best of
 // three runs: the device's peak, GFLOP/s.
-static vkt_status peak_open(vkt_device *dev, peak_bench *pb, double *gflops) {
+vkt_status cli_peak_open(vkt_device *dev, cli_peak_bench *pb, double *gflops) {
     const vkt_device_info *d = vkt_device_get_info(dev);
     memset(pb, 0, sizeof *pb);
     pb->wg = d->max_workgroup_invocations >= 64 ? 64 : d->max_workgroup_invocations;
@@ -143,7 +112,7 @@ static vkt_status peak_open(vkt_device *dev, peak_bench *pb, double *gflops) {
     int timed = 0;
     for (int run = 0; s == VKT_OK && run < 12 && timed < 3; run++) {
         double g, ns;
-        if ((s = peak_run(pb, &g, &ns)) != VKT_OK) break;
+        if ((s = cli_peak_run(pb, &g, &ns)) != VKT_OK) break;
         if (ns < 50e6) {
             // Too short to time well: scale the work up (and do not count this run).
             double grow = ns > 0 ? 60e6 / ns : 16;
@@ -189,7 +158,7 @@ static uint64_t fill_inputs(uint32_t S, float *a, float *b) {
 // product: fp32 accumulation over S terms of [-1, 1] products errs by about 1e-7 sqrt(S) |sum|;
 // the tolerance is 1e-6 S + 1e-5 |ref|. Sets r->ok and r->max_err.
 static void spot_check(vkt_mm_form f, uint32_t S, const float *a, const float *b, const float *c,
-                       uint64_t state, size_result *r) {
+                       uint64_t state, cli_matmul_result *r) {
     r->ok = true;
     r->max_err = 0;
     for (int i = 0; i < SPOT_CHECKS; i++) {
@@ -205,7 +174,7 @@ static void spot_check(vkt_mm_form f, uint32_t S, const float *a, const float *b
 }
 
 // Sorts the reps times (ns) and sets the median, best and GFLOP/s of an S^3 matmul.
-static void summarize(double *ns, int reps, uint32_t S, size_result *r) {
+static void summarize(double *ns, int reps, uint32_t S, cli_matmul_result *r) {
     qsort(ns, (size_t)reps, sizeof *ns, cmp_double);
     double med = reps % 2 ? ns[reps / 2] : 0.5 * (ns[reps / 2 - 1] + ns[reps / 2]);
     r->median_ms = med * 1e-6;
@@ -213,12 +182,8 @@ static void summarize(double *ns, int reps, uint32_t S, size_result *r) {
     r->gflops = med > 0 ? 2.0 * S * S * (double)S / med : 0;
 }
 
-// Times one size, reps runs after a warm-up; each run is followed by a peak_fma run (pb), so
-// that the fraction of peak compares two runs a few milliseconds apart: this machine's speed
-// changes by up to 1.5x for seconds at a time, and against the peak measured once at the start
-// the same kernel read 46% and 61% of peak in two runs a minute apart.
-static vkt_status bench_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, peak_bench *pb,
-                             const bench_opts *o, uint32_t S, size_result *r) {
+vkt_status cli_bench_matmul_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, cli_peak_bench *pb,
+                                 vkt_mm_form form, int reps, uint32_t S, cli_matmul_result *r) {
     memset(r, 0, sizeof *r);
     r->size = S;
     uint64_t bytes = 4ull * S * S;
@@ -233,39 +198,39 @@ static vkt_status bench_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, peak_b
     if ((s = vkt_buffer_write(buf, off_b, b, bytes)) != VKT_OK) goto done;
     vkt_view vc = vkt_buffer_view(buf, 0, bytes), va = vkt_buffer_view(buf, off_a, bytes),
              vb = vkt_buffer_view(buf, off_b, bytes);
-    r->variant = vkt_matmul_variant(ops, o->form, S, S, S);
-    r->ncand = vkt_matmul_candidates(ops, o->form, S, S, S, r->cand, r->cand_ms, 8);
-    double *ns = calloc((size_t)o->reps, sizeof *ns);
-    double *frac = calloc((size_t)o->reps, sizeof *frac), *pk = calloc((size_t)o->reps, sizeof *pk);
+    r->variant = vkt_matmul_variant(ops, form, S, S, S);
+    r->ncand = vkt_matmul_candidates(ops, form, S, S, S, r->cand, r->cand_ms, 8);
+    double *ns = calloc((size_t)reps, sizeof *ns);
+    double *frac = calloc((size_t)reps, sizeof *frac), *pk = calloc((size_t)reps, sizeof *pk);
     if (!ns || !frac || !pk) {
         free(ns), free(frac), free(pk);
         s = bench_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
         goto done;
     }
     // Run 0 is the warm-up: it builds the kernel (lavapipe compiles on first dispatch).
-    for (int run = 0; run <= o->reps; run++) {
+    for (int run = 0; run <= reps; run++) {
         if ((s = vkt_cmd_begin(cmd, true)) != VKT_OK) break;
-        vkt_op_matmul(cmd, ops, o->form, vc, va, vb, NULL, 0.0f, S, S, S, "matmul");
+        vkt_op_matmul(cmd, ops, form, vc, va, vb, NULL, 0.0f, S, S, S, "matmul");
         if ((s = vkt_cmd_end(cmd)) != VKT_OK || (s = vkt_ops_status(ops)) != VKT_OK ||
             (s = vkt_cmd_submit(cmd)) != VKT_OK || (s = vkt_cmd_wait(cmd, VKT_WAIT_MS)) != VKT_OK)
             break;
         if (run == 0) continue;
         ns[run - 1] = span_ns(cmd);
         double g, pns;
-        if ((s = peak_run(pb, &g, &pns)) != VKT_OK) break;
+        if ((s = cli_peak_run(pb, &g, &pns)) != VKT_OK) break;
         pk[run - 1] = g;
         frac[run - 1] = g > 0 && ns[run - 1] > 0 ? 2.0 * S * S * (double)S / ns[run - 1] / g : 0;
     }
     if (s == VKT_OK) {
-        summarize(ns, o->reps, S, r);
-        qsort(frac, (size_t)o->reps, sizeof *frac, cmp_double);
-        qsort(pk, (size_t)o->reps, sizeof *pk, cmp_double);
-        r->frac_peak = frac[o->reps / 2];
-        r->peak_adjacent = pk[o->reps / 2];
+        summarize(ns, reps, S, r);
+        qsort(frac, (size_t)reps, sizeof *frac, cmp_double);
+        qsort(pk, (size_t)reps, sizeof *pk, cmp_double);
+        r->frac_peak = frac[reps / 2];
+        r->peak_adjacent = pk[reps / 2];
         s = vkt_buffer_read(buf, 0, c, bytes);
     }
     free(ns), free(frac), free(pk);
-    if (s == VKT_OK) spot_check(o->form, S, a, b, c, state, r);
+    if (s == VKT_OK) spot_check(form, S, a, b, c, state, r);
 done:
     vkt_buffer_destroy(buf);
     free(a);
@@ -283,12 +248,12 @@ static double now_ns(void) {
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-// The same data, form and repetitions as bench_size, on the CPU BLAS, at 1 thread and at all
-// cores (or only the count the environment fixes): per count a warm-up call (it starts
+// The same data, form and repetitions as cli_bench_matmul_size, on the CPU BLAS, at 1 thread and at
+// all cores (or only the count the environment fixes): per count a warm-up call (it starts
 // OpenBLAS's threads and fills the caches), then reps calls each timed by the wall clock, each
 // count's results spot-checked; the faster count's figures are kept.
 static vkt_status bench_blas_size(const bench_opts *o, const cli_blas_info *blas, uint32_t S,
-                                  size_result *r) {
+                                  cli_matmul_result *r) {
     memset(r, 0, sizeof *r);
     r->size = S;
     size_t n = (size_t)S * S;
@@ -303,7 +268,7 @@ static vkt_status bench_blas_size(const bench_opts *o, const cli_blas_info *blas
     double worst = 0;
     for (int k = 0; k < ncounts && s == VKT_OK; k++) {
         cli_blas_set_threads(counts[k]);
-        size_result t = {.size = S};
+        cli_matmul_result t = {.size = S};
         uint64_t state = fill_inputs(S, a, b);
         for (int run = 0; run <= o->reps; run++) {
             double t0 = now_ns();
@@ -410,9 +375,9 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *r
         printf("\n");
     }
     for (int si = 0; si < o->nsizes; si++) {
-        size_result r;
+        cli_matmul_result r;
         vkt_status s = bench_blas_size(o, blas, o->sizes[si], &r);
-        if (s != VKT_OK) return cli_fail(bench_msg);
+        if (s != VKT_OK) return cli_fail(vkt_error());
         cJSON *j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "size", r.size);
         cJSON_AddNumberToObject(j, "M", r.size);
@@ -547,9 +512,9 @@ static int bench_matmul(int argc, char **argv) {
         if (s == VKT_OK) s = vkt_ops_create(dev, &ops);
         if (s == VKT_OK) s = vkt_cmd_create(dev, &cmd);
         double peak = 0;
-        peak_bench pb;
+        cli_peak_bench pb;
         memset(&pb, 0, sizeof pb);
-        if (s == VKT_OK) s = peak_open(dev, &pb, &peak);
+        if (s == VKT_OK) s = cli_peak_open(dev, &pb, &peak);
         cJSON *jd = cJSON_CreateObject();
         cJSON_AddNumberToObject(jd, "index", info->index);
         cJSON_AddStringToObject(jd, "name", info->name);
@@ -582,8 +547,8 @@ static int bench_matmul(int argc, char **argv) {
                         "the tuning of %.3g GFLOP products at this device's peak of %.1f "
                         "GFLOP/s)\n",
                         o.sizes[si], info->name, est_s, o.reps, gflop, peak);
-            size_result r;
-            s = bench_size(dev, ops, cmd, &pb, &o, o.sizes[si], &r);
+            cli_matmul_result r;
+            s = cli_bench_matmul_size(dev, ops, cmd, &pb, o.form, o.reps, o.sizes[si], &r);
             if (s != VKT_OK) break;
             double frac = r.frac_peak;
             cJSON *j = cJSON_CreateObject();
@@ -636,8 +601,8 @@ static int bench_matmul(int argc, char **argv) {
                 break;
             }
         }
-        if (s != VKT_OK) rc = cli_fail(bench_msg[0] ? bench_msg : vkt_error());
-        peak_close(&pb);
+        if (s != VKT_OK) rc = cli_fail(vkt_error());
+        cli_peak_close(&pb);
         vkt_cmd_destroy(cmd);
         vkt_ops_destroy(ops);
         vkt_device_destroy(dev);
@@ -665,7 +630,9 @@ static int bench_matmul(int argc, char **argv) {
 int cmd_bench(int argc, char **argv) {
     if (argc >= 1 && strcmp(argv[0], "matmul") == 0) return bench_matmul(argc - 1, argv + 1);
     if (argc >= 1 && strcmp(argv[0], "train") == 0) return cli_bench_train(argc - 1, argv + 1);
-    fprintf(stderr, "vktrain bench: say what to benchmark: `vktrain bench matmul [--sizes ...]` or "
-                    "`vktrain bench train [options]` (vktrain --help)\n");
+    if (argc >= 1 && strcmp(argv[0], "suite") == 0) return cli_bench_suite(argc - 1, argv + 1);
+    fprintf(stderr, "vktrain bench: say what to benchmark: `vktrain bench matmul [--sizes ...]`, "
+                    "`vktrain bench train [options]` or `vktrain bench suite --out FILE` "
+                    "(vktrain --help)\n");
     return 2;
 }

@@ -209,6 +209,126 @@ static bool torch_baseline(const char *model_path, uint32_t B, int steps, int wa
     return true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Timed training steps (bench train and bench suite)
+
+uint32_t cli_bench_lm_tokens(const vkt_model_desc *m) {
+    // A language model: token ids [T] into an embedding first.
+    bool lm = m->nlayers > 0 && m->input.ndim == 1 &&
+              !strcmp(vkt_layer_type_name(&m->layers[0]), "embedding");
+    return lm ? m->input_features : 0;
+}
+
+vkt_status cli_bench_batch(const vkt_model_desc *m, uint32_t B, float **x_out, void **y_out) {
+    uint32_t tokens = cli_bench_lm_tokens(m);
+    uint32_t vocab = tokens ? m->layers[0].units : 0; // the embedding's rows
+    uint32_t per = vkt_model_targets_per_sample(m), classes = vkt_model_classes(m);
+    float *x = malloc((size_t)B * m->input_features * 4);
+    void *y = malloc((size_t)B * per * 4);
+    *x_out = NULL, *y_out = NULL;
+    if (!x || !y) {
+        free(x), free(y);
+        return vkt_set_error(VKT_ERR_HOST_MEMORY, "out of host memory for the benchmark's batch");
+    }
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (uint64_t i = 0; i < (uint64_t)B * m->input_features; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        x[i] = tokens ? (float)((r >> 40) % vocab) : (float)(r >> 40) / (float)(1 << 24);
+    }
+    // mse: one-hot rows of output_features; softmax_cross_entropy: a class in [0, classes) for
+    // each of the per-sample positions (one for a classifier, T for a language model).
+    for (uint64_t i = 0; i < (uint64_t)B * per; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        if (m->loss == VKT_LOSS_MSE)
+            ((float *)y)[i] = (float)(i % per == (i / per) % per);
+        else
+            ((uint32_t *)y)[i] = (uint32_t)((r >> 40) % classes);
+    }
+    *x_out = x, *y_out = y;
+    return VKT_OK;
+}
+
+vkt_status cli_bench_run_steps(vkt_strategy *s, const vkt_model_desc *m, const float *x,
+                               const void *y, uint32_t B, cli_bench_steps *r) {
+    r->steps = 0;
+    r->wall_ns = 0;
+    r->loss0 = 0;
+    uint32_t per = vkt_model_targets_per_sample(m);
+    vkt_status st = VKT_OK;
+    for (int i = 0; st == VKT_OK; i++) {
+        int timed = i - r->warmup; // the timed steps run so far
+        if (timed >= r->max_steps || (timed >= r->min_steps && r->wall_ns >= r->min_seconds * 1e9))
+            break;
+        if (i == r->warmup) vkt_strategy_reset_stats(s);
+        if (i == 0) vkt_startup_counters_get(&r->at_first_begin);
+        double ls;
+        int64_t t0 = vkt_trace_now_ns();
+        st = vkt_strategy_step(s, x, y, B, (uint32_t)i + 1, &ls);
+        int64_t t1 = vkt_trace_now_ns();
+        if (st != VKT_OK) break;
+        if (i >= r->warmup) r->wall_ns += (double)(t1 - t0), r->steps++;
+        if (i == 0) {
+            vkt_startup_counters_get(&r->at_first_end);
+            r->first_begin_ns = t0, r->first_end_ns = t1;
+            r->loss0 = ls / ((double)B * per); // the mean over every target
+        }
+    }
+    return st;
+}
+
+cli_step_split cli_bench_split(const vkt_device_stats *ds, double wall_ns) {
+    cli_step_split p;
+    double w = ds->wall_ns > 0 ? ds->wall_ns : wall_ns;
+    if (!(w > 0)) return (cli_step_split){.host_and_idle = 1};
+    p.matmul = ds->matmul_ns / w;
+    p.attention = ds->attention_ns / w;
+    p.communication = ds->comm_ns / w;
+    p.other_kernels = (ds->busy_ns - ds->matmul_ns - ds->attention_ns - ds->gpu_comm_ns) / w;
+    if (p.other_kernels < 0) p.other_kernels = 0;
+    p.host_and_idle = 1 - p.matmul - p.attention - p.other_kernels - p.communication;
+    if (p.host_and_idle < 0) p.host_and_idle = 0;
+    return p;
+}
+
+vkt_status cli_bench_train_point(const vkt_strategy_desc *sd, uint64_t seed, cli_bench_steps *run,
+                                 cli_train_point *out) {
+    memset(out, 0, sizeof *out);
+    uint32_t B = sd->batch;
+    float *x = NULL;
+    void *y = NULL;
+    vkt_strategy *s = NULL;
+    vkt_startup_counters c0, c1;
+    vkt_startup_counters_get(&c0);
+    int64_t t0 = vkt_trace_now_ns();
+    vkt_status st = cli_bench_batch(sd->model, B, &x, &y);
+    if (st == VKT_OK) st = vkt_strategy_create(sd, &s);
+    if (st == VKT_OK) st = vkt_strategy_init(s, seed);
+    int64_t t1 = vkt_trace_now_ns();
+    if (st == VKT_OK) st = cli_bench_run_steps(s, sd->model, x, y, B, run);
+    if (st == VKT_OK) {
+        vkt_device_stats ds;
+        vkt_strategy_stats(s, 0, &ds);
+        vkt_startup_counters_get(&c1);
+        out->steps = run->steps;
+        out->step_ms = run->wall_ns / run->steps * 1e-6;
+        out->samples_per_sec = B * run->steps / (run->wall_ns * 1e-9);
+        out->split = cli_bench_split(&ds, run->wall_ns);
+        out->peak_memory = ds.peak_memory;
+        out->loss0 = run->loss0;
+        out->setup_seconds = (t1 - t0) * 1e-9;
+        out->first_step_seconds = (run->first_end_ns - run->first_begin_ns) * 1e-9;
+        out->kernels_built = c1.kernels_built - c0.kernels_built;
+        out->shapes_measured = c1.shapes_measured - c0.shapes_measured;
+    }
+    vkt_strategy_destroy(s);
+    free(x);
+    free(y);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// vktrain bench train
+
 int cli_bench_train(int argc, char **argv) {
     // bench-only flags first, the rest are the run options (--model, --device, --strategy, ...)
     int steps = 20, warmup = 3;
@@ -236,7 +356,7 @@ int cli_bench_train(int argc, char **argv) {
     int rc = cli_open(nrest, rest, &c, &ctx);
     if (rc) return rc;
     int64_t start_ns = vkt_trace_now_ns();
-    vkt_startup_counters at_start, at_begin, at_end;
+    vkt_startup_counters at_start;
     vkt_startup_counters_get(&at_start);
     vkt_model_desc m;
     if (vkt_model_load(c.o.model_path, &m) != VKT_OK) {
@@ -249,52 +369,21 @@ int cli_bench_train(int argc, char **argv) {
     sd.optim = c.o.optim;
     vkt_strategy *s = NULL;
     uint32_t B = c.o.batch;
-    // A language model: token ids [T] into an embedding of V rows (its `units`).
-    bool lm = m.nlayers > 0 && m.input.ndim == 1 &&
-              !strcmp(vkt_layer_type_name(&m.layers[0]), "embedding");
-    uint32_t vocab = lm ? m.layers[0].units : 0, tokens = lm ? m.input_features : 0;
-    uint32_t per = vkt_model_targets_per_sample(&m), classes = vkt_model_classes(&m);
+    uint32_t tokens = cli_bench_lm_tokens(&m);
+    bool lm = tokens > 0;
     int64_t data_ns = vkt_trace_now_ns() - start_ns; // the model (no data: inputs are random)
-    float *x = malloc((size_t)B * m.input_features * 4);
-    void *y = malloc((size_t)B * per * 4);
-    vkt_status st = x && y ? vkt_strategy_create(&sd, &s)
-                           : vkt_set_error(VKT_ERR_HOST_MEMORY, "out of host memory");
+    float *x = NULL;
+    void *y = NULL;
+    vkt_status st = cli_bench_batch(&m, B, &x, &y);
+    if (st == VKT_OK) st = vkt_strategy_create(&sd, &s);
     if (st == VKT_OK) st = vkt_strategy_init(s, c.o.seed);
-    uint64_t r = 0x9e3779b97f4a7c15ull;
-    for (uint64_t i = 0; x && i < (uint64_t)B * m.input_features; i++) {
-        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-        x[i] = lm ? (float)((r >> 40) % vocab) : (float)(r >> 40) / (float)(1 << 24);
-    }
-    // mse: one-hot rows of output_features; softmax_cross_entropy: a class in [0, classes) for
-    // each of the per-sample positions (one for a classifier, T for a language model).
-    for (uint64_t i = 0; y && i < (uint64_t)B * per; i++) {
-        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-        if (m.loss == VKT_LOSS_MSE)
-            ((float *)y)[i] = (float)(i % per == (i / per) % per);
-        else
-            ((uint32_t *)y)[i] = (uint32_t)((r >> 40) % classes);
-    }
-    double wall_ns = 0, loss0 = 0;
+    cli_bench_steps run = {.warmup = warmup, .min_steps = steps, .max_steps = steps};
+    if (st == VKT_OK) st = cli_bench_run_steps(s, &m, x, y, B, &run);
+    double wall_ns = run.wall_ns, loss0 = run.loss0;
     vkt_first_step first = {0}; // the first warm-up step: kernels built and shapes tuned
-    for (int i = 0; i < warmup + steps && st == VKT_OK; i++) {
-        if (i == warmup) vkt_strategy_reset_stats(s);
-        double ls;
-        double t0 = 0;
-        struct timespec ts;
-        if (i == 0) vkt_startup_counters_get(&at_begin);
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        t0 = ts.tv_sec * 1e9 + ts.tv_nsec;
-        st = vkt_strategy_step(s, x, y, B, (uint32_t)i + 1, &ls);
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        if (i >= warmup) wall_ns += ts.tv_sec * 1e9 + ts.tv_nsec - t0;
-        if (i == 0 && st == VKT_OK) {
-            vkt_startup_counters_get(&at_end);
-            int64_t t1 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec; // vkt_trace_now_ns's clock
-            vkt_first_step_split(&first, start_ns, data_ns, &at_start, (int64_t)t0, &at_begin, t1,
-                                 &at_end);
-        }
-        if (i == 0) loss0 = ls / ((double)B * per); // the mean over every target
-    }
+    if (st == VKT_OK)
+        vkt_first_step_split(&first, start_ns, data_ns, &at_start, run.first_begin_ns,
+                             &run.at_first_begin, run.first_end_ns, &run.at_first_end);
     first.later_step_seconds = wall_ns / steps * 1e-9;
     double context_s = (start_ns - cli_start) * 1e-9;
     mm_shape shapes[3 * 256];
@@ -361,12 +450,9 @@ int cli_bench_train(int argc, char **argv) {
             attn = attn || dstats[d].attention_ns > 0;
         for (int d = 0; d < ndev; d++) {
             vkt_device_stats ds = dstats[d];
-            double w = ds.wall_ns > 0 ? ds.wall_ns : wall_ns;
-            double mm = ds.matmul_ns / w, at = ds.attention_ns / w, comm = ds.comm_ns / w;
-            double other = (ds.busy_ns - ds.matmul_ns - ds.attention_ns - ds.gpu_comm_ns) / w;
-            if (other < 0) other = 0;
-            double host = 1 - mm - at - other - comm;
-            if (host < 0) host = 0;
+            cli_step_split sp = cli_bench_split(&ds, wall_ns);
+            double mm = sp.matmul, at = sp.attention, other = sp.other_kernels,
+                   comm = sp.communication, host = sp.host_and_idle;
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "device", ds.label);
             cJSON_AddNumberToObject(j, "matmul_fraction", mm);

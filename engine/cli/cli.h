@@ -2,6 +2,8 @@
 #ifndef VKT_CLI_H
 #define VKT_CLI_H
 
+#include "ops.h"
+#include "strategy.h"
 #include "train.h"
 #include "vktrain.h"
 
@@ -56,8 +58,106 @@ int cmd_generate(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 // `vktrain bench train ...` (engine/cli/bench_train.c), reached through cmd_bench.
 int cli_bench_train(int argc, char **argv);
-// `vktrain bench matmul|train ...` (engine/cli/bench.c).
+
+// ---- Timed training steps, as bench train and bench suite run them (engine/cli/bench_train.c).
+
+// T when m is a language model (token ids [T] into an embedding first), else 0.
+uint32_t cli_bench_lm_tokens(const vkt_model_desc *m);
+// The batch every machine trains on: inputs x[B, in] and targets from a fixed seed (random
+// values in [0, 1), or token ids in [0, V) for a language model; a class per target position,
+// or one-hot rows for mse), so that no data set is needed. Both malloc'd, the caller frees them;
+// VKT_ERR_HOST_MEMORY (both NULL) when out of memory.
+vkt_status cli_bench_batch(const vkt_model_desc *m, uint32_t B, float **x, void **y);
+// How many steps to run and time, and what they measured.
+typedef struct cli_bench_steps {
+    int warmup;         // untimed steps first (the first builds the kernels and tunes)
+    int min_steps;      // then at least this many timed steps,
+    double min_seconds; // and more until their wall time reaches this (0: min_steps),
+    int max_steps;      // but never more than this many
+    // Results.
+    int steps;                            // timed steps run
+    double wall_ns;                       // their host wall time
+    double loss0;                         // the first step's mean loss per target
+    int64_t first_begin_ns, first_end_ns; // the first step, on vkt_trace_now_ns's clock
+    vkt_startup_counters at_first_begin, at_first_end;
+} cli_bench_steps;
+// Runs r's steps of s on batch (x, y) of B rows of model m, steps numbered from 1, the stats of s
+// reset when the timed steps begin. Returns the first failure (message in vkt_error()).
+vkt_status cli_bench_run_steps(vkt_strategy *s, const vkt_model_desc *m, const float *x,
+                               const void *y, uint32_t B, cli_bench_steps *r);
+// A device's step as fractions of its wall time (ds->wall_ns, else wall_ns): matmuls, the fused
+// attention kernels, other kernels, communication, and the rest (host work and idle), which sum
+// to 1 (host_and_idle clamped at 0 where the GPU parts overlap).
+typedef struct cli_step_split {
+    double matmul, attention, other_kernels, communication, host_and_idle;
+} cli_step_split;
+cli_step_split cli_bench_split(const vkt_device_stats *ds, double wall_ns);
+// One measured point: model sd->model at batch sd->batch under strategy sd (its first device's
+// figures), trained from seed on cli_bench_batch's batch with run's steps.
+typedef struct cli_train_point {
+    double samples_per_sec, step_ms;
+    int steps;
+    cli_step_split split;
+    uint64_t peak_memory;      // the first device's high-water mark since the strategy opened it
+    double loss0;              // the first step's mean loss per target
+    double setup_seconds;      // the strategy's creation and initialisation
+    double first_step_seconds; // the first warm-up step (kernels built, shapes tuned)
+    uint64_t kernels_built, shapes_measured; // vkt_startup_counters over the point
+} cli_train_point;
+// Creates the strategy, runs the steps, destroys it. Returns VKT_OK or the failure (message in
+// vkt_error(); VKT_ERR_DEVICE_MEMORY when the strategy does not fit its devices).
+vkt_status cli_bench_train_point(const vkt_strategy_desc *sd, uint64_t seed, cli_bench_steps *run,
+                                 cli_train_point *out);
+// `vktrain bench matmul|train|suite ...` (engine/cli/bench.c).
 int cmd_bench(int argc, char **argv);
+// `vktrain bench suite ...` (engine/cli/suite.c), reached through cmd_bench: the fixed work of
+// docs/COMPARING.md on one device, written as one JSON result file.
+int cli_bench_suite(int argc, char **argv);
+
+// ---- What bench matmul (bench.c) and bench suite share.
+
+// peak_fma (shaders/peak_fma.comp), ready to run: its kernel, output and stream, and iters
+// chosen so that one run takes at least 50 ms.
+typedef struct cli_peak_bench {
+    vkt_kernel *k;
+    vkt_buffer *out;
+    vkt_cmd *cmd;
+    uint32_t wg, groups, iters;
+} cli_peak_bench;
+// Builds peak_fma on dev, grows its work until one run takes at least 50 ms, then keeps the best
+// of three runs: the device's peak fp32 FMA rate in *gflops. On failure (VKT_ERR_VULKAN also when
+// the device's timestamps return nothing) the message is vkt_error()'s; close *pb either way.
+vkt_status cli_peak_open(vkt_device *dev, cli_peak_bench *pb, double *gflops);
+// One run of peak_fma: GFLOP/s in *gflops, and its GPU time in *ns.
+vkt_status cli_peak_run(cli_peak_bench *pb, double *gflops, double *ns);
+void cli_peak_close(cli_peak_bench *pb); // accepts a zeroed or half-opened *pb
+
+// One S x S x S fp32 matmul timed by bench matmul.
+typedef struct cli_matmul_result {
+    uint32_t size;
+    const char *variant;
+    int ncand; // the candidates the engine measured for this shape at first use (0: none)
+    const char *cand[8];
+    double cand_ms[8];
+    double median_ms, best_ms, gflops;
+    // Each timed run's GFLOP/s over that of a peak_fma run right after it: the median (0 for the
+    // CPU BLAS, which has none), and the median of those peak runs.
+    double frac_peak, peak_adjacent;
+    double max_err; // largest |got - ref| / (atol + rtol |ref|) of the spot check (<= 1 passes)
+    bool ok;
+    // The CPU BLAS only: the thread count kept (the faster), and each count's GFLOP/s.
+    int threads, ntried, tried_threads[2];
+    double tried_gflops[2];
+} cli_matmul_result;
+// Times one size of vkt_op_matmul in form, reps runs after a warm-up (which builds the kernel and
+// lets the engine choose its variant), each run followed by a peak_fma run of pb, so that the
+// fraction of peak compares two runs a few milliseconds apart: this machine's speed changes by
+// up to 1.5x for seconds at a time, and against the peak measured once at the start the same
+// kernel read 46% and 61% of peak in two runs a minute apart. The product of the last run is
+// spot-checked against double-precision dot products (r->ok, r->max_err: the caller decides what
+// a wrong product means). Returns VKT_OK, or the failure (message in vkt_error()).
+vkt_status cli_bench_matmul_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, cli_peak_bench *pb,
+                                 vkt_mm_form form, int reps, uint32_t S, cli_matmul_result *r);
 // `vktrain advise --model FILE --batch N [--results ...] [--device-profile ...]`
 // (engine/cli/advise.c): which device and strategy, from measured results and device profiles.
 int cmd_advise(int argc, char **argv);
