@@ -149,6 +149,17 @@ assert all(s["end"] == "does not fit" for s in o["sweeps"]), o["sweeps"]
 assert [s["model"] for s in o["saturation"]] == ["fashion_mlp", "fashion_cnn"], o["saturation"]
 PY
 
+# compare of the two drivers' quick results (the issue's CI line): it draws every picture, and the
+# pictures show the data (tests/compare_check.py: axes, one curve per device in its colour, each
+# point's pixel mapped back through its axis equal to the JSON's value, capacity and peak lines;
+# the tables equal the JSON).
+"$bin" compare "$work/lavapipe.json" "$work/swiftshader.json" --png "$work/png" \
+    --layout "$work/layout.json" > "$work/compare.txt" 2> "$work/err"
+rc=$?; check "compare of the two quick results $(head -c 200 "$work/err")" $rc
+python3 "$(dirname "$0")/compare_check.py" check "$work/compare.txt" "$work/png" "$work/layout.json" \
+    "$work/lavapipe.json" "$work/swiftshader.json"
+check "compare's pictures and tables show the two quick results" $?
+
 # Written atomically: a crash after 100 bytes of the file leaves the previous one as it was.
 # (No disk caches in that run, so that the result is the first file it writes.)
 cp "$work/lim.json" "$work/keep.json"
