@@ -327,15 +327,20 @@ static void test_parse(vt *t) {
         vkt_net_destroy(net);
         vkt_ops_destroy(ops);
     }
-    // Products and costs at B = 4 (rows 36): the in-projection's three and the out-projection's
-    // forward.
-    vkt_mm_shape mm[4];
+    // Products and costs at B = 4 (rows 36): all six the layer records (forward NT in and out,
+    // the weight gradients TN, the input gradients NN), five without dx.
+    vkt_mm_shape mm[VKT_LAYER_MAX_MATMULS];
     int k = m.layers[0].type->matmuls(&m.layers[0], 4, true, mm);
     VT_CHECK(t,
-             k == 4 && mm[0].form == VKT_MM_NT && mm[0].M == 36 && mm[0].N == 45 && mm[0].K == 15 &&
-                 mm[1].form == VKT_MM_NT && mm[1].N == 15 && mm[2].form == VKT_MM_TN &&
-                 mm[2].M == 45 && mm[2].K == 36 && mm[3].form == VKT_MM_NN && mm[3].K == 45,
+             k == 6 && mm[0].form == VKT_MM_NT && mm[0].M == 36 && mm[0].N == 45 && mm[0].K == 15 &&
+                 mm[1].form == VKT_MM_NT && mm[1].M == 36 && mm[1].N == 15 && mm[1].K == 15 &&
+                 mm[2].form == VKT_MM_TN && mm[2].M == 45 && mm[2].N == 15 && mm[2].K == 36 &&
+                 mm[3].form == VKT_MM_TN && mm[3].M == 15 && mm[3].N == 15 && mm[3].K == 36 &&
+                 mm[4].form == VKT_MM_NN && mm[4].M == 36 && mm[4].N == 15 && mm[4].K == 15 &&
+                 mm[5].form == VKT_MM_NN && mm[5].M == 36 && mm[5].N == 15 && mm[5].K == 45,
              "the layer's products");
+    VT_CHECK(t, m.layers[0].type->matmuls(&m.layers[0], 4, false, mm) == 5,
+             "no input-gradient product without dx");
     vkt_layer_cost cost = {0};
     m.layers[0].type->cost(&m.layers[0], &cost);
     double T = 9, C = 15;

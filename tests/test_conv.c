@@ -105,7 +105,7 @@ static void test_parse(vt *t) {
              "cost %g %g %g", c.fwd_flops, c.bwd_flops, c.saved_floats);
     // K = 27: the forward is conv_fwd's, not a product; the weight gradient of 96 columns too
     // few to split.
-    vkt_mm_shape sh[4];
+    vkt_mm_shape sh[VKT_LAYER_MAX_MATMULS];
     int n = l->type->matmuls(l, 6, true, sh);
     VT_CHECK(t,
              n == 2 && sh[0].form == VKT_MM_NT && sh[0].M == 5 && sh[0].N == 27 && sh[0].K == 96 &&
@@ -652,7 +652,7 @@ static uint32_t chunks_of(vt *t, const char *json, uint32_t B) {
     VT_OK(t, vkt_model_parse(json, "chunked", &m));
     if (m.nlayers == 0) return 0;
     const vkt_layer_desc *l = &m.layers[0];
-    vkt_mm_shape sh[4];
+    vkt_mm_shape sh[VKT_LAYER_MAX_MATMULS];
     if (l->type->matmuls(l, B, true, sh) == 0) return 0;
     uint32_t P = l->out.dim[1] * l->out.dim[2];
     uint32_t per = (sh[0].form == VKT_MM_NT ? sh[0].K : sh[0].N) / P;

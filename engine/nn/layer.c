@@ -123,7 +123,7 @@ vkt_layer_cost vkt_model_cost(const vkt_model_desc *m, int lo, int hi) {
 
 static void walk_matmuls(const vkt_layer_desc *l, uint32_t B, bool need_dx, vkt_mm_shape *out,
                          int max, int *n) {
-    vkt_mm_shape s[4];
+    vkt_mm_shape s[VKT_LAYER_MAX_MATMULS];
     int k = l->type->matmuls ? l->type->matmuls(l, B, need_dx, s) : 0;
     for (int i = 0; i < k; i++, (*n)++)
         if (*n < max) out[*n] = s[i];

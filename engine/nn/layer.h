@@ -197,6 +197,9 @@ double vkt_act_ref_grad(vkt_act act, double alpha, double x);
 // ---------------------------------------------------------------------------------------------
 // The table
 
+// The most products one layer kind lists (vkt_layer_type.matmuls): attention's six.
+#define VKT_LAYER_MAX_MATMULS 6
+
 struct vkt_layer_type {
     const char *name;        // the "type" of model files
     const char *const *keys; // the keys it accepts besides "type" (NULL-terminated; may be NULL)
@@ -208,7 +211,7 @@ struct vkt_layer_type {
     // Per sample, its own work (a container's body is added by the caller).
     void (*cost)(const vkt_layer_desc *l, vkt_layer_cost *c);
     // The products of its forward and backward at batch B (need_dx: its input gradient too);
-    // at most 4; returns how many.
+    // at most VKT_LAYER_MAX_MATMULS; returns how many.
     int (*matmuls)(const vkt_layer_desc *l, uint32_t B, bool need_dx, vkt_mm_shape *out);
     const char *const *matmul_labels; // the label ends ("dense", "dweight") that are products
     // An elementwise activation that a product can apply in its epilogue: its act and alpha.

@@ -121,16 +121,16 @@ static int attn_matmuls(const vkt_layer_desc *l, uint32_t B, bool need_dx, vkt_m
     attn_dims d = dims_of(l);
     uint32_t rows = B * d.T, C = d.C;
     int n = 0;
-    // The four biggest of the six: the in-projection's three (forward, weight and input
-    // gradients: 3C x C each), then the out-projection's forward (C x C; its weight and input
-    // gradients are the same size and left out).
+    // All six as attn_forward / attn_backward record them (the input gradient only with dx): the
+    // in-projection's forward, weight and input gradients (3C x C each), the out-projection's
+    // forward, weight and input gradients (C x C), so that every product is tuned before the
+    // first step, none inside it.
     out[n++] = (vkt_mm_shape){VKT_MM_NT, rows, 3 * C, C};
     out[n++] = (vkt_mm_shape){VKT_MM_NT, rows, C, C};
     out[n++] = (vkt_mm_shape){VKT_MM_TN, 3 * C, C, rows};
-    if (need_dx)
-        out[n++] = (vkt_mm_shape){VKT_MM_NN, rows, C, 3 * C};
-    else
-        out[n++] = (vkt_mm_shape){VKT_MM_TN, C, C, rows};
+    out[n++] = (vkt_mm_shape){VKT_MM_TN, C, C, rows};
+    out[n++] = (vkt_mm_shape){VKT_MM_NN, rows, C, C};
+    if (need_dx) out[n++] = (vkt_mm_shape){VKT_MM_NN, rows, C, 3 * C};
     return n;
 }
 
