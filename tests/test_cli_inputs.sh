@@ -14,15 +14,12 @@ tiny=$src/assets/models/tiny_mlp.json
 dev="--device llvmpipe"
 
 # A small data set: 64 samples of tiny_mlp's 784 features (.npy, written by hand: no numpy).
-python3 - "$work" <<'PY'
-import struct, sys, random
-def npy(path, descr, shape, payload):
-    h = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, "".join(f"{s}," for s in shape))
-    h += " " * (63 - (10 + len(h)) % 64) + "\n"
-    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + payload)
+PYTHONPATH="$src/tests" python3 - "$work" <<'PY'
+import random, sys
+from npy_write import npy
 random.seed(1)
-npy(sys.argv[1] + "/x.npy", "<f4", (64, 784), struct.pack("<%df" % (64 * 784), *[random.random() for _ in range(64 * 784)]))
-npy(sys.argv[1] + "/y.npy", "<i8", (64,), struct.pack("<64q", *[random.randrange(10) for _ in range(64)]))
+npy(sys.argv[1] + "/x.npy", "<f4", (64, 784), [random.random() for _ in range(64 * 784)])
+npy(sys.argv[1] + "/y.npy", "<i8", (64,), [random.randrange(10) for _ in range(64)])
 PY
 data="--data-npy $work/x.npy,$work/y.npy"
 "$bin" train --model "$tiny" $data $dev --epochs 1 --quiet --save "$work/ck.safetensors"

@@ -30,8 +30,9 @@ start_s=$SECONDS
 # Synthetic data: IDX images (1024 training, 256 test samples of 28x28) whose labels a small MLP
 # can learn (the brightest of ten pixel groups); and the same as .npy [n, 64, 1, 1] for a model
 # with batchnorm buffers.
-python3 - "$work" <<'PY'
+PYTHONPATH="$(dirname "$0")" python3 - "$work" <<'PY'
 import os, random, struct, sys
+from npy_write import npy
 w = sys.argv[1]; d = w + "/data"; os.makedirs(d)
 rng = random.Random(11)
 def images(n):
@@ -43,16 +44,10 @@ for split, n in (("train", 1024), ("t10k", 256)):
     px, lab = images(n)
     open(f"{d}/{split}-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(px))
     open(f"{d}/{split}-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, n) + lab)
-def npy(path, descr, code, shape, data):
-    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, tuple(shape))
-    h += " " * (63 - (10 + len(h)) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode())
-        f.write(struct.pack("<%d%s" % (len(data), code), *data))
 x = [rng.gauss(0, 1) for _ in range(512 * 64)]
 y = [max(range(10), key=lambda c: x[i * 64 + c]) for i in range(512)]
-npy(w + "/bnx.npy", "<f4", "f", (512, 64, 1, 1), x)
-npy(w + "/bny.npy", "<i8", "q", (512,), y)
+npy(w + "/bnx.npy", "<f4", (512, 64, 1, 1), x)
+npy(w + "/bny.npy", "<i8", (512,), y)
 PY
 echo '{"name": "intr_mlp", "input": [784], "layers": [{"type": "dense", "units": 16}, {"type": "relu"},
  {"type": "dense", "units": 10}], "loss": "softmax_cross_entropy"}' > "$work/mlp.json"

@@ -22,8 +22,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export VKT_TUNE=off
 
-python3 - "$bin" "$src" "$work" <<'PY'
+PYTHONPATH="$src/tests" python3 - "$bin" "$src" "$work" <<'PY'
 import json, os, struct, subprocess, sys, time
+from npy_write import npy
 
 bin, src, work = sys.argv[1:4]
 t_start = time.time()
@@ -31,13 +32,6 @@ fails = 0
 runs = {"plan": 0, "train": 0}
 
 # ---- data: 4096 samples of 784 features (16 distinct rows), labels 0..9 ----------------------
-def npy(path, descr, shape, payload):
-    head = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
-        descr, ", ".join(map(str, shape)) + ("," if len(shape) == 1 else ""))
-    head += " " * ((64 - (10 + len(head) + 1) % 64) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() + payload)
-
 N = 4096
 rows = [struct.pack("<784f", *[((r * 31 + j) % 17) / 17.0 for j in range(784)]) for r in range(16)]
 npy(work + "/x.npy", "<f4", (N, 784), b"".join(rows) * (N // 16))

@@ -175,16 +175,11 @@ for dev in llvmpipe swiftshader; do
 done
 # Features of 1e34: the first step's loss (1e34) is finite, its update overflows the weights. With
 # a second step, its loss is NaN; with none, the end of the run finds the parameters.
-python3 - "$work" <<'PY'
-import struct, sys
-def npy(path, descr, code, shape, data):  # .npy, version 1.0
-    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, tuple(shape))
-    h += " " * (63 - (10 + len(h)) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode())
-        f.write(struct.pack("<%d%s" % (len(data), code), *data))
-npy(sys.argv[1] + "/hugex.npy", "<f4", "f", (64, 8), [1e34 * ((i * 7) % 5 - 2) for i in range(512)])
-npy(sys.argv[1] + "/hugey.npy", "<i8", "q", (64,), [i % 4 for i in range(64)])
+PYTHONPATH="$src/tests" python3 - "$work" <<'PY'
+import sys
+from npy_write import npy
+npy(sys.argv[1] + "/hugex.npy", "<f4", (64, 8), [1e34 * ((i * 7) % 5 - 2) for i in range(512)])
+npy(sys.argv[1] + "/hugey.npy", "<i8", (64,), [i % 4 for i in range(64)])
 PY
 echo '{"input": [8], "layers": [{"type": "dense", "units": 4}], "loss": "softmax_cross_entropy"}' > "$work/huge.json"
 huge="--model $work/huge.json --data-npy $work/hugex.npy,$work/hugey.npy --batch 32 --lr 1e6 --device llvmpipe --quiet"
@@ -226,16 +221,11 @@ expect_error "eval without --init" "--init" eval
 # through the step's error, not an abort.
 printf '%s' '{"input": [2, 1, 1], "layers": [{"type": "batchnorm2d"}, {"type": "flatten"},
  {"type": "dense", "units": 2}], "loss": "softmax_cross_entropy"}' > "$work/bn1.json"
-python3 - "$work" <<'PY'
-import struct, sys
-def npy(path, descr, code, shape, data):  # .npy, version 1.0
-    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, tuple(shape))
-    h += " " * (63 - (10 + len(h)) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode())
-        f.write(struct.pack("<%d%s" % (len(data), code), *data))
-npy(sys.argv[1] + "/bnx.npy", "<f4", "f", (4, 2, 1, 1), [0.1 * i for i in range(8)])
-npy(sys.argv[1] + "/bny.npy", "<i8", "q", (4,), [0, 1, 0, 1])
+PYTHONPATH="$src/tests" python3 - "$work" <<'PY'
+import sys
+from npy_write import npy
+npy(sys.argv[1] + "/bnx.npy", "<f4", (4, 2, 1, 1), [0.1 * i for i in range(8)])
+npy(sys.argv[1] + "/bny.npy", "<i8", (4,), [0, 1, 0, 1])
 PY
 expect_error "batchnorm with one value per channel" "one value per channel" train \
     --model "$work/bn1.json" --data-npy "$work/bnx.npy,$work/bny.npy" --device llvmpipe \

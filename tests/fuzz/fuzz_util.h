@@ -20,6 +20,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "vktrain.h"
+
+// A finding: the reader broke its contract on this input. Says what, with the reader's message,
+// and aborts (libFuzzer keeps the input as a crash).
+static inline void fz_fail(const char *what) {
+    fprintf(stderr, "%s: %s\n", what, vkt_error());
+    abort();
+}
+
 // A memfd holding data[0..n); its path in path. Returns the fd (close it after), or -1.
 static inline int fz_memfd(const uint8_t *data, size_t n, char *path, size_t size) {
     int fd = memfd_create("vkt_fuzz", MFD_CLOEXEC);
