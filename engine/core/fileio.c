@@ -66,20 +66,23 @@ static void split_dir(const char *path, char *dir, size_t size, const char **bas
 // behind. Best effort: failures are ignored, and a live writer's file is never touched (in
 // another pid namespace sharing this directory, a live writer could be taken for dead; its
 // rename would then fail and report it, leaving the old file in place).
+bool vkt_dead_writer_temp(const char *name, const char *base) {
+    size_t bl = strlen(base);
+    if (strncmp(name, base, bl) != 0 || strncmp(name + bl, ".tmp.", 5) != 0) return false;
+    const char *digits = name + bl + 5;
+    if (!*digits || strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 9)
+        return false;
+    pid_t pid = (pid_t)atol(digits);
+    return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
 static void remove_stale_temps(const char *dir, const char *base) {
     DIR *d = opendir(dir);
     if (!d) return;
-    size_t bl = strlen(base);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         const char *n = e->d_name;
-        if (strncmp(n, base, bl) != 0 || strncmp(n + bl, ".tmp.", 5) != 0) continue;
-        const char *digits = n + bl + 5;
-        if (!*digits || strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 9)
-            continue;
-        pid_t pid = (pid_t)atol(digits);
-        if (pid <= 0 || pid == getpid()) continue;
-        if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+        if (!vkt_dead_writer_temp(n, base)) continue;
         char full[4096];
         snprintf(full, sizeof full, "%s/%s", dir, n);
         unlink(full);

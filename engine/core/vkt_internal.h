@@ -182,6 +182,9 @@ vkt_status vkt_mkdirs(const char *path);
 // never), so that tests can check that the previous file survives. NULL (the default): never.
 typedef uint64_t (*vkt_crash_hook)(void);
 void vkt_test_set_crash_hook(vkt_crash_hook hook);
+// Whether name is "<base>.tmp.<pid>", the temporary file of a writer (vkt_write_file_atomic) whose
+// process no longer runs: what a killed writer left behind.
+bool vkt_dead_writer_temp(const char *name, const char *base);
 // The whole file, NUL-terminated (malloc'd), or NULL when missing, unreadable, not a regular file
 // or over max bytes.
 void *vkt_read_file(const char *path, size_t max, size_t *size);

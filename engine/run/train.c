@@ -136,13 +136,10 @@ static vkt_status lr_from_meta(const vkt_checkpoint *ck, vkt_lr_schedule *s) {
 }
 
 // A resumed run continues the schedule it was saved with: the same rates from the saved step on.
-static vkt_status check_resume_schedule(const char *path, const vkt_lr_schedule *want) {
-    vkt_checkpoint *ck;
-    VKT_TRY(vkt_checkpoint_open(path, &ck));
+static vkt_status check_resume_schedule(const vkt_checkpoint *ck, const char *path,
+                                        const vkt_lr_schedule *want) {
     vkt_lr_schedule have;
-    vkt_status st = lr_from_meta(ck, &have);
-    vkt_checkpoint_close(ck);
-    VKT_TRY(st);
+    VKT_TRY(lr_from_meta(ck, &have));
     if (lr_same(&have, want)) return VKT_OK;
     char a[160], b[160];
     lr_describe(&have, a, sizeof a);
@@ -158,9 +155,8 @@ static vkt_status check_resume_schedule(const char *path, const vkt_lr_schedule 
 // A resumed run is the run it continues: the same batch, seed, data limit, shuffling and
 // optimizer settings as the checkpoint records (a key the checkpoint lacks, from an older
 // version, is not checked), and a run position that is possible.
-static vkt_status check_resume_run(const char *path, const vkt_train_opts *o) {
-    vkt_checkpoint *ck;
-    VKT_TRY(vkt_checkpoint_open(path, &ck));
+static vkt_status check_resume_run(const vkt_checkpoint *ck, const char *path,
+                                   const vkt_train_opts *o) {
     const vkt_optim_desc *od = &o->optim;
     char want[16][40];
     const char *keys[16];
@@ -208,6 +204,17 @@ static vkt_status check_resume_run(const char *path, const vkt_train_opts *o) {
                       "checkpoint %s has finished %s epochs, more than this run's --epochs %d: "
                       "give --epochs of at least %s to continue it",
                       path, ep, o->epochs, ep);
+    return st;
+}
+
+// Both checks of a resume on one opening of the checkpoint: the schedule (want, its span
+// resolved) and the run (o).
+static vkt_status check_resume(const char *path, const vkt_lr_schedule *want,
+                               const vkt_train_opts *o) {
+    vkt_checkpoint *ck;
+    VKT_TRY(vkt_checkpoint_open(path, &ck));
+    vkt_status st = check_resume_schedule(ck, path, want);
+    if (st == VKT_OK) st = check_resume_run(ck, path, o);
     vkt_checkpoint_close(ck);
     return st;
 }
@@ -251,17 +258,6 @@ static bool optim_file_name(const char *name, const char **prefix_end, uint64_t 
     return true;
 }
 
-// Whether name is "<base>.tmp.<pid>", the temporary file vkt_write_file_atomic writes base
-// through, of a process that no longer runs (a writer killed before its rename).
-static bool dead_writer_temp(const char *name, const char *base, size_t bl) {
-    if (strncmp(name, base, bl) != 0 || strncmp(name + bl, ".tmp.", 5) != 0) return false;
-    const char *digits = name + bl + 5;
-    if (!*digits || strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 9)
-        return false;
-    pid_t pid = (pid_t)atol(digits);
-    return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
-}
-
 // Removes the optimizer files of this checkpoint other than keep (older steps, and newer ones a
 // writer killed before it renamed the checkpoint left), and the temporary files killed writers
 // left of them: exactly the names "<stem>.optim-s<digits>.safetensors" (+ ".tmp.<pid>") beside
@@ -287,7 +283,7 @@ static void remove_stale_optim(const char *path, const char *keep_base) {
         bool temp = false;
         if (tmp_tag) { // a temporary file: judged by the name it was to become
             tmp_tag[strlen(".safetensors")] = 0;
-            if (!dead_writer_temp(ent->d_name, name, strlen(name))) continue;
+            if (!vkt_dead_writer_temp(ent->d_name, name)) continue;
             temp = true;
         }
         if (!optim_file_name(name, &end, NULL)) continue;
@@ -1070,8 +1066,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     if (!oo.lr.total_steps) oo.lr.total_steps = total_steps;
     oo.strategy.model = r.m; // the checkpoints' "model" metadata
     st = vkt_lr_check(&o->lr, o->optim.lr, total_steps);
-    if (st == VKT_OK && o->resume_path) st = check_resume_schedule(o->resume_path, &oo.lr);
-    if (st == VKT_OK && o->resume_path) st = check_resume_run(o->resume_path, o);
+    if (st == VKT_OK && o->resume_path) st = check_resume(o->resume_path, &oo.lr, o);
     if (st == VKT_OK && o->metrics_path)
         st = metrics_open(&r, o->metrics_path, o->resume_path != NULL, pos.step);
     if (st != VKT_OK) {
