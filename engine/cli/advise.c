@@ -271,8 +271,8 @@ static vkt_status load_profile(const char *spec, adv_cand *c) {
                      "%s: neither fp32_gflops nor roofline_gflops is a number > 0: the roofline "
                      "needs a peak FLOP rate",
                      path);
-    const cJSON *vk = s == VKT_OK ? jf_field(root, "vulkan") : NULL;
-    if (s == VKT_OK && !cJSON_IsBool(vk)) s = jf_bad(&d, "vulkan", vk, "true or false");
+    bool runs = false;
+    if (s == VKT_OK) s = jf_bool(&d, root, "", "vulkan", true, &runs);
     if (s == VKT_OK)
         s = jf_str(&d, root, "", "vulkan_note", false, c->runs_note, sizeof c->runs_note);
     const cJSON *src = s == VKT_OK ? jf_field(root, "source") : NULL;
@@ -296,7 +296,7 @@ static vkt_status load_profile(const char *spec, adv_cand *c) {
     }
     if (s == VKT_OK) {
         c->profile = true;
-        c->runs = cJSON_IsTrue(vk);
+        c->runs = runs;
         if (!c->runs && !c->runs_note[0])
             snprintf(c->runs_note, sizeof c->runs_note,
                      "no Vulkan driver: vktrain cannot run there");

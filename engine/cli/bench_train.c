@@ -26,9 +26,7 @@
 
 typedef vkt_mm_shape mm_shape;
 
-// A rate as text: whole numbers from 100 up, three significant digits below (GPT-2 small trains
-// at 0.02 samples/s here).
-static const char *rate(double v, char buf[32]) {
+const char *cli_rate(double v, char buf[32]) {
     snprintf(buf, 32, v >= 100 ? "%.0f" : "%.3g", v);
     return buf;
 }
@@ -442,8 +440,8 @@ int cli_bench_train(int argc, char **argv) {
         char rb[32];
         printf("bench train: %s, batch %u, %s on %s: %s samples/s%s, %.2f ms/step, %.2f GFLOP/s "
                "in the step\n",
-               m.name, B, vkt_strategy_name(sd.kind), vkt_strategy_devices(s), rate(sps, rb), tok,
-               wall_ns / steps * 1e-6, step_gflops);
+               m.name, B, vkt_strategy_name(sd.kind), vkt_strategy_devices(s), cli_rate(sps, rb),
+               tok, wall_ns / steps * 1e-6, step_gflops);
         // The text names attention where the step ran attention kernels; the JSON always has it.
         bool attn = false;
         for (int d = 0; d < ndev; d++)
@@ -504,7 +502,7 @@ int cli_bench_train(int argc, char **argv) {
                    cJSON_IsString(blas) ? blas->valuestring : "?",
                    cJSON_IsString(kind) ? kind->valuestring : "?",
                    cJSON_IsString(blib) ? blib->valuestring : "?",
-                   cJSON_IsString(opt) ? opt->valuestring : "optimizer", rate(tsps, rb), ttok,
+                   cJSON_IsString(opt) ? opt->valuestring : "optimizer", cli_rate(tsps, rb), ttok,
                    sps / tsps, comparable ? "" : " (NOT COMPARABLE)");
             if (!comparable)
                 printf("  NOT COMPARABLE: PyTorch ran on netlib's reference BLAS, whose products "

@@ -137,12 +137,11 @@ int cmd_plan(int argc, char **argv) {
         for (int d = 1; d < sd->ndevices; d++)
             if (plans[1].need[d].total * in.limit[worst] > plans[1].need[worst].total * in.limit[d])
                 worst = d;
-        char who[300];
-        vkt_strategy_device_label(ctx, sd->devices, sd->ndevices, worst, who, sizeof who);
         snprintf(why, sizeof why,
                  "a whole replica needs %s on %s, which has %s; split "
                  "into stages the largest stage needs %s",
-                 mib(plans[1].need[worst].total, a), who, mib(in.limit[worst], b), "less");
+                 mib(plans[1].need[worst].total, a), labels[worst], mib(in.limit[worst], b),
+                 "less");
         uint64_t mx = 0;
         for (int d = 0; d < sd->ndevices; d++)
             if (plans[2].need[d].total > mx) mx = plans[2].need[d].total;
@@ -162,12 +161,10 @@ int cmd_plan(int argc, char **argv) {
         cJSON *devs = cJSON_AddArrayToObject(o, "devices");
         for (int i = 0; i < sd->ndevices; i++) {
             cJSON *j = cJSON_CreateObject();
-            char label[300];
-            vkt_strategy_device_label(ctx, sd->devices, sd->ndevices, i, label, sizeof label);
             cJSON_AddNumberToObject(j, "position", i);
             cJSON_AddNumberToObject(j, "index", sd->devices[i]);
             cJSON_AddStringToObject(j, "name", vkt_context_device_info(ctx, sd->devices[i])->name);
-            cJSON_AddStringToObject(j, "label", label);
+            cJSON_AddStringToObject(j, "label", labels[i]);
             cJSON_AddNumberToObject(j, "memory_limit_bytes", (double)in.limit[i]);
             cJSON_AddItemToArray(devs, j);
         }

@@ -483,9 +483,8 @@ static int sweep_model(sweep_ctx *sc, const char *name) {
         cJSON_AddItemToArray(sc->train, e);
         pts[npts++] = (point){B, tp.samples_per_sec};
         char rb[32];
-        snprintf(rb, sizeof rb, tp.samples_per_sec >= 100 ? "%.0f" : "%.3g", tp.samples_per_sec);
         progress_point(sc->pr, "bench suite: %s batch %u: %s samples/s, %.1f ms/step, %.1f MiB",
-                       name, B, rb, tp.step_ms, mib(tp.peak_memory));
+                       name, B, cli_rate(tp.samples_per_sec, rb), tp.step_ms, mib(tp.peak_memory));
         if (npts == MAX_POINTS) {
             snprintf(end, sizeof end, "the sweep's cap, batch %u", B);
             break;
@@ -520,8 +519,8 @@ static int sweep_model(sweep_ctx *sc, const char *name) {
         cJSON_AddStringToObject(s, "rule", "smallest batch within 10% of the best samples/s");
         cJSON_AddItemToArray(sc->saturation, s);
         char rb[32], rs[32];
-        snprintf(rb, sizeof rb, pts[best].sps >= 100 ? "%.0f" : "%.3g", pts[best].sps);
-        snprintf(rs, sizeof rs, pts[sat].sps >= 100 ? "%.0f" : "%.3g", pts[sat].sps);
+        cli_rate(pts[best].sps, rb);
+        cli_rate(pts[sat].sps, rs);
         char span[64];
         if (npts == 1)
             snprintf(span, sizeof span, "batch 1 (1 point");
