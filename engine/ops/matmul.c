@@ -387,13 +387,7 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, const mm_geom *g, uint32_t M
     }
     // The scratch counts against the device's limit (the plan leaves it out: vktrain/plan.h);
     // where the limit leaves no room for it, nothing is measured.
-    if (!ok) {
-        vkt_cmd_destroy(cmd);
-        vkt_buffer_destroy(bc);
-        vkt_buffer_destroy(bb);
-        vkt_buffer_destroy(ba);
-        return false;
-    }
+    if (!ok) goto out;
     vkt_view a = vkt_buffer_whole(ba), b = vkt_buffer_whole(bb), c = vkt_buffer_whole(bc);
     // Warm-up, untimed: each candidate once on one workgroup's share of the product (its own
     // rows and columns, the whole K). lavapipe compiles a pipeline's machine code at its first
@@ -452,6 +446,7 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, const mm_geom *g, uint32_t M
     }
     for (int i = 0; ok && i < n; i++)
         ok = isfinite(ms[i]) || !active[i];
+out:
     vkt_cmd_destroy(cmd);
     vkt_buffer_destroy(bc);
     vkt_buffer_destroy(bb);
