@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer.h"
 #include "plan.h"
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -233,6 +234,25 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
             }
             snprintf(p->note, sizeof p->note, "no cut into %d contiguous stages fits every device",
                      S);
+            // A layer that fits no device alone cannot be placed by any cut: only splitting its
+            // weights helps.
+            for (int l = 0; l < n; l++) {
+                bool fits_one = false;
+                vkt_net_memory em = {0};
+                for (int d = 0; d < S && !fits_one; d++) {
+                    em = estimate(in, d, l, l + 1, mb, vkt_plan_stage_slots(S, d, M, in->schedule));
+                    fits_one = fits_device(in, d, &em, net_largest(in, d, &em));
+                }
+                if (fits_one) continue;
+                snprintf(p->note, sizeof p->note,
+                         "layer %d (%s) alone needs %.1f MiB (parameters %.1f, gradients %.1f, "
+                         "optimizer state %.1f), more than any device has: stages hold whole "
+                         "layers, and --strategy tensor splits a layer's weights across the "
+                         "devices",
+                         l, m->layers[l].type->name, mib(em.total), mib(em.params), mib(em.grads),
+                         mib(em.optim));
+                break;
+            }
         }
 #undef BEST
 #undef FROM
@@ -250,6 +270,69 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
         p->rows[d] = in->batch;
     }
     finish(in, p);
+}
+
+void vkt_plan_tensor(const vkt_plan_input *in, vkt_plan *p) {
+    memset(p, 0, sizeof *p);
+    const vkt_model_desc *m = in->model;
+    int n = in->ndevices;
+    p->kind = VKT_STRATEGY_TENSOR;
+    p->ndevices = n;
+    if (n < 2) {
+        snprintf(p->note, sizeof p->note, "needs at least two devices");
+        return;
+    }
+    vkt_layer_cost whole = vkt_model_cost(m, 0, m->nlayers);
+    double total = whole.fwd_flops + whole.bwd_flops;
+    // The staging every device holds is the largest part of any device's reductions.
+    vkt_model_desc split[VKT_MAX_DEVICES] = {0};
+    vkt_tensor_comm c[VKT_MAX_DEVICES] = {0};
+    uint64_t staging = 0;
+    bool ok = true;
+    for (int d = 0; d < n && ok; d++) {
+        ok = vkt_tensor_model(m, d, n, &split[d]) == VKT_OK;
+        if (!ok) break;
+        c[d] = vkt_tensor_comm_of(&split[d], in->batch);
+        if (c[d].largest > staging) staging = c[d].largest;
+    }
+    if (!ok) {
+        snprintf(p->note, sizeof p->note, "out of host memory");
+    } else if (c[0].split_layers == 0) {
+        snprintf(p->note, sizeof p->note,
+                 "no layer of %s can be split over %d devices (a dense layer followed by "
+                 "another past elementwise layers only, with at least %d outputs, or an "
+                 "attention layer with at least %d heads): every device would hold the whole "
+                 "model",
+                 m->name, n, n, n);
+    } else {
+        p->possible = true;
+        p->reductions = c[0].reductions;
+        for (int d = 0; d < n; d++) {
+            vkt_net_desc nd = {.model = &split[d],
+                               .first_layer = 0,
+                               .last_layer = m->nlayers,
+                               .max_batch = in->batch,
+                               .slots = 1,
+                               .optim = in->optim};
+            p->need[d] = vkt_net_estimate(&nd, in->align[d]);
+            p->largest[d] = net_largest(in, d, &p->need[d]);
+            p->need[d].io += staging;
+            p->need[d].total += staging;
+            if (staging > p->largest[d]) p->largest[d] = staging;
+            p->rows[d] = p->net_rows[d] = in->batch;
+            p->lo[d] = 0, p->hi[d] = m->nlayers;
+            vkt_layer_cost lc = vkt_model_cost(&split[d], 0, m->nlayers);
+            p->compute_share[d] = total > 0 ? (lc.fwd_flops + lc.bwd_flops) / total : 0;
+            p->comm_bytes[d] = 2 * c[d].bytes;
+        }
+        finish(in, p);
+        if (!p->fits)
+            snprintf(p->note, sizeof p->note,
+                     "the whole layers, the activations of the whole batch and the slices do "
+                     "not fit");
+    }
+    for (int d = 0; d < n; d++)
+        vkt_model_free(&split[d]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -282,6 +365,7 @@ void vkt_plan_refusal(const vkt_plan *p, const vkt_plan_input *in, const char *c
         const char *io = p->kind == VKT_STRATEGY_SINGLE && in->upload_areas[d]
                              ? "upload areas and other"
                          : p->kind == VKT_STRATEGY_REPLICATED ? "exchange and other"
+                         : p->kind == VKT_STRATEGY_TENSOR     ? "staging and other"
                                                               : "other";
         need_text(m, io, need, sizeof need);
         snprintf(has, sizeof has, "%llu bytes (%.1f MiB)", (unsigned long long)in->limit[d],
@@ -321,6 +405,13 @@ void vkt_plan_refusal(const vkt_plan *p, const vkt_plan_input *in, const char *c
                      "--batch",
                      in->model->name, p->ndevices, p->note, d, p->lo[d], p->hi[d] - 1, need, who,
                      has);
+        break;
+    case VKT_STRATEGY_TENSOR:
+        snprintf(buf, size,
+                 "tensor: %s needs %s for its slices of the split layers, the whole of the others "
+                 "and the activations of the whole batch, but has %s; add devices (the slices "
+                 "shrink with them), lower --batch, or raise --mem-limit",
+                 who, need, has);
         break;
     }
 }

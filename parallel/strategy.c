@@ -14,6 +14,7 @@ const char *vkt_strategy_name(vkt_strategy_kind kind) {
     case VKT_STRATEGY_SINGLE: return "single";
     case VKT_STRATEGY_REPLICATED: return "replicated";
     case VKT_STRATEGY_LAYERS: return "layers";
+    case VKT_STRATEGY_TENSOR: return "tensor";
     }
     return "?";
 }
@@ -153,8 +154,10 @@ vkt_status strategy_refuse(const vkt_strategy *s, const vkt_plan *p, const vkt_p
     return vkt_fail(p->possible ? VKT_ERR_DEVICE_MEMORY : VKT_ERR_ARG, "%s", msg);
 }
 
-// Builds the global tensor list from the nets (replicas: from net 0 only).
+// Builds the global tensor list from the nets (replicas: from net 0 only), unless the strategy
+// made its own (vtbl.read).
 static void collect_tensors(vkt_strategy *s) {
+    if (s->vt->read) return;
     s->ntensors = 0;
     int nnets = s->replicated ? 1 : s->ndev;
     for (int d = 0; d < nnets; d++) {
@@ -365,6 +368,7 @@ vkt_status vkt_strategy_create(const vkt_strategy_desc *desc, vkt_strategy **out
     case VKT_STRATEGY_SINGLE: st = single_create(s); break;
     case VKT_STRATEGY_REPLICATED: st = strategy_replicated_create(s); break;
     case VKT_STRATEGY_LAYERS: st = strategy_layers_create(s); break;
+    case VKT_STRATEGY_TENSOR: st = strategy_tensor_create(s); break;
     default: st = vkt_fail(VKT_ERR_ARG, "unknown strategy");
     }
     if (st == VKT_OK) {
@@ -412,11 +416,13 @@ bool vkt_strategy_has_store(const vkt_strategy *s, vkt_net_store store) {
 
 vkt_status vkt_strategy_read(vkt_strategy *s, vkt_net_store store, int i, float *dst) {
     if (i < 0 || i >= s->ntensors) return vkt_fail(VKT_ERR_ARG, "no tensor %d", i);
+    if (s->vt->read) return s->vt->read(s, store, i, dst);
     return vkt_net_read_tensor(s->net[s->owner[i]], store, s->local[i], dst);
 }
 
 vkt_status vkt_strategy_write(vkt_strategy *s, vkt_net_store store, int i, const float *src) {
     if (i < 0 || i >= s->ntensors) return vkt_fail(VKT_ERR_ARG, "no tensor %d", i);
+    if (s->vt->write) return s->vt->write(s, store, i, src);
     if (s->replicated) {
         for (int d = 0; d < s->ndev; d++)
             VKT_TRY(vkt_net_write_tensor(s->net[d], store, s->local[i], src));
@@ -457,7 +463,7 @@ vkt_status vkt_strategy_init(vkt_strategy *s, uint64_t seed) {
     s->seed = seed;
     for (int d = 0; d < s->ndev; d++)
         if (s->net[d]) VKT_TRY(vkt_net_init(s->net[d], seed));
-    return VKT_OK;
+    return s->vt->init ? s->vt->init(s, seed) : VKT_OK;
 }
 
 vkt_status vkt_strategy_step_begin(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
@@ -509,6 +515,7 @@ vkt_status vkt_strategy_predict(vkt_strategy *s, const float *x, uint32_t B, flo
         return vkt_fail(VKT_ERR_ARG, "a batch of %u rows on a strategy built for %u", B,
                         s->desc.batch);
     if (s->in_step) return vkt_fail(VKT_ERR_ARG, "vkt_strategy_predict during a step");
+    if (s->vt->predict) return s->vt->predict(s, x, B, out);
     // The stages in order (a replica holds the whole model: the first one is enough); each
     // stage's output comes back to the host and goes into the next one's input.
     const float *in = x;

@@ -21,6 +21,13 @@ typedef struct strategy_vtbl {
     vkt_status (*eval)(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                        double *loss_sum, uint64_t *correct);
     void (*destroy)(vkt_strategy *s); // frees impl (devices and nets are freed by the caller)
+    // A strategy whose devices hold slices of tensors (tensor): create fills s->tensors with the
+    // whole model's, and these gather and scatter them, initialise them and run inference.
+    // NULL: the shared code (tensor i is local[i] of net owner[i]).
+    vkt_status (*read)(vkt_strategy *s, vkt_net_store store, int i, float *dst);
+    vkt_status (*write)(vkt_strategy *s, vkt_net_store store, int i, const float *src);
+    vkt_status (*init)(vkt_strategy *s, uint64_t seed); // after every net's vkt_net_init
+    vkt_status (*predict)(vkt_strategy *s, const float *x, uint32_t B, float *out);
 } strategy_vtbl;
 
 struct vkt_strategy {
@@ -93,5 +100,6 @@ vkt_status strategy_refuse(const vkt_strategy *s, const vkt_plan *p, const vkt_p
 
 vkt_status strategy_replicated_create(vkt_strategy *s);
 vkt_status strategy_layers_create(vkt_strategy *s);
+vkt_status strategy_tensor_create(vkt_strategy *s);
 
 #endif

@@ -51,6 +51,7 @@ static void plan_for(const vkt_strategy_desc *d, vkt_plan_input *in, vkt_plan *p
     case VKT_STRATEGY_SINGLE: vkt_plan_single(in, p); break;
     case VKT_STRATEGY_REPLICATED: vkt_plan_replicated(in, p); break;
     case VKT_STRATEGY_LAYERS: vkt_plan_layers(in, p); break;
+    case VKT_STRATEGY_TENSOR: vkt_plan_tensor(in, p); break;
     }
 }
 

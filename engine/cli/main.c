@@ -80,7 +80,7 @@ static void usage(FILE *f) {
         "  --trace FILE.json       Chrome trace of every device's work (Perfetto opens it)\n"
         "  --view                  show the run live in the viewer\n"
         "  --json                  end with one JSON line of results\n"
-        "  --strategy single|replicated|layers   (several devices: replicated by default)\n"
+        "  --strategy single|replicated|layers|tensor   (several devices: replicated by default)\n"
         "  --balance equal|auto|3,1  (replicated)   --split auto|3,2  --micro-batches M\n"
         "  --schedule gpipe|1f1b (layers)          --mem-limit SIZE (per device, e.g. 512M)\n"
         "\n"

@@ -468,8 +468,11 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             o->strategy.kind = VKT_STRATEGY_REPLICATED;
         else if (!strcmp(strategy, "layers"))
             o->strategy.kind = VKT_STRATEGY_LAYERS;
+        else if (!strcmp(strategy, "tensor"))
+            o->strategy.kind = VKT_STRATEGY_TENSOR;
         else {
-            fprintf(stderr, "vktrain: --strategy is single, replicated or layers, not \"%s\"\n",
+            fprintf(stderr,
+                    "vktrain: --strategy is single, replicated, layers or tensor, not \"%s\"\n",
                     strategy);
             return 2;
         }
@@ -534,7 +537,7 @@ int cli_resolve_devices(cli_run_options *c, vkt_context **ctx) {
     if (sd->kind == VKT_STRATEGY_SINGLE && sd->ndevices > 1) {
         fprintf(stderr,
                 "vktrain: --strategy single runs on one device, and --device lists %d; use "
-                "--strategy replicated or layers\n",
+                "--strategy replicated, layers or tensor\n",
                 sd->ndevices);
         return 2;
     }

@@ -140,6 +140,11 @@ const char *vkt_rec_label(const vkt_rec *r, int node, const char *phase, const c
 bool vkt_rec_need_dx(const vkt_rec *r, int node);
 // A barrier between levels of the backward (counted for vkt_net_test_skip_barrier).
 void vkt_rec_barrier(vkt_rec *r);
+// Tensor parallelism: sums v (floats) over the devices that share the layer (a row split's
+// partial outputs, a column split's partial input gradients), in place, after a barrier; the
+// work recorded before it runs first. Through the net's communicator
+// (vkt_net_set_allreduce); a net without one fails with an error (vkt_net_status).
+void vkt_rec_allreduce(vkt_rec *r, vkt_view v);
 // A container's body: forward (each layer followed by a barrier) and backward (last to first),
 // and the output of its last layer.
 void vkt_rec_forward_body(vkt_rec *r, int node);
@@ -200,6 +205,26 @@ double vkt_act_ref_grad(vkt_act act, double alpha, double x);
 // The most products one layer kind lists (vkt_layer_type.matmuls): attention's six.
 #define VKT_LAYER_MAX_MATMULS 6
 
+// What tensor parallelism (parallel/tensor.c) may do with a kind: split it as a product (a
+// column split followed, past elementwise layers only, by a row split: one reduction forward,
+// one backward), slice it elementwise between those two, split its heads, or nothing (every
+// device runs it whole).
+typedef enum vkt_tp_role {
+    VKT_TP_ROLE_NONE,
+    VKT_TP_ROLE_LINEAR,      // keeps its outputs in vkt_layer_desc.units
+    VKT_TP_ROLE_ELEMENTWISE, // the same shape out as in, each element on its own
+    VKT_TP_ROLE_HEADS,       // attention: the heads count in units
+} vkt_tp_role;
+
+// Where one device's slice of a tensor lies in the whole tensor, both seen as matrices of rows
+// (the first dimension) by columns (the product of the others; 1 for a vector): the whole's rows
+// [row0, row0 + nrows) x columns [col0, col0 + ncols) are the slice's rows [local_row0,
+// local_row0 + nrows), each of ncols columns.
+typedef struct vkt_tp_piece {
+    uint64_t row0, nrows, col0, ncols, local_row0;
+} vkt_tp_piece;
+#define VKT_TP_MAX_PIECES 3
+
 struct vkt_layer_type {
     const char *name;        // the "type" of model files
     const char *const *keys; // the keys it accepts besides "type" (NULL-terminated; may be NULL)
@@ -240,6 +265,11 @@ struct vkt_layer_type {
                          const double *x, const double *y, const double *dy, double *dx);
     // Its torch.nn module ("nn.Linear(784, 512)"); returns the length as snprintf does.
     int (*torch)(const vkt_layer_desc *l, char *buf, size_t size);
+    // Tensor parallelism: what may be done with it, and for a device's copy l (l->tp set) the
+    // pieces of the whole tensor `param` that the copy holds (at most VKT_TP_MAX_PIECES; 0: the
+    // copy holds the whole tensor, as every device does). NULL: it holds every tensor whole.
+    vkt_tp_role tp_role;
+    int (*tp_pieces)(const vkt_layer_desc *l, int param, vkt_tp_piece *out);
 };
 
 // VKT_LAYER_TYPE(name, .field = ...): defines the kind vkt_layer_<name> (at the start of a line:

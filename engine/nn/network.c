@@ -70,6 +70,11 @@ struct vkt_net {
     int skip_barrier, barrier_count; // test hook: see vkt_net_test_skip_barrier
     label_block *labels; // newest first; a label never moves once made (streams point at it)
     int nlabels;         // in the newest block
+    // Tensor parallelism: the reduction of split layers (vkt_net_set_allreduce), and its first
+    // error.
+    vkt_net_allreduce_fn allreduce;
+    void *allreduce_ctx;
+    vkt_status allreduce_status;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -403,30 +408,34 @@ static double rng_uniform(uint64_t *s) {
     return (double)(z >> 11) / 9007199254740992.0;
 }
 
-vkt_status vkt_net_init(vkt_net *net, uint64_t seed) {
+void vkt_tensor_init_values(const vkt_model_desc *m, const vkt_net_tensor *t, uint64_t seed,
+                            float *v) {
     // Each tensor's generator depends only on the seed and the tensor's place in the model, so a
     // stage of a split model gets exactly the parameters the whole model would.
+    vkt_param_spec ps = vkt_tensor_spec(t);
+    // A top-level layer's first two tensors keep the streams they had before layers nested
+    // (layer*2 + which: the same seed gives the same dense parameters as then); a nested layer's,
+    // and a third or later tensor (which layer*2 + which would share with the next layer), take
+    // the FNV-1a hash of the name.
+    uint64_t stream = (uint64_t)t->layer * 2 + (uint64_t)t->param;
+    if (t->desc != &m->layers[t->layer] || t->param >= 2) {
+        stream = 0xcbf29ce484222325ull;
+        for (const char *c = t->name; *c; c++)
+            stream = (stream ^ (uint8_t)*c) * 0x100000001b3ull;
+    }
+    uint64_t s = seed * 0x100000001b3ull + stream;
+    for (uint64_t k = 0; k < t->count; k++)
+        v[k] = ps.init == VKT_INIT_CONST ? (float)ps.a : (float)((2 * rng_uniform(&s) - 1) * ps.a);
+}
+
+vkt_status vkt_net_init(vkt_net *net, uint64_t seed) {
     VKT_TRY(zero_buffer(net->params)); // padding between tensors stays zero
     VKT_TRY(zero_buffer(net->state));
     for (int i = 0; i < net->L.ntensors; i++) {
         const vkt_net_tensor *t = &net->L.tensors[i];
-        vkt_param_spec ps = vkt_tensor_spec(t);
-        // A top-level layer's first two tensors keep the streams they had before layers nested
-        // (layer*2 + which: the same seed gives the same dense parameters as then); a nested
-        // layer's, and a third or later tensor (which layer*2 + which would share with the next
-        // layer), take the FNV-1a hash of the name.
-        uint64_t stream = (uint64_t)t->layer * 2 + (uint64_t)t->param;
-        if (t->desc != &net->model->layers[t->layer] || t->param >= 2) {
-            stream = 0xcbf29ce484222325ull;
-            for (const char *c = t->name; *c; c++)
-                stream = (stream ^ (uint8_t)*c) * 0x100000001b3ull;
-        }
-        uint64_t s = seed * 0x100000001b3ull + stream;
         float *v = malloc(t->count * 4);
         if (!v) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-        for (uint64_t k = 0; k < t->count; k++)
-            v[k] =
-                ps.init == VKT_INIT_CONST ? (float)ps.a : (float)((2 * rng_uniform(&s) - 1) * ps.a);
+        vkt_tensor_init_values(net->model, t, seed, v);
         vkt_status st = vkt_net_write_tensor(net, VKT_STORE_PARAM, i, v);
         free(v);
         VKT_TRY(st);
@@ -611,13 +620,14 @@ static bool epilogue_of(const vkt_net *net, int n, vkt_act *act, float *alpha) {
     return l->type->epilogue && l->type->epilogue(l, act, alpha);
 }
 
-// Whether node n's forward runs in the epilogue of its previous sibling's product.
+// Whether node n's forward runs in the epilogue of its previous sibling's product. Not after a
+// row split's product: its output is a partial sum until the reduction after it.
 static bool fuses_forward(const vkt_net *net, int n) {
     const vkt_node *nd = &net->L.nodes[n];
     vkt_act act;
     float alpha;
     return net->fuse && nd->prev >= 0 && net->L.nodes[nd->prev].desc->type->takes_epilogue &&
-           epilogue_of(net, n, &act, &alpha);
+           net->L.nodes[nd->prev].desc->tp != VKT_TP_ROW && epilogue_of(net, n, &act, &alpha);
 }
 
 bool vkt_rec_act_input_kept(const vkt_rec *r, int node) {
@@ -630,12 +640,14 @@ bool vkt_rec_act_input_kept(const vkt_rec *r, int node) {
 
 // Whether node n's backward runs in the epilogue of its next sibling's input-gradient product,
 // when the backward records top-level layers [r->lo, r->hi). Not when n's input gradient is not
-// needed (the stage's first layer without input_grad) or the product is outside the range.
+// needed (the stage's first layer without input_grad) or the product is outside the range, nor
+// into a column split's product, whose input gradient is reduced after it.
 static bool fuses_backward(const vkt_rec *r, int n) {
     const vkt_node *nd = vkt_rec_node(r, n);
     vkt_act act;
     float alpha;
     return r->net->fuse && nd->next >= 0 && vkt_rec_node(r, nd->next)->desc->type->takes_epilogue &&
+           vkt_rec_node(r, nd->next)->desc->tp != VKT_TP_COLUMN &&
            epilogue_of(r->net, n, &act, &alpha) && nd->top >= r->lo &&
            vkt_rec_node(r, nd->next)->top < r->hi && vkt_rec_need_dx(r, n);
 }
@@ -908,4 +920,25 @@ void vkt_net_record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step) {
     vkt_cmd_barrier(cmd);
 }
 
-vkt_status vkt_net_status(vkt_net *net) { return vkt_ops_status(net->ops); }
+void vkt_net_set_allreduce(vkt_net *net, vkt_net_allreduce_fn fn, void *ctx) {
+    net->allreduce = fn;
+    net->allreduce_ctx = ctx;
+    net->allreduce_status = VKT_OK;
+}
+
+void vkt_rec_allreduce(vkt_rec *r, vkt_view v) {
+    vkt_net *net = r->net;
+    vkt_cmd_barrier(r->cmd);
+    vkt_status st = VKT_OK;
+    if (!net->allreduce)
+        st = vkt_fail(VKT_ERR_ARG, "a layer split across devices was recorded on a network "
+                                   "without a communicator (vkt_net_set_allreduce)");
+    else
+        st = net->allreduce(net->allreduce_ctx, r->cmd, v);
+    if (st != VKT_OK && net->allreduce_status == VKT_OK) net->allreduce_status = st;
+}
+
+vkt_status vkt_net_status(vkt_net *net) {
+    vkt_status st = vkt_ops_status(net->ops);
+    return st != VKT_OK ? st : net->allreduce_status;
+}

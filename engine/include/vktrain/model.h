@@ -49,6 +49,16 @@ typedef enum vkt_loss {
 // A layer kind's table (engine/nn/layer.h): its keys, shapes, parameters, costs, recording.
 typedef struct vkt_layer_type vkt_layer_type;
 
+// How one device's copy of a layer is cut under tensor parallelism (vkt_layer_desc.tp).
+typedef enum vkt_tp_mode {
+    VKT_TP_NONE,   // whole (replicated on every device)
+    VKT_TP_COLUMN, // a product's output features [tp_lo, tp_hi): its weight's rows, its bias
+    VKT_TP_ROW,    // a product's input features [tp_lo, tp_hi): its weight's columns; the
+                   // devices' outputs are partial sums (one reduction), the bias added once
+    VKT_TP_SLICE,  // elementwise between a column and a row split: features [tp_lo, tp_hi)
+    VKT_TP_HEADS,  // attention heads [tp_lo, tp_hi): column-split in-projection, row-split out
+} vkt_tp_mode;
+
 typedef struct vkt_layer_desc {
     const vkt_layer_type *type; // the kind ("dense", "relu", "residual", ...)
     // The keys a kind reads, as parsed (each kind's file says which it uses).
@@ -66,6 +76,13 @@ typedef struct vkt_layer_desc {
     // The body of a container kind (residual): its layers, in order; owned.
     int nlayers;
     struct vkt_layer_desc *layers;
+    // Tensor parallelism (--strategy tensor, parallel/tensor.c): this copy of the layer is one
+    // device's slice of it. VKT_TP_NONE in a parsed model. tp_lo, tp_hi: the slice [lo, hi) of
+    // the split dimension (output features for a column split, input features for a row split,
+    // heads for a heads split), of tp_full; tp_rank: the device's place among tp_size.
+    vkt_tp_mode tp;
+    int tp_rank, tp_size;
+    uint32_t tp_lo, tp_hi, tp_full;
 } vkt_layer_desc;
 
 typedef struct vkt_model_desc {

@@ -171,7 +171,17 @@ void vkt_net_test_skip_barrier(vkt_net *net, int which);
 // Whether a label recorded by a network is one of a matrix product (the layer kinds say which of
 // their labels are): the step's matmul time is the sum of those.
 bool vkt_net_label_is_matmul(const char *label);
-// Any error from building kernels while recording.
+// Tensor parallelism: the reduction a split layer's recording calls (vkt_rec_allreduce): fn
+// sums v over the devices sharing the layer, in place, and may end, submit and wait for cmd and
+// begin it again (what was recorded before v's reduction runs before it). An error it returns is
+// kept for vkt_net_status.
+typedef vkt_status (*vkt_net_allreduce_fn)(void *ctx, vkt_cmd *cmd, vkt_view v);
+void vkt_net_set_allreduce(vkt_net *net, vkt_net_allreduce_fn fn, void *ctx);
+// The initial values of tensor t of the whole model m (as vkt_model_tensors lists it) from seed:
+// what vkt_net_init writes, t->count floats into v.
+void vkt_tensor_init_values(const vkt_model_desc *m, const vkt_net_tensor *t, uint64_t seed,
+                            float *v);
+// Any error from building kernels while recording, or from a reduction (vkt_net_set_allreduce).
 vkt_status vkt_net_status(vkt_net *net);
 const vkt_model_desc *vkt_net_model(const vkt_net *net);
 vkt_device *vkt_net_device(const vkt_net *net);

@@ -47,6 +47,10 @@ typedef struct vkt_plan {
     int lo[VKT_MAX_DEVICES], hi[VKT_MAX_DEVICES]; // layers: each device's stage
     double compute_share[VKT_MAX_DEVICES]; // fraction of the model's multiply-adds per device
     char note[512];                        // why it does not apply or fit
+    // tensor: the reductions of one training step (forward and backward), and the bytes each
+    // device moves for them (its part to the host and the sum back: 2 x the part's bytes each).
+    int reductions;
+    uint64_t comm_bytes[VKT_MAX_DEVICES];
 } vkt_plan;
 
 // Rows of each device for a batch of B under the given shares (all <= 0: equal): proportional,
@@ -57,6 +61,22 @@ void vkt_plan_replicated(const vkt_plan_input *in, vkt_plan *out);
 // Manual split when in->split is given, otherwise the contiguous cut that minimises the largest
 // stage's compute with every stage fitting its device.
 void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *out);
+// Every device holds a slice of each weight that can be split and the whole of the rest
+// (vkt_tensor_model); each runs the whole batch.
+void vkt_plan_tensor(const vkt_plan_input *in, vkt_plan *out);
+// Device `rank`'s copy of model m under --strategy tensor over n devices (parallel/tensor.c): in
+// every sequence of layers (the model's, a residual body), a dense layer followed by another past
+// elementwise layers only becomes a column split (output features [lo, hi) of the n near-equal
+// parts) and a row split, with the elementwise layers between sliced; an attention layer's heads
+// are split (when there are at least n); everything else stays whole. Free with vkt_model_free.
+vkt_status vkt_tensor_model(const vkt_model_desc *m, int rank, int n, vkt_model_desc *out);
+// For such a copy at batch B: the layers it splits, the reductions of a training step, the bytes
+// of this device's part of them in all, and the largest one (the staging the strategy holds).
+typedef struct vkt_tensor_comm {
+    int split_layers, reductions;
+    uint64_t bytes, largest;
+} vkt_tensor_comm;
+vkt_tensor_comm vkt_tensor_comm_of(const vkt_model_desc *split, uint32_t B);
 // Activation slots a stage keeps: GPipe holds all M micro-batches, 1F1B at most S - s.
 int vkt_plan_stage_slots(int S, int s, int M, vkt_schedule schedule);
 

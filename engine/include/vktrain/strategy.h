@@ -9,6 +9,11 @@
 //               replica applies the same update.
 //   layers      model parallel: contiguous stages of layers on different devices, the batch cut
 //               into micro-batches that flow through the stages (GPipe or 1F1B schedule).
+//   tensor      model parallel inside layers (Megatron): each device holds a slice of every
+//               weight that can be split (a dense layer's output features followed by the next
+//               dense layer's input features, attention's heads) and the whole of the rest; every
+//               device runs the whole batch, and the partial sums are reduced through the
+//               communicator, once forward and once backward per split pair (parallel/tensor.c).
 #ifndef VKT_STRATEGY_H
 #define VKT_STRATEGY_H
 
@@ -23,6 +28,7 @@ typedef enum vkt_strategy_kind {
     VKT_STRATEGY_SINGLE,
     VKT_STRATEGY_REPLICATED,
     VKT_STRATEGY_LAYERS,
+    VKT_STRATEGY_TENSOR,
 } vkt_strategy_kind;
 
 typedef enum vkt_schedule { VKT_SCHEDULE_GPIPE, VKT_SCHEDULE_1F1B } vkt_schedule;

@@ -167,7 +167,8 @@ static const char *const gelu_keys[] = {"approximate", NULL};
 
 #define ACT_FIELDS                                                                                 \
     .cost = act_cost, .epilogue = act_epilogue, .forward = act_forward, .backward = act_backward,  \
-    .ref_forward = act_ref_forward, .ref_backward = act_ref_backward, .torch = act_torch
+    .ref_forward = act_ref_forward, .ref_backward = act_ref_backward, .torch = act_torch,          \
+    .tp_role = VKT_TP_ROLE_ELEMENTWISE
 
 VKT_LAYER_TYPE(relu, .parse = relu_parse, ACT_FIELDS);
 VKT_LAYER_TYPE(leaky_relu, .keys = leaky_relu_keys, .parse = leaky_relu_parse, ACT_FIELDS);

@@ -34,13 +34,18 @@
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
+// T positions of width C; H heads of size D, the ones this copy of the layer holds (all of them
+// unless tensor parallelism split them: vkt_layer_desc.tp), whose width is I = H * D (C when
+// whole).
 typedef struct attn_dims {
-    uint32_t T, C, H, D;
+    uint32_t T, C, H, D, I;
 } attn_dims;
 
 static attn_dims dims_of(const vkt_layer_desc *l) {
-    attn_dims d = {l->in.dim[0], l->in.dim[1], l->units, 0};
-    d.D = d.C / d.H;
+    attn_dims d = {l->in.dim[0], l->in.dim[1], l->units, 0, 0};
+    d.D = d.C / l->units;
+    if (l->tp == VKT_TP_HEADS) d.H = l->tp_hi - l->tp_lo;
+    d.I = d.H * d.D;
     return d;
 }
 
@@ -80,17 +85,18 @@ static vkt_status attn_parse(const vkt_layer_parse *p, vkt_layer_desc *l) {
 }
 
 static int attn_params(const vkt_layer_desc *l, vkt_param_spec *out) {
-    uint32_t C = dims_of(l).C;
+    attn_dims d = dims_of(l);
+    uint32_t C = d.C, I = d.I;
     out[0] = (vkt_param_spec){.name = "in_proj_weight",
                               .ndim = 2,
-                              .shape = {3 * C, C},
+                              .shape = {3 * I, C},
                               .init = VKT_INIT_UNIFORM,
                               .a = sqrt(6.0 / (C + 3.0 * C))};
     out[1] = (vkt_param_spec){
-        .name = "in_proj_bias", .ndim = 1, .shape = {3 * C}, .init = VKT_INIT_CONST, .a = 0.0};
+        .name = "in_proj_bias", .ndim = 1, .shape = {3 * I}, .init = VKT_INIT_CONST, .a = 0.0};
     out[2] = (vkt_param_spec){.name = "out_proj.weight",
                               .ndim = 2,
-                              .shape = {C, C},
+                              .shape = {C, I},
                               .init = VKT_INIT_UNIFORM,
                               .a = 1.0 / sqrt((double)C)};
     out[3] = (vkt_param_spec){
@@ -100,37 +106,37 @@ static int attn_params(const vkt_layer_desc *l, vkt_param_spec *out) {
 
 static void attn_cost(const vkt_layer_desc *l, vkt_layer_cost *c) {
     attn_dims d = dims_of(l);
-    double T = d.T, C = d.C, H = d.H;
-    // The core: q k^T and P v over the causal half, 2 * T*T*C / 2 each; its backward recomputes
+    double T = d.T, C = d.C, H = d.H, I = d.I;
+    // The core: q k^T and P v over the causal half, 2 * T*T*I / 2 each; its backward recomputes
     // the scores and makes dP, dv, dq and dk: about 2.5 times the forward.
-    double core = 2.0 * T * T * C;
-    c->fwd_flops = 2 * T * C * 3 * C + 2 * T * C * C + core;
-    c->bwd_flops = 4 * T * C * 3 * C + 4 * T * C * C + 2.5 * core;
-    double weights = 4 * (3 * C * C + 3 * C + C * C + C);
+    double core = 2.0 * T * T * I;
+    c->fwd_flops = 2 * T * C * 3 * I + 2 * T * I * C + core;
+    c->bwd_flops = 4 * T * C * 3 * I + 4 * T * I * C + 2.5 * core;
+    double weights = 4 * (3 * I * C + 3 * I + C * I + C);
     // x; qkv written and read; o written and read; y; lse.
-    c->fwd_bytes = 4 * (T * C + 2 * 3 * T * C + 2 * T * C + T * C + H * T) + weights;
+    c->fwd_bytes = 4 * (T * C + 2 * 3 * T * I + 2 * T * I + T * C + H * T) + weights;
     // dy (three readers), o, do written and read twice, qkv, lse and delta, dqkv written and read
     // twice, x, dx; the weights read and their gradients read and written.
-    c->bwd_bytes = 4 * (3 * T * C + T * C + 3 * T * C + 3 * T * C + 2 * H * T + 3 * 3 * T * C +
+    c->bwd_bytes = 4 * (3 * T * C + T * I + 3 * T * I + 3 * T * I + 2 * H * T + 3 * 3 * T * I +
                         T * C + T * C) +
                    3 * weights;
-    c->saved_floats = T * C + 4 * T * C + H * T; // its output, qkv and o, the logsumexp
+    c->saved_floats = T * C + 4 * T * I + H * T; // its output, qkv and o, the logsumexp
 }
 
 static int attn_matmuls(const vkt_layer_desc *l, uint32_t B, bool need_dx, vkt_mm_shape *out) {
     attn_dims d = dims_of(l);
-    uint32_t rows = B * d.T, C = d.C;
+    uint32_t rows = B * d.T, C = d.C, I = d.I;
     int n = 0;
     // All six as attn_forward / attn_backward record them (the input gradient only with dx): the
     // in-projection's forward, weight and input gradients (3C x C each), the out-projection's
     // forward, weight and input gradients (C x C), so that every product is tuned before the
     // first step, none inside it.
-    out[n++] = (vkt_mm_shape){VKT_MM_NT, rows, 3 * C, C};
-    out[n++] = (vkt_mm_shape){VKT_MM_NT, rows, C, C};
-    out[n++] = (vkt_mm_shape){VKT_MM_TN, 3 * C, C, rows};
-    out[n++] = (vkt_mm_shape){VKT_MM_TN, C, C, rows};
-    out[n++] = (vkt_mm_shape){VKT_MM_NN, rows, C, C};
-    if (need_dx) out[n++] = (vkt_mm_shape){VKT_MM_NN, rows, C, 3 * C};
+    out[n++] = (vkt_mm_shape){VKT_MM_NT, rows, 3 * I, C};
+    out[n++] = (vkt_mm_shape){VKT_MM_NT, rows, C, I};
+    out[n++] = (vkt_mm_shape){VKT_MM_TN, 3 * I, C, rows};
+    out[n++] = (vkt_mm_shape){VKT_MM_TN, C, I, rows};
+    out[n++] = (vkt_mm_shape){VKT_MM_NN, rows, I, C};
+    if (need_dx) out[n++] = (vkt_mm_shape){VKT_MM_NN, rows, C, 3 * I};
     return n;
 }
 
@@ -161,14 +167,14 @@ static uint64_t regions(const uint64_t size[3], const uint64_t used[3], const vk
 static uint64_t attn_saved_bytes(const vkt_layer_desc *l, uint32_t B) {
     attn_dims d = dims_of(l);
     uint64_t rows = (uint64_t)B * d.T;
-    uint64_t size[3] = {4 * rows * 3 * d.C, 4 * rows * d.C, 4ull * B * d.H * d.T};
+    uint64_t size[3] = {4 * rows * 3 * d.I, 4 * rows * d.I, 4ull * B * d.H * d.T};
     return regions(size, size, NULL, NULL);
 }
 
 static uint64_t attn_scratch_bytes(const vkt_layer_desc *l, uint32_t B) {
     attn_dims d = dims_of(l);
     uint64_t rows = (uint64_t)B * d.T;
-    uint64_t size[3] = {4 * rows * d.C, 4 * rows * 3 * d.C, 16ull * B * d.H * d.T};
+    uint64_t size[3] = {4 * rows * d.I, 4 * rows * 3 * d.I, 16ull * B * d.H * d.T};
     return regions(size, size, NULL, NULL);
 }
 
@@ -182,8 +188,8 @@ static uint32_t net_batch(const vkt_rec *r, int node) {
 static attn_saved saved_of(const vkt_rec *r, int node) {
     attn_dims d = dims_of(vkt_rec_node(r, node)->desc);
     uint64_t rows = (uint64_t)net_batch(r, node) * d.T, used_rows = (uint64_t)r->B * d.T;
-    uint64_t size[3] = {4 * rows * 3 * d.C, 4 * rows * d.C, 4 * rows * d.H};
-    uint64_t used[3] = {4 * used_rows * 3 * d.C, 4 * used_rows * d.C, 4 * used_rows * d.H};
+    uint64_t size[3] = {4 * rows * 3 * d.I, 4 * rows * d.I, 4 * rows * d.H};
+    uint64_t used[3] = {4 * used_rows * 3 * d.I, 4 * used_rows * d.I, 4 * used_rows * d.H};
     vkt_view whole = vkt_rec_saved(r, node), v[3];
     regions(size, used, &whole, v);
     return (attn_saved){v[0], v[1], v[2]};
@@ -192,8 +198,8 @@ static attn_saved saved_of(const vkt_rec *r, int node) {
 static attn_scratch scratch_of(const vkt_rec *r, int node) {
     attn_dims d = dims_of(vkt_rec_node(r, node)->desc);
     uint64_t rows = (uint64_t)net_batch(r, node) * d.T, used_rows = (uint64_t)r->B * d.T;
-    uint64_t size[3] = {4 * rows * d.C, 4 * rows * 3 * d.C, 16 * rows * d.H};
-    uint64_t used[3] = {4 * used_rows * d.C, 4 * used_rows * 3 * d.C, 16 * used_rows * d.H};
+    uint64_t size[3] = {4 * rows * d.I, 4 * rows * 3 * d.I, 16 * rows * d.H};
+    uint64_t used[3] = {4 * used_rows * d.I, 4 * used_rows * 3 * d.I, 16 * used_rows * d.H};
     vkt_view whole = vkt_rec_scratch(r), v[3];
     regions(size, used, &whole, v);
     return (attn_scratch){v[0], v[1], v[2]};
@@ -247,55 +253,68 @@ static void mm_rows(vkt_rec *r, vkt_mm_form form, vkt_view c, vkt_view a, vkt_vi
 // ---------------------------------------------------------------------------------------------
 // Recording
 
+// A copy holding some of the heads (tensor parallelism) computes its heads' share of the output,
+// a partial sum that the devices' reduction completes; the out-projection's bias is added once,
+// by the first device.
+static bool split_heads(const vkt_layer_desc *l) { return l->tp == VKT_TP_HEADS; }
+
 static void attn_forward(vkt_rec *r, int node) {
-    attn_dims d = dims_of(vkt_rec_node(r, node)->desc);
+    const vkt_layer_desc *l = vkt_rec_node(r, node)->desc;
+    attn_dims d = dims_of(l);
     uint32_t rows = vkt_rec_rows(r, node);
     attn_saved s = saved_of(r, node);
     vkt_view b_in = vkt_rec_param(r, node, 1, VKT_STORE_PARAM);
     vkt_view b_out = vkt_rec_param(r, node, 3, VKT_STORE_PARAM);
-    // qkv[rows, 3C] = x[rows, C] W_in[3C, C]^T + b_in
+    vkt_view out = vkt_rec_out(r, node);
+    // qkv[rows, 3I] = x[rows, C] W_in[3I, C]^T + b_in
     mm_rows(r, VKT_MM_NT, s.qkv, vkt_rec_in(r, node), vkt_rec_param(r, node, 0, VKT_STORE_PARAM),
-            &b_in, 0.0f, rows, 3 * d.C, d.C, vkt_rec_label(r, node, "fwd", "in_proj"));
+            &b_in, 0.0f, rows, 3 * d.I, d.C, vkt_rec_label(r, node, "fwd", "in_proj"));
     vkt_cmd_barrier(r->cmd);
-    vkt_op_attn_forward(r->cmd, r->ops, s.o, s.lse, s.qkv, r->B, d.T, d.C, d.H,
+    vkt_op_attn_forward(r->cmd, r->ops, s.o, s.lse, s.qkv, r->B, d.T, d.I, d.H,
                         vkt_rec_label(r, node, "fwd", "attention"));
     vkt_cmd_barrier(r->cmd);
-    // y[rows, C] = o[rows, C] W_out[C, C]^T + b_out
-    mm_rows(r, VKT_MM_NT, vkt_rec_out(r, node), s.o, vkt_rec_param(r, node, 2, VKT_STORE_PARAM),
-            &b_out, 0.0f, rows, d.C, d.C, vkt_rec_label(r, node, "fwd", "out_proj"));
+    // y[rows, C] = o[rows, I] W_out[C, I]^T + b_out
+    bool bias = !split_heads(l) || l->tp_rank == 0;
+    mm_rows(r, VKT_MM_NT, out, s.o, vkt_rec_param(r, node, 2, VKT_STORE_PARAM),
+            bias ? &b_out : NULL, 0.0f, rows, d.C, d.I, vkt_rec_label(r, node, "fwd", "out_proj"));
+    if (split_heads(l)) vkt_rec_allreduce(r, (vkt_view){out.buffer, out.offset, 4ull * rows * d.C});
 }
 
 static void attn_backward(vkt_rec *r, int node) {
-    attn_dims d = dims_of(vkt_rec_node(r, node)->desc);
+    const vkt_layer_desc *l = vkt_rec_node(r, node)->desc;
+    attn_dims d = dims_of(l);
     uint32_t rows = vkt_rec_rows(r, node);
     attn_saved s = saved_of(r, node);
     attn_scratch w = scratch_of(r, node);
     vkt_view dy = vkt_rec_dy(r, node), x = vkt_rec_in(r, node);
-    // dW_out[C, C] += dy[rows, C]^T o[rows, C]; db_out += column sums of dy;
-    // do[rows, C] = dy[rows, C] W_out[C, C]
-    mm_rows(r, VKT_MM_TN, vkt_rec_param(r, node, 2, VKT_STORE_GRAD), dy, s.o, NULL, 1.0f, rows, d.C,
+    // dW_out[C, I] += dy[rows, C]^T o[rows, I]; db_out += column sums of dy;
+    // do[rows, I] = dy[rows, C] W_out[C, I]
+    mm_rows(r, VKT_MM_TN, vkt_rec_param(r, node, 2, VKT_STORE_GRAD), dy, s.o, NULL, 1.0f, rows, d.I,
             d.C, vkt_rec_label(r, node, "bwd", "dout_proj_weight"));
     vkt_op_bias_grad(r->cmd, r->ops, vkt_rec_param(r, node, 3, VKT_STORE_GRAD), dy, rows, d.C,
                      vkt_rec_label(r, node, "bwd", "dout_proj_bias"));
     mm_rows(r, VKT_MM_NN, w.dout, dy, vkt_rec_param(r, node, 2, VKT_STORE_PARAM), NULL, 0.0f, rows,
-            d.C, d.C, vkt_rec_label(r, node, "bwd", "dout_proj_input"));
+            d.I, d.C, vkt_rec_label(r, node, "bwd", "dout_proj_input"));
     vkt_rec_barrier(r);
-    vkt_op_attn_stats(r->cmd, r->ops, w.stats, s.o, w.dout, s.lse, r->B, d.T, d.C, d.H,
+    vkt_op_attn_stats(r->cmd, r->ops, w.stats, s.o, w.dout, s.lse, r->B, d.T, d.I, d.H,
                       vkt_rec_label(r, node, "bwd", "attention_stats"));
     vkt_rec_barrier(r);
-    vkt_op_attn_backward(r->cmd, r->ops, w.dqkv, s.qkv, w.dout, w.stats, r->B, d.T, d.C, d.H,
+    vkt_op_attn_backward(r->cmd, r->ops, w.dqkv, s.qkv, w.dout, w.stats, r->B, d.T, d.I, d.H,
                          vkt_rec_label(r, node, "bwd", "attention"));
     vkt_rec_barrier(r);
-    // dW_in[3C, C] += dqkv[rows, 3C]^T x[rows, C]; db_in += column sums of dqkv;
-    // dx[rows, C] = dqkv[rows, 3C] W_in[3C, C]
+    // dW_in[3I, C] += dqkv[rows, 3I]^T x[rows, C]; db_in += column sums of dqkv;
+    // dx[rows, C] = dqkv[rows, 3I] W_in[3I, C] (a partial sum over the heads when they are split)
     mm_rows(r, VKT_MM_TN, vkt_rec_param(r, node, 0, VKT_STORE_GRAD), w.dqkv, x, NULL, 1.0f, rows,
-            d.C, 3 * d.C, vkt_rec_label(r, node, "bwd", "din_proj_weight"));
+            d.C, 3 * d.I, vkt_rec_label(r, node, "bwd", "din_proj_weight"));
     vkt_op_bias_grad(r->cmd, r->ops, vkt_rec_param(r, node, 1, VKT_STORE_GRAD), w.dqkv, rows,
-                     3 * d.C, vkt_rec_label(r, node, "bwd", "din_proj_bias"));
-    if (vkt_rec_need_dx(r, node))
-        mm_rows(r, VKT_MM_NN, vkt_rec_dx(r, node), w.dqkv,
-                vkt_rec_param(r, node, 0, VKT_STORE_PARAM), NULL, 0.0f, rows, d.C, 3 * d.C,
-                vkt_rec_label(r, node, "bwd", "dinput"));
+                     3 * d.I, vkt_rec_label(r, node, "bwd", "din_proj_bias"));
+    if (vkt_rec_need_dx(r, node)) {
+        vkt_view dx = vkt_rec_dx(r, node);
+        mm_rows(r, VKT_MM_NN, dx, w.dqkv, vkt_rec_param(r, node, 0, VKT_STORE_PARAM), NULL, 0.0f,
+                rows, d.C, 3 * d.I, vkt_rec_label(r, node, "bwd", "dinput"));
+        if (split_heads(l))
+            vkt_rec_allreduce(r, (vkt_view){dx.buffer, dx.offset, 4ull * rows * d.C});
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -363,6 +382,7 @@ static void ref_core(attn_dims d, const double *qkv, double *o, double *P) {
 
 static void attn_ref_forward(vkt_ref *r, const vkt_layer_desc *l, double *const *p, const double *x,
                              double *y) {
+    VKT_ASSERT(l->tp == VKT_TP_NONE); // the reference runs whole models
     attn_dims d = dims_of(l);
     uint32_t B = vkt_ref_batch(r);
     uint64_t TC = (uint64_t)d.T * d.C;
@@ -381,6 +401,7 @@ static void attn_ref_backward(vkt_ref *r, const vkt_layer_desc *l, double *const
                               double *const *g, const double *x, const double *y, const double *dy,
                               double *dx) {
     (void)y;
+    VKT_ASSERT(l->tp == VKT_TP_NONE);
     attn_dims d = dims_of(l);
     uint32_t B = vkt_ref_batch(r);
     uint64_t TC = (uint64_t)d.T * d.C, C3 = 3ull * d.C, TT = (uint64_t)d.T * d.T;
@@ -445,6 +466,26 @@ static int attn_torch(const vkt_layer_desc *l, char *buf, size_t size) {
                     d.H);
 }
 
+// Tensor parallelism: the heads [lo, hi) are the rows of q, k and v that they compute (three row
+// ranges of in_proj_weight and in_proj_bias) and the columns of out_proj.weight they feed; the
+// out-projection's bias is whole on every device.
+static int attn_tp_pieces(const vkt_layer_desc *l, int param, vkt_tp_piece *out) {
+    if (l->tp != VKT_TP_HEADS || param == 3) return 0;
+    attn_dims d = dims_of(l);
+    uint64_t lo = (uint64_t)l->tp_lo * d.D;
+    if (param == 2) {
+        out[0] = (vkt_tp_piece){.row0 = 0, .nrows = d.C, .col0 = lo, .ncols = d.I};
+        return 1;
+    }
+    for (int j = 0; j < 3; j++)
+        out[j] = (vkt_tp_piece){.row0 = (uint64_t)j * d.C + lo,
+                                .nrows = d.I,
+                                .col0 = 0,
+                                .ncols = param == 0 ? d.C : 1,
+                                .local_row0 = (uint64_t)j * d.I};
+    return 3;
+}
+
 static const char *const attn_keys[] = {"heads", "dropout", NULL};
 static const char *const attn_matmul_labels[] = {
     "in_proj", "out_proj", "dout_proj_weight", "dout_proj_input", "din_proj_weight",
@@ -454,4 +495,5 @@ VKT_LAYER_TYPE(causal_self_attention, .keys = attn_keys, .parse = attn_parse, .p
                .cost = attn_cost, .matmuls = attn_matmuls, .matmul_labels = attn_matmul_labels,
                .saved = attn_saved_bytes, .scratch = attn_scratch_bytes, .forward = attn_forward,
                .backward = attn_backward, .ref_forward = attn_ref_forward,
-               .ref_backward = attn_ref_backward, .torch = attn_torch);
+               .ref_backward = attn_ref_backward, .torch = attn_torch, .tp_role = VKT_TP_ROLE_HEADS,
+               .tp_pieces = attn_tp_pieces);

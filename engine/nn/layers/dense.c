@@ -23,8 +23,13 @@ static vkt_status dense_parse(const vkt_layer_parse *p, vkt_layer_desc *l) {
     return VKT_OK;
 }
 
+// The input features of the whole layer (a row split's copy holds some of them).
+static uint32_t fan_in(const vkt_layer_desc *l) {
+    return l->tp == VKT_TP_ROW ? l->tp_full : last_dim(&l->in);
+}
+
 static int dense_params(const vkt_layer_desc *l, vkt_param_spec *out) {
-    double bound = 1.0 / sqrt((double)last_dim(&l->in));
+    double bound = 1.0 / sqrt((double)fan_in(l));
     out[0] = (vkt_param_spec){.name = "weight",
                               .ndim = 2,
                               .shape = {l->units, last_dim(&l->in)},
@@ -59,12 +64,17 @@ static void dense_forward(vkt_rec *r, int node) {
     vkt_view out = vkt_rec_out(r, node), saved, bias;
     vkt_mm_epilogue epi;
     vkt_rec_fwd_epilogue(r, node, &epi, &out, &saved);
-    if (l->bias) bias = vkt_rec_param(r, node, 1, VKT_STORE_PARAM);
+    // A row split's devices each compute a partial sum of the output, which the reduction after
+    // the product completes: the bias is added once, by the first.
+    bool row = l->tp == VKT_TP_ROW, with_bias = l->bias && (!row || l->tp_rank == 0);
+    if (with_bias) bias = vkt_rec_param(r, node, 1, VKT_STORE_PARAM);
+    uint32_t rows = vkt_rec_rows(r, node);
     // (The label stays "dense" with a fused activation: it is a product.)
     vkt_op_matmul_ex(r->cmd, r->ops, VKT_MM_NT, out, vkt_rec_in(r, node),
-                     vkt_rec_param(r, node, 0, VKT_STORE_PARAM), l->bias ? &bias : NULL, 0.0f,
-                     vkt_rec_rows(r, node), l->units, last_dim(&l->in), &epi,
+                     vkt_rec_param(r, node, 0, VKT_STORE_PARAM), with_bias ? &bias : NULL, 0.0f,
+                     rows, l->units, last_dim(&l->in), &epi,
                      vkt_rec_label(r, node, "fwd", "dense"));
+    if (row) vkt_rec_allreduce(r, (vkt_view){out.buffer, out.offset, 4ull * rows * l->units});
 }
 
 // The SGD epilogue that applies the step to W from the gradient the product computes, and W's
@@ -129,6 +139,10 @@ static void dense_backward(vkt_rec *r, int node) {
     vkt_rec_bwd_epilogue(r, node, &epi, &dx, &saved);
     vkt_op_matmul_ex(r->cmd, r->ops, VKT_MM_NN, dx, dy, w, NULL, 0.0f, rows, in, l->units, &epi,
                      vkt_rec_label(r, node, "bwd", "dinput"));
+    // A column split's devices each hold part of the outputs: their input gradients are partial
+    // sums (the network fuses no activation into this product then).
+    if (l->tp == VKT_TP_COLUMN)
+        vkt_rec_allreduce(r, (vkt_view){dx.buffer, dx.offset, 4ull * rows * in});
 }
 
 static void dense_ref_forward(vkt_ref *r, const vkt_layer_desc *l, double *const *p,
@@ -166,6 +180,22 @@ static int dense_torch(const vkt_layer_desc *l, char *buf, size_t size) {
                     l->bias ? "True" : "False");
 }
 
+// Tensor parallelism: a column split's copy holds the weight's rows [lo, hi) and the bias's; a row
+// split's the weight's columns [lo, hi) and the whole bias.
+static int dense_tp_pieces(const vkt_layer_desc *l, int param, vkt_tp_piece *out) {
+    uint64_t n = l->tp_hi - l->tp_lo;
+    if (l->tp == VKT_TP_COLUMN) {
+        out[0] = (vkt_tp_piece){
+            .row0 = l->tp_lo, .nrows = n, .col0 = 0, .ncols = param == 0 ? last_dim(&l->in) : 1};
+        return 1;
+    }
+    if (l->tp == VKT_TP_ROW && param == 0) {
+        out[0] = (vkt_tp_piece){.row0 = 0, .nrows = l->units, .col0 = l->tp_lo, .ncols = n};
+        return 1;
+    }
+    return 0;
+}
+
 static const char *const dense_keys[] = {"units", "bias", NULL};
 static const char *const dense_matmul_labels[] = {"dense", "dweight", "dinput", NULL};
 
@@ -173,4 +203,5 @@ VKT_LAYER_TYPE(dense, .keys = dense_keys, .parse = dense_parse, .params = dense_
                .cost = dense_cost, .matmuls = dense_matmuls, .matmul_labels = dense_matmul_labels,
                .takes_epilogue = true, .forward = dense_forward, .backward = dense_backward,
                .backward_late = dense_fused_dweight, .ref_forward = dense_ref_forward,
-               .ref_backward = dense_ref_backward, .torch = dense_torch);
+               .ref_backward = dense_ref_backward, .torch = dense_torch,
+               .tp_role = VKT_TP_ROLE_LINEAR, .tp_pieces = dense_tp_pieces);

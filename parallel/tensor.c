@@ -1,0 +1,549 @@
+// tensor.c: tensor parallelism, as Megatron-LM lays out a transformer (Shoeybi et al., 2019).
+// Every device holds a copy of the model in which the weights that can be split are cut into
+// slices (vkt_tensor_model): a dense layer followed, past elementwise layers only, by another
+// becomes a column split (device k computes output features [lo_k, hi_k)) and a row split (it
+// multiplies only those features: its output is a partial sum), and an attention layer's heads
+// are split (each device projects, attends and out-projects its heads). Everything else (norms,
+// embeddings, a lone head) is whole on every device, computed from the same inputs into the same
+// results. Every device runs the whole batch; the partial sums are reduced through the
+// communicator (parallel/comm.h): after each row split's product forward, and after each column
+// split's input gradient backward, so an MLP block or an attention block costs one reduction
+// each way. The loss, the whole layers' gradients and the update then agree on every device
+// without any gradient exchange, and a step equals the single-device step up to the order of
+// fp32 sums.
+//
+// Each device is driven by its own host thread, which records the step into its stream; a
+// reduction (vkt_rec_allreduce, called by the split layers' recording) ends the stream there,
+// submits it, copies the partial sum to a host-visible staging buffer, meets the other devices'
+// threads, sums (the last to arrive, in the communicator's fixed order), and begins the stream
+// again with the sum copied back. Memory per device: its slices' parameters, gradients and
+// optimizer state, the whole layers', the activations of the whole batch (those of a split layer
+// at its slice's width) and the staging (vkt_plan_tensor counts the same bytes).
+//
+// Checkpoints see whole tensors with PyTorch's names: the strategy lists the whole model's
+// tensors and gathers and scatters the slices (the layer kinds' tp_pieces say where each lies).
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "layer.h"
+#include "plan.h"
+#include "strategy_internal.h"
+#include "vkt_internal.h"
+
+// ---------------------------------------------------------------------------------------------
+// The split model (shared with the planner)
+
+static uint32_t part(uint32_t full, int k, int n) { return (uint32_t)((uint64_t)full * k / n); }
+
+static void set_last(vkt_shape *s, uint32_t v, uint32_t *features) {
+    s->dim[s->ndim - 1] = v;
+    *features = (uint32_t)vkt_shape_elements(s);
+}
+
+static void mark(vkt_layer_desc *l, vkt_tp_mode mode, int rank, int n, uint32_t lo, uint32_t hi,
+                 uint32_t full) {
+    l->tp = mode;
+    l->tp_rank = rank;
+    l->tp_size = n;
+    l->tp_lo = lo;
+    l->tp_hi = hi;
+    l->tp_full = full;
+}
+
+static void split_seq(vkt_layer_desc *ls, int nls, int rank, int n) {
+    for (int i = 0; i < nls; i++) {
+        vkt_layer_desc *l = &ls[i];
+        if (l->nlayers) {
+            split_seq(l->layers, l->nlayers, rank, n);
+            continue;
+        }
+        vkt_tp_role role = l->type->tp_role;
+        if (role == VKT_TP_ROLE_HEADS && l->units >= (uint32_t)n) {
+            mark(l, VKT_TP_HEADS, rank, n, part(l->units, rank, n), part(l->units, rank + 1, n),
+                 l->units);
+            continue;
+        }
+        if (role != VKT_TP_ROLE_LINEAR || l->units < (uint32_t)n) continue;
+        int j = i + 1;
+        while (j < nls && !ls[j].nlayers && ls[j].type->tp_role == VKT_TP_ROLE_ELEMENTWISE)
+            j++;
+        if (j >= nls || ls[j].nlayers || ls[j].type->tp_role != VKT_TP_ROLE_LINEAR) continue;
+        uint32_t full = l->units, lo = part(full, rank, n), hi = part(full, rank + 1, n);
+        mark(l, VKT_TP_COLUMN, rank, n, lo, hi, full);
+        l->units = hi - lo;
+        set_last(&l->out, hi - lo, &l->out_features);
+        for (int k = i + 1; k < j; k++) {
+            mark(&ls[k], VKT_TP_SLICE, rank, n, lo, hi, full);
+            set_last(&ls[k].in, hi - lo, &ls[k].in_features);
+            set_last(&ls[k].out, hi - lo, &ls[k].out_features);
+        }
+        mark(&ls[j], VKT_TP_ROW, rank, n, lo, hi, full);
+        set_last(&ls[j].in, hi - lo, &ls[j].in_features);
+        i = j;
+    }
+}
+
+// Deep copies n layers (their bodies too) into *out; on failure *out holds what was copied, every
+// body not copied set to none, for vkt_model_free.
+static vkt_status copy_layers(const vkt_layer_desc *src, int n, vkt_layer_desc **out) {
+    vkt_layer_desc *d = calloc((size_t)n, sizeof *d);
+    *out = d;
+    if (!d) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    memcpy(d, src, sizeof *d * (size_t)n);
+    for (int i = 0; i < n; i++)
+        d[i].layers = NULL, d[i].nlayers = 0;
+    for (int i = 0; i < n; i++) {
+        if (!src[i].nlayers) continue;
+        d[i].nlayers = src[i].nlayers;
+        vkt_status st = copy_layers(src[i].layers, src[i].nlayers, &d[i].layers);
+        if (st != VKT_OK) {
+            if (!d[i].layers) d[i].nlayers = 0;
+            return st;
+        }
+    }
+    return VKT_OK;
+}
+
+vkt_status vkt_tensor_model(const vkt_model_desc *m, int rank, int n, vkt_model_desc *out) {
+    *out = *m;
+    out->layers = NULL;
+    out->nlayers = 0;
+    vkt_status st = copy_layers(m->layers, m->nlayers, &out->layers);
+    if (out->layers) out->nlayers = m->nlayers;
+    if (st != VKT_OK) {
+        vkt_model_free(out);
+        return st;
+    }
+    split_seq(out->layers, out->nlayers, rank, n);
+    return VKT_OK;
+}
+
+// need_dx: whether the backward computes the layer's input gradient (as vkt_rec_need_dx: not the
+// model's first layer, nor the first of a body whose container does not).
+static void comm_seq(const vkt_layer_desc *ls, int nls, bool need_dx, uint32_t B,
+                     vkt_tensor_comm *c) {
+    for (int i = 0; i < nls; i++) {
+        const vkt_layer_desc *l = &ls[i];
+        bool dx = i > 0 || need_dx;
+        comm_seq(l->layers, l->nlayers, dx, B, c);
+        uint64_t fwd = 0, bwd = 0;
+        if (l->tp == VKT_TP_ROW || l->tp == VKT_TP_HEADS) fwd = 4ull * B * l->out_features;
+        if ((l->tp == VKT_TP_COLUMN || l->tp == VKT_TP_HEADS) && dx)
+            bwd = 4ull * B * l->in_features;
+        if (l->tp == VKT_TP_COLUMN || l->tp == VKT_TP_HEADS) c->split_layers++;
+        c->reductions += (fwd > 0) + (bwd > 0);
+        c->bytes += fwd + bwd;
+        if (fwd > c->largest) c->largest = fwd;
+        if (bwd > c->largest) c->largest = bwd; // (evaluation reduces the forward's only)
+    }
+}
+
+vkt_tensor_comm vkt_tensor_comm_of(const vkt_model_desc *split, uint32_t B) {
+    vkt_tensor_comm c = {0};
+    comm_seq(split->layers, split->nlayers, false, B, &c);
+    return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The strategy
+
+typedef struct rank_ctx {
+    vkt_strategy *s;
+    int d;
+    bool timed; // the stream was begun with timestamps
+} rank_ctx;
+
+typedef struct tensor_impl {
+    vkt_model_desc model[VKT_MAX_DEVICES]; // each device's copy (its slices)
+    vkt_buffer *staging[VKT_MAX_DEVICES];  // host-visible: a reduction's part and its sum
+    uint64_t staging_bytes;
+    vkt_comm *comm;
+    rank_ctx rank[VKT_MAX_DEVICES];
+    // Where device d's slice of whole tensor i lies (np[i] pieces, the same count on every
+    // device; 0: every device holds it whole).
+    int *np;
+    vkt_tp_piece (*pieces)[VKT_MAX_DEVICES][VKT_TP_MAX_PIECES];
+    // The meeting of the devices' threads at each reduction.
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived;
+    uint64_t generation;
+    bool failed;
+    vkt_status err;
+    char err_msg[1024];
+    // The step or pass being run.
+    uint32_t step, B;
+    bool train, eval, accuracy;
+    float scale;
+} tensor_impl;
+
+static void fail_all(tensor_impl *T, vkt_status st) {
+    pthread_mutex_lock(&T->mu);
+    if (!T->failed) {
+        T->failed = true;
+        T->err = st;
+        snprintf(T->err_msg, sizeof T->err_msg, "%s", vkt_error());
+    }
+    pthread_cond_broadcast(&T->cv);
+    pthread_mutex_unlock(&T->mu);
+}
+
+// Device d's part is in its staging; waits for every device's, and the last to arrive sums them
+// in place (rank 0, 1, ... order: every device gets the same bits). Fails when another device's
+// thread failed (the step is abandoned).
+static vkt_status meet_and_sum(vkt_strategy *s, int d, uint64_t nfloats) {
+    tensor_impl *T = s->impl;
+    int64_t t0 = vkt_trace_now_ns();
+    double reduce_ns = 0;
+    pthread_mutex_lock(&T->mu);
+    uint64_t gen = T->generation;
+    if (++T->arrived == s->ndev && !T->failed) {
+        float *bufs[VKT_MAX_DEVICES];
+        for (int e = 0; e < s->ndev; e++)
+            bufs[e] = vkt_buffer_mapped(T->staging[e]);
+        int64_t c0 = vkt_trace_now_ns();
+        vkt_status st = vkt_comm_allreduce_sum(T->comm, bufs, nfloats);
+        int64_t c1 = vkt_trace_now_ns();
+        reduce_ns = (double)(c1 - c0);
+        for (int e = 0; e < s->ndev; e++) {
+            // Nothing overlaps a reduction: every device waits for it.
+            s->stats[e].comm_ns += reduce_ns;
+            s->stats[e].busy_ns += reduce_ns;
+            if (s->desc.trace)
+                vkt_trace_add_event(s->desc.trace, s->trace_pid[e], "comm:allreduce",
+                                    VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)T->step);
+        }
+        if (st != VKT_OK && !T->failed) {
+            T->failed = true;
+            T->err = st;
+            snprintf(T->err_msg, sizeof T->err_msg, "%s", vkt_error());
+        }
+        T->arrived = 0;
+        T->generation++;
+        pthread_cond_broadcast(&T->cv);
+    } else {
+        while (T->generation == gen && !T->failed)
+            pthread_cond_wait(&T->cv, &T->mu);
+    }
+    bool ok = !T->failed;
+    vkt_status err = T->err;
+    pthread_mutex_unlock(&T->mu);
+    int64_t t1 = vkt_trace_now_ns();
+    double waited = (double)(t1 - t0) - reduce_ns;
+    if (waited > 0) s->stats[d].wait_ns += waited;
+    if (s->desc.trace && waited > 1000)
+        vkt_trace_add_event(s->desc.trace, s->trace_pid[d], "wait:devices", VKT_CAT_WAIT, t0,
+                            (int64_t)waited, (int)T->step);
+    s->stats[d].bytes_moved += 2 * 4 * nfloats;
+    // (The run reports the first failure, kept in T->err_msg.)
+    return ok ? VKT_OK : err;
+}
+
+// vkt_net_allreduce_fn: runs what was recorded, takes part in the sum, and begins the stream again
+// with the sum copied back into v.
+static vkt_status tp_allreduce(void *ctx, vkt_cmd *cmd, vkt_view v) {
+    rank_ctx *rc = ctx;
+    vkt_strategy *s = rc->s;
+    tensor_impl *T = s->impl;
+    int d = rc->d;
+    VKT_ASSERT(v.size <= T->staging_bytes && v.size % 4 == 0);
+    vkt_view st = vkt_buffer_view(T->staging[d], 0, v.size);
+    vkt_cmd_copy(cmd, v, st, "comm:tp_send");
+    vkt_status e = vkt_cmd_end(cmd);
+    if (e == VKT_OK) e = vkt_cmd_submit(cmd);
+    if (e == VKT_OK) e = vkt_cmd_wait(cmd, VKT_WAIT_MS);
+    if (e == VKT_OK) e = strategy_account_cmd(s, d, cmd, (int)T->step);
+    if (e != VKT_OK)
+        fail_all(T, e);
+    else
+        e = meet_and_sum(s, d, v.size / 4);
+    // The stream is recording again whatever happened, so the rest of the recording is valid.
+    vkt_status b = vkt_cmd_begin(cmd, rc->timed);
+    if (e == VKT_OK && b == VKT_OK) {
+        vkt_cmd_copy(cmd, st, v, "comm:tp_recv");
+        vkt_cmd_barrier(cmd);
+    }
+    return e != VKT_OK ? e : b;
+}
+
+// One device's part of a step (train), an evaluation or a forward (predict), on the whole batch
+// already in its net.
+static vkt_status run_device(vkt_strategy *s, int d) {
+    tensor_impl *T = s->impl;
+    vkt_net *net = s->net[d];
+    vkt_cmd *cmd = s->cmd[d];
+    uint32_t B = T->B;
+    T->rank[d].timed = T->train;
+    VKT_TRY(vkt_cmd_begin(cmd, T->train));
+    if (T->train) {
+        vkt_net_record_zero_grads(net, cmd);
+        strategy_set_phase(s, net, true, T->step, 0);
+    } else {
+        if (T->accuracy) {
+            vkt_cmd_fill(cmd, vkt_net_correct(net), 0);
+            vkt_cmd_barrier(cmd);
+        }
+        strategy_set_phase(s, net, false, 0, 0);
+    }
+    vkt_net_record_forward(net, cmd, 0, B);
+    if (T->train || T->eval) vkt_net_record_loss(net, cmd, 0, B, T->scale);
+    if (T->accuracy) vkt_net_record_accuracy(net, cmd, 0, B);
+    if (T->train) {
+        vkt_net_record_backward(net, cmd, 0, B, false);
+        vkt_net_record_step(net, cmd, T->step);
+    }
+    vkt_status st = vkt_net_status(net);
+    vkt_status e = vkt_cmd_end(cmd);
+    VKT_TRY(st);
+    VKT_TRY(e);
+    VKT_TRY(vkt_cmd_submit(cmd));
+    VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
+    return T->train ? strategy_account_cmd(s, d, cmd, (int)T->step) : VKT_OK;
+}
+
+static void *device_thread(void *p) {
+    rank_ctx *rc = p;
+    vkt_status st = run_device(rc->s, rc->d);
+    if (st != VKT_OK) fail_all(rc->s->impl, st);
+    return NULL;
+}
+
+// Uploads the batch to every device and runs the pass on all of them, one thread each.
+static vkt_status run_all(vkt_strategy *s, const float *x, const void *targets) {
+    tensor_impl *T = s->impl;
+    for (int d = 0; d < s->ndev; d++) {
+        VKT_TRY(strategy_upload_input(s->net[d], 0, x, T->B));
+        if (targets) VKT_TRY(strategy_upload_targets(s->net[d], 0, targets, T->B));
+    }
+    T->failed = false;
+    T->arrived = 0;
+    pthread_t th[VKT_MAX_DEVICES];
+    int started = 0;
+    for (int d = 0; d < s->ndev; d++) {
+        if (pthread_create(&th[d], NULL, device_thread, &T->rank[d]) != 0) {
+            fail_all(T, vkt_fail(VKT_ERR_HOST_MEMORY, "cannot start a device thread"));
+            break;
+        }
+        started++;
+    }
+    for (int d = 0; d < started; d++)
+        pthread_join(th[d], NULL);
+    if (T->failed) return vkt_fail(T->err, "%s", T->err_msg);
+    return VKT_OK;
+}
+
+static vkt_status tensor_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                              uint32_t step, double *loss_sum) {
+    tensor_impl *T = s->impl;
+    int64_t t0 = vkt_trace_now_ns();
+    T->step = step, T->B = B, T->train = true, T->eval = false, T->accuracy = false;
+    T->scale = 1.0f / (float)B;
+    VKT_TRY(run_all(s, x, targets));
+    // Every device computed the same loss from the same whole output.
+    VKT_TRY(strategy_read_loss(s->net[0], 0, B, loss_sum));
+    int64_t t1 = vkt_trace_now_ns();
+    for (int d = 0; d < s->ndev; d++)
+        s->stats[d].wall_ns += (double)(t1 - t0);
+    return VKT_OK;
+}
+
+static vkt_status tensor_eval(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                              double *loss_sum, uint64_t *correct) {
+    tensor_impl *T = s->impl;
+    T->step = 0, T->B = B, T->train = false, T->eval = true;
+    T->accuracy = s->desc.model->loss == VKT_LOSS_SOFTMAX_XENT;
+    T->scale = 1.0f / (float)B;
+    VKT_TRY(run_all(s, x, targets));
+    VKT_TRY(strategy_read_loss(s->net[0], 0, B, loss_sum));
+    uint32_t c = 0;
+    if (T->accuracy) {
+        vkt_view v = vkt_net_correct(s->net[0]);
+        VKT_TRY(vkt_buffer_read(v.buffer, v.offset, &c, 4));
+    }
+    *correct = c;
+    return VKT_OK;
+}
+
+static vkt_status tensor_predict(vkt_strategy *s, const float *x, uint32_t B, float *out) {
+    tensor_impl *T = s->impl;
+    T->step = 0, T->B = B, T->train = false, T->eval = false, T->accuracy = false;
+    VKT_TRY(run_all(s, x, NULL));
+    vkt_view v = vkt_net_output(s->net[0], 0);
+    return vkt_buffer_read(v.buffer, v.offset, out,
+                           (uint64_t)B * vkt_net_out_features(s->net[0]) * 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole tensors from and to the slices
+
+// Columns of whole tensor t seen as a matrix (vkt_tp_piece).
+static uint64_t cols_of(const vkt_net_tensor *t) { return t->count / t->shape[0]; }
+
+static vkt_status tensor_read(vkt_strategy *s, vkt_net_store store, int i, float *dst) {
+    tensor_impl *T = s->impl;
+    if (!T->np[i]) return vkt_net_read_tensor(s->net[0], store, i, dst);
+    const vkt_net_tensor *t = &s->tensors[i];
+    uint64_t K = cols_of(t);
+    vkt_status st = VKT_OK;
+    for (int d = 0; d < s->ndev && st == VKT_OK; d++) {
+        const vkt_net_tensor *lt = vkt_net_get_tensor(s->net[d], i);
+        float *tmp = malloc(lt->count * 4);
+        if (!tmp) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        st = vkt_net_read_tensor(s->net[d], store, i, tmp);
+        for (int k = 0; k < T->np[i] && st == VKT_OK; k++) {
+            const vkt_tp_piece *p = &T->pieces[i][d][k];
+            for (uint64_t r = 0; r < p->nrows; r++)
+                memcpy(dst + (p->row0 + r) * K + p->col0, tmp + (p->local_row0 + r) * p->ncols,
+                       p->ncols * 4);
+        }
+        free(tmp);
+    }
+    return st;
+}
+
+static vkt_status tensor_write(vkt_strategy *s, vkt_net_store store, int i, const float *src) {
+    tensor_impl *T = s->impl;
+    const vkt_net_tensor *t = &s->tensors[i];
+    uint64_t K = cols_of(t);
+    for (int d = 0; d < s->ndev; d++) {
+        if (!T->np[i]) {
+            VKT_TRY(vkt_net_write_tensor(s->net[d], store, i, src));
+            continue;
+        }
+        const vkt_net_tensor *lt = vkt_net_get_tensor(s->net[d], i);
+        float *tmp = malloc(lt->count * 4);
+        if (!tmp) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        for (int k = 0; k < T->np[i]; k++) {
+            const vkt_tp_piece *p = &T->pieces[i][d][k];
+            for (uint64_t r = 0; r < p->nrows; r++)
+                memcpy(tmp + (p->local_row0 + r) * p->ncols, src + (p->row0 + r) * K + p->col0,
+                       p->ncols * 4);
+        }
+        vkt_status st = vkt_net_write_tensor(s->net[d], store, i, tmp);
+        free(tmp);
+        VKT_TRY(st);
+    }
+    return VKT_OK;
+}
+
+// The nets initialised their own copies (the whole tensors as the whole model would, the slices
+// not): the slices are written from the whole model's values.
+static vkt_status tensor_init(vkt_strategy *s, uint64_t seed) {
+    tensor_impl *T = s->impl;
+    for (int i = 0; i < s->ntensors; i++) {
+        if (!T->np[i]) continue;
+        const vkt_net_tensor *t = &s->tensors[i];
+        float *v = malloc(t->count * 4);
+        if (!v) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        vkt_tensor_init_values(s->desc.model, t, seed, v);
+        vkt_status st = tensor_write(s, VKT_STORE_PARAM, i, v);
+        free(v);
+        VKT_TRY(st);
+    }
+    return VKT_OK;
+}
+
+static void tensor_destroy(vkt_strategy *s) {
+    tensor_impl *T = s->impl;
+    if (!T) return;
+    // The nets point at the copies of the model: free them first.
+    for (int d = 0; d < s->ndev; d++) {
+        vkt_net_destroy(s->net[d]);
+        s->net[d] = NULL;
+        vkt_buffer_destroy(T->staging[d]);
+        vkt_model_free(&T->model[d]);
+    }
+    vkt_comm_destroy(T->comm);
+    pthread_mutex_destroy(&T->mu);
+    pthread_cond_destroy(&T->cv);
+    free(T->np);
+    free(T->pieces);
+    free(T);
+    s->impl = NULL;
+}
+
+static const strategy_vtbl tensor_vtbl = {.step = tensor_step,
+                                          .eval = tensor_eval,
+                                          .destroy = tensor_destroy,
+                                          .read = tensor_read,
+                                          .write = tensor_write,
+                                          .init = tensor_init,
+                                          .predict = tensor_predict};
+
+// Fills s->tensors with the whole model's tensors and T's map of where each device's slices lie.
+static vkt_status map_tensors(vkt_strategy *s, tensor_impl *T) {
+    const vkt_model_desc *m = s->desc.model;
+    int n = vkt_model_tensors(m, 0, m->nlayers, NULL, 0);
+    if (n > MAX_TENSORS)
+        return vkt_fail(VKT_ERR_ARG, "model %s has %d tensors, more than the %d a run can hold",
+                        m->name, n, MAX_TENSORS);
+    s->ntensors = vkt_model_tensors(m, 0, m->nlayers, s->tensors, MAX_TENSORS);
+    T->np = calloc((size_t)n + 1, sizeof *T->np);
+    T->pieces = calloc((size_t)n + 1, sizeof *T->pieces);
+    if (!T->np || !T->pieces) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    for (int d = 0; d < s->ndev; d++) {
+        VKT_ASSERT(vkt_net_tensor_count(s->net[d]) == n);
+        for (int i = 0; i < n; i++) {
+            const vkt_net_tensor *lt = vkt_net_get_tensor(s->net[d], i);
+            VKT_ASSERT(strcmp(lt->name, s->tensors[i].name) == 0);
+            const vkt_layer_desc *l = lt->desc;
+            int k = l->type->tp_pieces ? l->type->tp_pieces(l, lt->param, T->pieces[i][d]) : 0;
+            VKT_ASSERT(d == 0 || k == T->np[i]);
+            T->np[i] = k;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        s->owner[i] = 0;
+        s->local[i] = i;
+    }
+    return VKT_OK;
+}
+
+vkt_status strategy_tensor_create(vkt_strategy *s) {
+    const vkt_strategy_desc *d = &s->desc;
+    if (d->ndevices < 2)
+        return vkt_fail(VKT_ERR_ARG, "--strategy tensor needs at least two devices in --device "
+                                     "(the same one twice gives two logical devices)");
+    if (d->optim.clip > 0)
+        return vkt_fail(VKT_ERR_ARG,
+                        "--clip is not available with --strategy tensor yet: the gradient norm "
+                        "would have to be summed over every device's slices (run without --clip, "
+                        "or use --strategy replicated or layers)");
+    tensor_impl *T = calloc(1, sizeof *T);
+    if (!T) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    pthread_mutex_init(&T->mu, NULL);
+    pthread_cond_init(&T->cv, NULL);
+    s->impl = T;
+    s->vt = &tensor_vtbl; // its destroy frees the copies of the model after the nets
+    VKT_TRY(strategy_open_devices(s));
+
+    // What does not fit is refused before anything is allocated, in the plan's words.
+    vkt_plan_input pi;
+    strategy_plan_input(s, &pi);
+    vkt_plan p;
+    vkt_plan_tensor(&pi, &p);
+    if (!p.fits) return strategy_refuse(s, &p, &pi);
+    for (int i = 0; i < s->ndev; i++) {
+        VKT_TRY(vkt_tensor_model(d->model, i, s->ndev, &T->model[i]));
+        vkt_tensor_comm c = vkt_tensor_comm_of(&T->model[i], d->batch);
+        if (c.largest > T->staging_bytes) T->staging_bytes = c.largest;
+    }
+    for (int i = 0; i < s->ndev; i++) {
+        vkt_net_desc nd = {.model = &T->model[i],
+                           .first_layer = 0,
+                           .last_layer = d->model->nlayers,
+                           .max_batch = d->batch,
+                           .slots = 1,
+                           .optim = d->optim};
+        VKT_TRY(vkt_net_create(s->dev[i], s->ops[i], &nd, &s->net[i]));
+        T->rank[i] = (rank_ctx){.s = s, .d = i};
+        vkt_net_set_allreduce(s->net[i], tp_allreduce, &T->rank[i]);
+        VKT_TRY(vkt_buffer_create_host(s->dev[i], T->staging_bytes, "tensor-parallel staging",
+                                       &T->staging[i]));
+    }
+    VKT_TRY(vkt_comm_create_local(s->ndev, &T->comm));
+    return map_tensors(s, T);
+}
