@@ -203,13 +203,12 @@ vkt_status vkt_eval_run(const vkt_train_opts *o, vkt_train_result *r);
 // A checkpoint holds the run's position and the running figures a resumed run carries on with,
 // so that its metrics and its divergence check are those of the uninterrupted run.
 typedef struct vkt_run_position {
-    uint64_t step;  // steps done
-    int epoch;      // epoch in progress (0-based)
-    uint32_t batch; // next batch in that epoch
-    double
-        epoch_loss_sum;  // the loss summed over the targets of that epoch's steps done (batch > 0)
-    uint64_t epoch_rows; // the samples of those steps
-    double first_loss;   // the loss of the run's first step (0: not known, an older checkpoint)
+    uint64_t step;         // steps done
+    int epoch;             // epoch in progress (0-based)
+    uint32_t batch;        // next batch in that epoch
+    double epoch_loss_sum; // the loss summed over the targets of that epoch's steps done (batch > 0)
+    uint64_t epoch_rows;   // the samples of those steps
+    double first_loss;     // the loss of the run's first step (0: not known, an older checkpoint)
 } vkt_run_position;
 vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_position *pos,
                                const vkt_train_opts *o);
