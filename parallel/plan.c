@@ -381,7 +381,7 @@ void vkt_plan_refusal(const vkt_plan *p, const vkt_plan_input *in, const char *c
         snprintf(buf, size,
                  "single: %s needs %s for the whole model and batch but has %s; lower --batch, "
                  "raise --mem-limit, or split the model over several devices with --strategy "
-                 "layers",
+                 "layers (or its weights with --strategy tensor)",
                  who, need, has);
         break;
     case VKT_STRATEGY_REPLICATED:

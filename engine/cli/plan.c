@@ -45,8 +45,12 @@ static cJSON *plan_json(const vkt_plan *p, const vkt_plan_input *in, const char 
             cJSON_AddNumberToObject(j, "first_layer", p->lo[d]);
             cJSON_AddNumberToObject(j, "last_layer", p->hi[d] - 1);
         }
+        if (p->kind == VKT_STRATEGY_TENSOR)
+            cJSON_AddNumberToObject(j, "communication_bytes_per_step", (double)p->comm_bytes[d]);
         cJSON_AddItemToArray(devs, j);
     }
+    if (p->kind == VKT_STRATEGY_TENSOR && p->possible)
+        cJSON_AddNumberToObject(o, "reductions_per_step", p->reductions);
     return o;
 }
 
@@ -73,8 +77,16 @@ static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const char *
                mib(m->optim, e), mib(m->activations, f));
         if (p->kind == VKT_STRATEGY_LAYERS) printf(" layers %d-%d", p->lo[d], p->hi[d] - 1);
         if (p->kind == VKT_STRATEGY_REPLICATED) printf(" %u rows", p->rows[d]);
+        if (p->kind == VKT_STRATEGY_TENSOR)
+            printf(" %.0f%% of the compute, moves %.1f %s a step", 100 * p->compute_share[d],
+                   p->comm_bytes[d] < (1u << 20) ? p->comm_bytes[d] / 1024.0
+                                                 : p->comm_bytes[d] / 1048576.0,
+                   p->comm_bytes[d] < (1u << 20) ? "KiB" : "MiB");
         printf("\n");
     }
+    if (p->kind == VKT_STRATEGY_TENSOR && p->possible)
+        printf("  %d reductions a step (each split pair one forward, one backward)\n",
+               p->reductions);
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -103,18 +115,23 @@ int cmd_plan(int argc, char **argv) {
         vkt_strategy_device_label(ctx, sd->devices, sd->ndevices, i, labels[i], sizeof labels[i]);
         label_of[i] = labels[i];
     }
-    vkt_plan plans[3];
+    enum { NPLANS = 4 };
+    vkt_plan plans[NPLANS];
     vkt_plan_single(&in, &plans[0]);
     vkt_plan_replicated(&in, &plans[1]);
     vkt_plan_layers(&in, &plans[2]);
+    vkt_plan_tensor(&in, &plans[3]);
     // What `train --strategy X` says when X does not fit (the same function words it there).
-    char refusal[3][1024];
-    for (int i = 0; i < 3; i++)
+    char refusal[NPLANS][1024];
+    for (int i = 0; i < NPLANS; i++)
         vkt_plan_refusal(&plans[i], &in, label_of, refusal[i], sizeof refusal[i]);
 
     // Recommendation: one device that fits trains alone; with several, replication when a
-    // replica fits everywhere (it scales throughput and has no pipeline bubble), layers when only
-    // a split fits; otherwise nothing does.
+    // replica fits everywhere (it scales throughput and has no pipeline bubble), layers when a cut
+    // into stages fits (one activation crosses each boundary per micro-batch), tensor when only
+    // splitting the weights themselves fits (two reductions of the whole batch's activations per
+    // split pair and step, and every device runs the unsplit layers on the whole batch);
+    // otherwise nothing does.
     const char *rec = "none";
     char why[1200];
     char a[32], b[32];
@@ -147,10 +164,19 @@ int cmd_plan(int argc, char **argv) {
             if (plans[2].need[d].total > mx) mx = plans[2].need[d].total;
         char m2[32];
         snprintf(why + strlen(why) - 4, sizeof why - strlen(why) + 4, "%s", mib(mx, m2));
+    } else if (plans[3].fits) {
+        rec = "tensor";
+        uint64_t mx = 0;
+        for (int d = 0; d < sd->ndevices; d++)
+            if (plans[3].need[d].total > mx) mx = plans[3].need[d].total;
+        snprintf(why, sizeof why,
+                 "neither a whole replica nor any cut into stages fits (%s); with the weights "
+                 "split across the devices the largest device needs %s",
+                 plans[2].note[0] ? plans[2].note : "see layers above", mib(mx, a));
     } else {
         snprintf(why, sizeof why,
-                 "the model fits on these devices neither whole nor split into "
-                 "stages: add devices, raise --mem-limit, or lower --batch");
+                 "the model fits on these devices neither whole, nor split into stages, nor "
+                 "with its weights split: add devices, raise --mem-limit, or lower --batch");
     }
 
     if (c.json) {
@@ -169,7 +195,7 @@ int cmd_plan(int argc, char **argv) {
             cJSON_AddItemToArray(devs, j);
         }
         cJSON *arr = cJSON_AddArrayToObject(o, "strategies");
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < NPLANS; i++)
             cJSON_AddItemToArray(arr, plan_json(&plans[i], &in, refusal[i]));
         cJSON_AddStringToObject(o, "recommended", rec);
         cJSON_AddStringToObject(o, "why", why);
@@ -181,7 +207,7 @@ int cmd_plan(int argc, char **argv) {
         printf("model %s: %llu parameters, batch %u, optimizer %s\n", model.name,
                (unsigned long long)vkt_model_param_count(&model), c.o.batch,
                c.o.optim.kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd");
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < NPLANS; i++)
             plan_print(&plans[i], &in, label_of, refusal[i]);
         printf("recommended: %s: %s\n", rec, why);
     }
