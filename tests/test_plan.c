@@ -3,9 +3,11 @@
 // plan's own figure as the limit each strategy is made and every device's peak memory right after
 // is the figure to the byte (single with and without the upload areas of a discrete GPU; replicated
 // with equal, given and measured shares; layers with the automatic cut, a given split and 1F1B
-// micro-batches); one byte less is refused with the plan's refusal, word for word. Then the
-// arithmetic alone: the upload areas' size, a device's largest allocation (maxMemoryAllocationSize)
-// refused in words, and the automatic cut keeping every buffer under it.
+// micro-batches; tensor over 2 and 3 devices, of fashion_mlp, fashion_cnn and char_gpt, whose
+// devices hold their slices and a staging buffer); one byte less is refused with the plan's
+// refusal, word for word. Then the arithmetic alone: the upload areas' size, a device's largest
+// allocation (maxMemoryAllocationSize) refused in words, and the automatic cut keeping every
+// buffer under it.
 // (tests/test_cli_plan_grid.sh holds `vktrain plan` and `vktrain train` to the same over a grid.)
 #include <stdlib.h>
 #include <string.h>
@@ -213,9 +215,10 @@ int main(void) {
     // The tuner's scratch is borrowed from what the limit leaves (plan.h): no tuning here, so that
     // the peaks are the strategies' own (measured shares run steps while the strategy is made).
     vkt_context_set_tune(t->ctx, VKT_TUNE_OFF);
-    vkt_model_desc mlp, cnn;
+    vkt_model_desc mlp, cnn, gpt;
     VT_OK(t, vkt_model_load(VKT_SOURCE_DIR "/assets/models/fashion_mlp.json", &mlp));
     VT_OK(t, vkt_model_load(VKT_SOURCE_DIR "/assets/models/fashion_cnn.json", &cnn));
+    VT_OK(t, vkt_model_load(VKT_SOURCE_DIR "/assets/models/char_gpt.json", &gpt));
     if (t->failures) return vt_finish(t);
     check_arithmetic(t, &mlp);
 
@@ -234,6 +237,9 @@ int main(void) {
         {CFG("layers 2,3", LAYERS, "llvmpipe,llvmpipe", 64), .split = {2, 3}},
         {CFG("layers, 1F1B over 4", LAYERS, "llvmpipe,llvmpipe", 64), .micro = 4,
          .schedule = VKT_SCHEDULE_1F1B},
+        {CFG("tensor", TENSOR, "llvmpipe,llvmpipe", 64)},
+        {CFG("tensor", TENSOR, "llvmpipe,swiftshader", 77)},
+        {CFG("tensor over 3", TENSOR, "llvmpipe,swiftshader,llvmpipe", 33)},
     };
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         if (!have_ss && strstr(configs[i].devices, "swiftshader")) continue;
@@ -244,12 +250,26 @@ int main(void) {
         {CFG("cnn single", SINGLE, "llvmpipe", 16)},
         {CFG("cnn single, upload areas", SINGLE, "swiftshader", 16), .upload_areas = true},
         {CFG("cnn layers", LAYERS, "llvmpipe,llvmpipe", 16), .micro = 2},
+        {CFG("cnn tensor", TENSOR, "llvmpipe,swiftshader", 16)},
+    };
+    // Under tensor: the attention layers split by heads and the MLPs by units, beside the whole
+    // embeddings, norms and head, and the staging of the largest reduction.
+    const config gpt_configs[] = {
+        {CFG("char_gpt single", SINGLE, "llvmpipe", 4)},
+        {CFG("char_gpt tensor", TENSOR, "llvmpipe,llvmpipe", 4)},
+        {CFG("char_gpt tensor", TENSOR, "llvmpipe,swiftshader", 3)},
+        {CFG("char_gpt tensor over 3", TENSOR, "llvmpipe,llvmpipe,llvmpipe", 2)},
     };
 #undef CFG
     for (size_t i = 0; i < sizeof cnn_configs / sizeof cnn_configs[0]; i++) {
         if (!have_ss && strstr(cnn_configs[i].devices, "swiftshader")) continue;
         check_config(t, &cnn, &cnn_configs[i]);
     }
+    for (size_t i = 0; i < sizeof gpt_configs / sizeof gpt_configs[0]; i++) {
+        if (!have_ss && strstr(gpt_configs[i].devices, "swiftshader")) continue;
+        check_config(t, &gpt, &gpt_configs[i]);
+    }
+    vkt_model_free(&gpt);
     vkt_model_free(&cnn);
     vkt_model_free(&mlp);
     return vt_finish(t);
