@@ -2,6 +2,7 @@
 // The buffers are the devices' mapped exchange areas, so on CPU drivers and unified-memory GPUs
 // no copy is made besides the sum itself.
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "comm.h"
@@ -52,5 +53,48 @@ vkt_status vkt_comm_allreduce_sum(vkt_comm *c, float *const *bufs, size_t n) {
     }
     c->stats.reduce_ns += now_ns() - t0;
     c->stats.bytes += (uint64_t)n * 4 * (uint64_t)(2 * c->nlocal - 1);
+    return VKT_OK;
+}
+
+vkt_status vkt_comm_reduce_scatter_sum(vkt_comm *c, float *const *bufs, size_t n,
+                                       const size_t *bounds, double *sumsq) {
+    double t0 = now_ns();
+    if (bounds[0] != 0 || bounds[c->nlocal] != n)
+        return vkt_fail(VKT_ERR_ARG, "reduce-scatter bounds [%zu, %zu] do not cover %zu elements",
+                        bounds[0], bounds[c->nlocal], n);
+    double sq = 0;
+    for (int o = 0; o < c->nlocal; o++) {
+        if (bounds[o + 1] < bounds[o])
+            return vkt_fail(VKT_ERR_ARG, "reduce-scatter bounds decrease at rank %d", o);
+        float *dst = bufs[o];
+        // The sum in the all-reduce's order (rank 0, 1, ...), into the owner's buffer.
+        for (size_t i = bounds[o]; i < bounds[o + 1]; i++) {
+            float acc = bufs[0][i];
+            for (int r = 1; r < c->nlocal; r++)
+                acc += bufs[r][i];
+            dst[i] = acc;
+            sq += (double)acc * acc;
+        }
+    }
+    if (sumsq) *sumsq += sq;
+    c->stats.reduce_ns += now_ns() - t0;
+    c->stats.bytes += (uint64_t)n * 4 * (uint64_t)(c->nlocal + 1);
+    return VKT_OK;
+}
+
+vkt_status vkt_comm_allgather(vkt_comm *c, float *const *bufs, size_t n, const size_t *bounds) {
+    double t0 = now_ns();
+    if (bounds[0] != 0 || bounds[c->nlocal] != n)
+        return vkt_fail(VKT_ERR_ARG, "all-gather bounds [%zu, %zu] do not cover %zu elements",
+                        bounds[0], bounds[c->nlocal], n);
+    for (int o = 0; o < c->nlocal; o++) {
+        if (bounds[o + 1] < bounds[o])
+            return vkt_fail(VKT_ERR_ARG, "all-gather bounds decrease at rank %d", o);
+        size_t len = bounds[o + 1] - bounds[o];
+        for (int q = 0; q < c->nlocal && len; q++)
+            if (q != o) memcpy(bufs[q] + bounds[o], bufs[o] + bounds[o], len * 4);
+    }
+    c->stats.reduce_ns += now_ns() - t0;
+    c->stats.bytes += (uint64_t)n * 4 * (uint64_t)c->nlocal;
     return VKT_OK;
 }

@@ -125,34 +125,116 @@ void vkt_plan_single(const vkt_plan_input *in, vkt_plan *p) {
     if (!p->fits) snprintf(p->note, sizeof p->note, "the whole model and batch do not fit on #0");
 }
 
+// The model's tensors (malloc'd, *n of them; NULL when out of host memory).
+static vkt_net_tensor *model_tensors(const vkt_model_desc *m, int *n) {
+    *n = vkt_model_tensors(m, 0, m->nlayers, NULL, 0);
+    vkt_net_tensor *t = calloc((size_t)*n + 1, sizeof *t);
+    if (t) vkt_model_tensors(m, 0, m->nlayers, t, *n);
+    return t;
+}
+
+void vkt_plan_optim_shards(const vkt_model_desc *m, int n, uint64_t align, uint64_t *bounds) {
+    int nt;
+    vkt_net_tensor *t = model_tensors(m, &nt);
+    uint64_t total = vkt_model_param_count(m), g = align >= 4 ? align / 4 : 1;
+    bounds[0] = 0;
+    for (int d = 1; d < n; d++) {
+        uint64_t want = total * (uint64_t)d / (uint64_t)n, e = 0;
+        bounds[d] = want;
+        for (int i = 0; t && i < nt; i++) {
+            if (t[i].state) continue;
+            if (want < e + t[i].count) {
+                bounds[d] = e + (want - e) / g * g;
+                break;
+            }
+            e += t[i].count;
+        }
+    }
+    bounds[n] = total;
+    free(t);
+}
+
+// The byte offset of parameter element e (over the trained tensors in model order) in a packed
+// buffer laid out with alignment align, as a network packs it; a tensor's first element is at its
+// tensor's offset (the padding before it belongs to the element before), the parameter count at
+// the packed size.
+static uint64_t packed_offset(const vkt_net_tensor *t, int nt, uint64_t align, uint64_t e) {
+    uint64_t off = 0, at = 0;
+    for (int i = 0; i < nt; i++) {
+        if (t[i].state) continue;
+        if (e < at + t[i].count) return off + (e - at) * 4;
+        at += t[i].count;
+        off = align_up(off + t[i].count * 4, align);
+    }
+    return off ? off : align;
+}
+
+static vkt_net_memory estimate_shard(const vkt_plan_input *in, int d, uint32_t rows, uint64_t lo,
+                                     uint64_t hi) {
+    vkt_net_desc nd = {.model = in->model,
+                       .first_layer = 0,
+                       .last_layer = in->model->nlayers,
+                       .max_batch = rows ? rows : 1,
+                       .slots = 1,
+                       .optim = in->optim,
+                       .shard_optim = true,
+                       .optim_lo = lo,
+                       .optim_hi = hi};
+    return vkt_net_estimate(&nd, in->align[d]);
+}
+
 void vkt_plan_replicated(const vkt_plan_input *in, vkt_plan *p) {
     memset(p, 0, sizeof *p);
     p->kind = VKT_STRATEGY_REPLICATED;
     p->ndevices = in->ndevices;
     p->possible = in->ndevices >= 2;
+    p->shard_optimizer = in->shard_optimizer;
     if (!p->possible) snprintf(p->note, sizeof p->note, "needs at least two devices");
     bool measured = in->ndevices > 0 && in->balance[0] < 0;
     vkt_plan_shard_rows(in->balance, in->ndevices, in->batch, p->rows);
+    // --shard-optimizer: device d's optimizer state covers the elements [bounds[d], bounds[d+1])
+    // only, at the bounds every device can view (the largest alignment).
+    uint64_t bounds[VKT_MAX_DEVICES + 1], amax = 16;
+    int nt = 0;
+    vkt_net_tensor *t = NULL;
+    if (p->shard_optimizer && in->ndevices >= 1) {
+        for (int d = 0; d < in->ndevices; d++)
+            if (in->align[d] > amax) amax = in->align[d];
+        vkt_plan_optim_shards(in->model, in->ndevices, amax, bounds);
+        t = model_tensors(in->model, &nt);
+    }
     for (int d = 0; d < in->ndevices; d++) {
         // A shard of a smaller batch (an epoch's last) can round one row above its share of the
         // full one; measured shares are not known yet, so such a replica takes the whole batch.
         p->net_rows[d] = measured ? in->batch : p->rows[d] < in->batch ? p->rows[d] + 1 : in->batch;
-        p->need[d] = estimate(in, d, 0, in->model->nlayers, p->net_rows[d], 1);
+        p->need[d] = p->shard_optimizer
+                         ? estimate_shard(in, d, p->net_rows[d], bounds[d], bounds[d + 1])
+                         : estimate(in, d, 0, in->model->nlayers, p->net_rows[d], 1);
         p->largest[d] = net_largest(in, d, &p->need[d]);
         // The gradient exchange area, one packed buffer in host-visible memory, in replica 0's
-        // layout (its alignment) on every device.
+        // layout (its alignment) on every device (with --shard-optimizer it carries the updated
+        // parameters back too).
         uint64_t xchg = p->need[0].params;
         p->need[d].io += xchg;
         p->need[d].total += xchg;
         if (xchg > p->largest[d]) p->largest[d] = xchg;
         p->lo[d] = 0, p->hi[d] = in->model->nlayers;
         p->compute_share[d] = (double)p->rows[d] / in->batch;
+        // Bytes moved per step (plan.h gives the formulas).
+        p->comm_bytes[d] = 2 * xchg;
+        if (p->shard_optimizer && t)
+            p->comm_bytes[d] += packed_offset(t, nt, in->align[0], bounds[d + 1]) -
+                                packed_offset(t, nt, in->align[0], bounds[d]);
     }
+    free(t);
     finish(in, p);
     if (p->possible && !p->fits)
-        snprintf(p->note, sizeof p->note,
-                 "every device holds the whole model: more devices do "
-                 "not lower what each one needs");
+        snprintf(p->note, sizeof p->note, "%s",
+                 p->shard_optimizer
+                     ? "every device holds the whole parameters, gradients and activations: "
+                       "sharding cuts only the optimizer state by the number of devices"
+                     : "every device holds the whole model: more devices do not lower what each "
+                       "one needs");
 }
 
 void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
@@ -385,11 +467,18 @@ void vkt_plan_refusal(const vkt_plan *p, const vkt_plan_input *in, const char *c
                  who, need, has);
         break;
     case VKT_STRATEGY_REPLICATED:
-        snprintf(buf, size,
-                 "replicated: %s needs %s for a whole replica but has %s; every device holds the "
-                 "whole model, so more devices do not help: --strategy layers splits the model "
-                 "across devices",
-                 who, need, has);
+        if (p->shard_optimizer)
+            snprintf(buf, size,
+                     "replicated --shard-optimizer: %s needs %s for a replica with 1/%d of the "
+                     "optimizer state but has %s; the parameters, gradients and activations are "
+                     "whole on every device: --strategy layers splits the model across devices",
+                     who, need, p->ndevices, has);
+        else
+            snprintf(buf, size,
+                     "replicated: %s needs %s for a whole replica but has %s; every device holds "
+                     "the whole model, so more devices do not help: --strategy layers splits the "
+                     "model across devices",
+                     who, need, has);
         break;
     case VKT_STRATEGY_LAYERS:
         if (in->split[0] > 0)

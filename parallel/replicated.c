@@ -10,6 +10,15 @@
 // backward of bucket k+1. A last submit copies the sums back and runs the optimizer.
 //
 // Replication never lowers the memory a device needs: every device needs the whole model.
+//
+// Except its optimizer state, with --shard-optimizer (ZeRO stage 1): replica d keeps the state of
+// the parameter elements [bound[d], bound[d+1]) only (vkt_plan_optim_shards: equal contiguous
+// ranges of the elements in model order, cutting through tensors). The host reduce-scatters each
+// bucket (each replica gets back the sums of its own range only) and sums the squared gradient
+// norm on the way, for clipping; each replica updates its range, copies those parameters out,
+// the host all-gathers them, and a third submit copies every other range's parameters in. The
+// ranges are element ranges: where replicas lay tensors out differently (alignment), they map to
+// each replica's own offsets tensor by tensor.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +48,13 @@ typedef struct repl {
     // Replica d's parameters lie as replica 0's (the same offset alignment): a bucket moves as
     // one range; otherwise tensor by tensor, between its own offsets and replica 0's.
     bool same_layout[VKT_MAX_DEVICES];
-    vkt_cmd *cmd[VKT_MAX_DEVICES][MAX_BUCKETS + 1]; // [0] = s->cmd[d]; [nbuckets] = the update
+    // [0] = s->cmd[d]; [nbuckets] = the update; [nbuckets + 1] = the parameters' copy-in (shard)
+    vkt_cmd *cmd[VKT_MAX_DEVICES][MAX_BUCKETS + 2];
     vkt_comm *comm;
+    // --shard-optimizer: replica d's optimizer state covers the elements [bound[d], bound[d+1]),
+    // which lie at bytes [xb[d], xb[d+1]) of the exchange buffers (replica 0's layout).
+    bool shard;
+    uint64_t bound[VKT_MAX_DEVICES + 1], xb[VKT_MAX_DEVICES + 1];
     double comm_prev_ns;
 } repl;
 
@@ -87,6 +101,82 @@ static void record_exchange(vkt_strategy *s, repl *r, int d, vkt_cmd *cmd, const
     }
 }
 
+// Where parameter element e (model order, trained tensors) lies in net n0's packed buffers: its
+// tensor's offset plus its index; the parameter count at the packed size. As plan.c's
+// packed_offset, so that the plan's bytes moved are the step's.
+static uint64_t packed_offset(const vkt_net *n0, uint64_t e) {
+    uint64_t at = 0;
+    for (int i = 0; i < vkt_net_tensor_count(n0); i++) {
+        const vkt_net_tensor *t = vkt_net_get_tensor(n0, i);
+        if (t->state) continue;
+        if (e < at + t->count) return t->offset + (e - at) * 4;
+        at += t->count;
+    }
+    return vkt_net_packed_bytes(n0);
+}
+
+// Records the copies between replica d's buffer buf (its gradients or parameters) and its
+// exchange buffer of the exchange bytes [x0, x1) (replica 0's layout), tensor by tensor where
+// replica d lays them out otherwise. One timed copy, labelled label.
+static void record_range(vkt_strategy *s, repl *r, int d, vkt_cmd *cmd, vkt_buffer *buf,
+                         uint64_t x0, uint64_t x1, bool to_xchg, const char *label) {
+    if (x1 <= x0) return;
+    if (r->same_layout[d]) {
+        vkt_view g = vkt_buffer_view(buf, x0, x1 - x0),
+                 x = vkt_buffer_view(r->xchg[d], x0, x1 - x0);
+        vkt_cmd_copy(cmd, to_xchg ? g : x, to_xchg ? x : g, label);
+        return;
+    }
+    const vkt_net *n0 = s->net[0], *nd = s->net[d];
+    for (int i = 0; i < vkt_net_tensor_count(nd); i++) {
+        const vkt_net_tensor *t = vkt_net_get_tensor(nd, i), *t0 = vkt_net_get_tensor(n0, i);
+        if (t->state) continue;
+        uint64_t a = x0 > t0->offset ? x0 : t0->offset;
+        uint64_t b = x1 < t0->offset + t0->count * 4 ? x1 : t0->offset + t0->count * 4;
+        if (a >= b) continue;
+        vkt_view g = vkt_buffer_view(buf, t->offset + (a - t0->offset), b - a);
+        vkt_view x = vkt_buffer_view(r->xchg[d], a, b - a);
+        vkt_cmd_copy(cmd, to_xchg ? g : x, to_xchg ? x : g, label);
+        label = NULL;
+    }
+}
+
+// --shard-optimizer, after the updates: every replica's updated range to every other replica
+// (the host's all-gather over the exchange buffers, then each replica copies the other ranges
+// in).
+static vkt_status gather_params(vkt_strategy *s, repl *r, uint32_t step) {
+    int n = s->ndev, nb = r->nbuckets;
+    float *bufs[VKT_MAX_DEVICES];
+    size_t bnd[VKT_MAX_DEVICES + 1];
+    for (int d = 0; d < n; d++)
+        bufs[d] = vkt_buffer_mapped(r->xchg[d]);
+    for (int q = 0; q <= n; q++)
+        bnd[q] = r->xb[q] / 4;
+    int64_t c0 = vkt_trace_now_ns();
+    VKT_TRY(vkt_comm_allgather(r->comm, bufs, r->xb[n] / 4, bnd));
+    int64_t c1 = vkt_trace_now_ns();
+    for (int d = 0; d < n; d++) {
+        s->stats[d].comm_ns += (double)(c1 - c0);
+        s->stats[d].busy_ns += (double)(c1 - c0); // exposed: every device waits on it
+        if (s->desc.trace)
+            vkt_trace_add_event(s->desc.trace, s->trace_pid[d], "comm:allgather",
+                                VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)step);
+        vkt_cmd *cmd = r->cmd[d][nb + 1];
+        vkt_buffer *params = vkt_net_params(s->net[d]).buffer;
+        VKT_TRY(vkt_cmd_begin(cmd, true));
+        record_range(s, r, d, cmd, params, 0, r->xb[d], false, "comm:param_in");
+        record_range(s, r, d, cmd, params, r->xb[d + 1], r->xb[n], false, "comm:param_in");
+        VKT_TRY(vkt_cmd_end(cmd));
+        VKT_TRY(vkt_cmd_submit(cmd));
+        s->stats[d].bytes_moved += r->xb[n] - (r->xb[d + 1] - r->xb[d]);
+    }
+    for (int d = 0; d < n; d++) {
+        VKT_TRY(vkt_cmd_wait(r->cmd[d][nb + 1], VKT_WAIT_MS));
+        VKT_TRY(strategy_account_cmd(s, d, r->cmd[d][nb + 1], (int)step));
+    }
+    return VKT_OK;
+}
+
 static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                             uint32_t step, double *loss_sum) {
     repl *r = s->impl;
@@ -127,7 +217,9 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
         }
         row0 += R;
     }
-    // Reduce bucket by bucket, in the order the devices finish them.
+    // Reduce bucket by bucket, in the order the devices finish them (sharded: each bucket's sums
+    // to the replicas whose ranges hold them, and the squared norm of all of them for --clip).
+    double sumsq = 0;
     for (int k = 0; k < r->nbuckets; k++) {
         const bucket *b = &r->b[k];
         float *bufs[VKT_MAX_DEVICES];
@@ -144,30 +236,61 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
         }
         if (!b->bytes) continue;
         int64_t c0 = vkt_trace_now_ns();
-        VKT_TRY(vkt_comm_allreduce_sum(r->comm, bufs, b->bytes / 4));
+        size_t bnd[VKT_MAX_DEVICES + 1];
+        if (r->shard) {
+            for (int q = 0; q <= n; q++) {
+                uint64_t at = r->xb[q] < b->off              ? b->off
+                              : r->xb[q] > b->off + b->bytes ? b->off + b->bytes
+                                                             : r->xb[q];
+                bnd[q] = (at - b->off) / 4;
+            }
+            VKT_TRY(vkt_comm_reduce_scatter_sum(r->comm, bufs, b->bytes / 4, bnd, &sumsq));
+        } else {
+            VKT_TRY(vkt_comm_allreduce_sum(r->comm, bufs, b->bytes / 4));
+        }
         int64_t c1 = vkt_trace_now_ns();
         for (int d = 0; d < n; d++) {
             s->stats[d].comm_ns += (double)(c1 - c0);
-            s->stats[d].bytes_moved += 2 * b->bytes;
+            // Out, and back: every sum, or the sums of its range.
+            s->stats[d].bytes_moved += b->bytes + (r->shard ? (bnd[d + 1] - bnd[d]) * 4 : b->bytes);
             // A bucket reduced while later buckets still run is hidden by the overlap.
             if (k + 1 < r->nbuckets)
                 s->stats[d].comm_hidden_ns += (double)(c1 - c0);
             else
                 s->stats[d].busy_ns += (double)(c1 - c0); // exposed: the device waits on it
             if (s->desc.trace)
-                vkt_trace_add_event(s->desc.trace, s->trace_pid[d], "comm:allreduce",
+                vkt_trace_add_event(s->desc.trace, s->trace_pid[d],
+                                    r->shard ? "comm:reduce_scatter" : "comm:allreduce",
                                     VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)step);
         }
     }
-    // Copy the sums back and update.
+    // Copy the sums back and update (sharded: the sums of the replica's range, its range's
+    // update, and its updated parameters out to the exchange buffer).
     for (int d = 0; d < n; d++) {
         vkt_net *net = s->net[d];
         vkt_cmd *cmd = r->cmd[d][r->nbuckets];
         VKT_TRY(vkt_cmd_begin(cmd, true));
-        for (int k = 0; k < r->nbuckets; k++)
-            if (r->b[k].bytes) record_exchange(s, r, d, cmd, &r->b[k], false);
+        for (int k = 0; k < r->nbuckets; k++) {
+            const bucket *b = &r->b[k];
+            if (!b->bytes) continue;
+            if (!r->shard) {
+                record_exchange(s, r, d, cmd, b, false);
+                continue;
+            }
+            uint64_t x0 = r->xb[d] > b->off ? r->xb[d] : b->off;
+            uint64_t x1 = r->xb[d + 1] < b->off + b->bytes ? r->xb[d + 1] : b->off + b->bytes;
+            record_range(s, r, d, cmd, vkt_net_grads(net).buffer, x0, x1, false, "comm:grad_in");
+        }
         vkt_cmd_barrier(cmd);
-        vkt_net_record_step(net, cmd, step);
+        if (r->shard && s->desc.optim.clip > 0)
+            vkt_net_record_step_norm(net, cmd, step, (float)sumsq);
+        else
+            vkt_net_record_step(net, cmd, step);
+        if (r->shard) {
+            record_range(s, r, d, cmd, vkt_net_params(net).buffer, r->xb[d], r->xb[d + 1], true,
+                         "comm:param_out");
+            s->stats[d].bytes_moved += r->xb[d + 1] - r->xb[d];
+        }
         VKT_TRY(vkt_net_status(net));
         VKT_TRY(vkt_cmd_end(cmd));
         VKT_TRY(vkt_cmd_submit(cmd));
@@ -182,6 +305,7 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
             total += ls;
         }
     }
+    if (r->shard) VKT_TRY(gather_params(s, r, step));
     // Each replica updated its running statistics from its own shard (per-device batch
     // statistics, as DDP without SyncBatchNorm); device 0's are kept, as DDP's broadcast_buffers.
     VKT_TRY(strategy_broadcast_state(s));
@@ -221,7 +345,7 @@ static void repl_destroy(vkt_strategy *s) {
     repl *r = s->impl;
     if (!r) return;
     for (int d = 0; d < s->ndev; d++) {
-        for (int k = 1; k <= r->nbuckets; k++)
+        for (int k = 1; k <= r->nbuckets + 1; k++)
             vkt_cmd_destroy(r->cmd[d][k]);
         vkt_buffer_destroy(r->xchg[d]);
     }
@@ -282,16 +406,26 @@ vkt_status strategy_replicated_create(vkt_strategy *s) {
     // it. Each replica is built for the rows the plan counted.
     vkt_plan_input pi;
     strategy_plan_input(s, &pi); // the shares as given: equal, manual or measured (auto)
+    pi.shard_optimizer = r->shard = d->shard_optimizer;
     vkt_plan p;
     vkt_plan_replicated(&pi, &p);
     if (!p.fits) return strategy_refuse(s, &p, &pi);
+    if (r->shard) { // the plan's shards: at bounds every device can view
+        uint64_t amax = 16;
+        for (int i = 0; i < s->ndev; i++)
+            if (pi.align[i] > amax) amax = pi.align[i];
+        vkt_plan_optim_shards(d->model, s->ndev, amax, r->bound);
+    }
     for (int i = 0; i < s->ndev; i++) {
         vkt_net_desc nd = {.model = d->model,
                            .first_layer = 0,
                            .last_layer = d->model->nlayers,
                            .max_batch = p.net_rows[i],
                            .slots = 1,
-                           .optim = d->optim};
+                           .optim = d->optim,
+                           .shard_optim = r->shard,
+                           .optim_lo = r->bound[i],
+                           .optim_hi = r->bound[i + 1]};
         VKT_TRY(vkt_net_create(s->dev[i], s->ops[i], &nd, &s->net[i]));
     }
     make_buckets(s, r);
@@ -307,9 +441,11 @@ vkt_status strategy_replicated_create(vkt_strategy *s) {
         // The padding between tensors stays zero (per-tensor copies never write it).
         memset(vkt_buffer_mapped(r->xchg[i]), 0, packed);
         r->cmd[i][0] = s->cmd[i];
-        for (int k = 1; k <= r->nbuckets; k++)
+        for (int k = 1; k <= r->nbuckets + (r->shard ? 1 : 0); k++)
             VKT_TRY(vkt_cmd_create(s->dev[i], &r->cmd[i][k]));
     }
+    for (int q = 0; q <= s->ndev; q++)
+        r->xb[q] = packed_offset(s->net[0], r->bound[q]);
     VKT_TRY(vkt_comm_create_local(s->ndev, &r->comm));
     if (auto_balance) {
         uint32_t probe = d->batch < 64 ? d->batch : 64;

@@ -360,6 +360,11 @@ vkt_status vkt_strategy_create(const vkt_strategy_desc *desc, vkt_strategy **out
         return vkt_fail(VKT_ERR_ARG, "between 1 and %d devices, not %d", VKT_MAX_DEVICES,
                         desc->ndevices);
     if (desc->batch < 1) return vkt_fail(VKT_ERR_ARG, "batch must be at least 1");
+    if (desc->shard_optimizer && desc->kind != VKT_STRATEGY_REPLICATED)
+        return vkt_fail(VKT_ERR_ARG,
+                        "--shard-optimizer applies to --strategy replicated (each replica keeps "
+                        "the optimizer state of its shard), not to --strategy %s",
+                        vkt_strategy_name(desc->kind));
     vkt_strategy *s = calloc(1, sizeof *s);
     if (!s) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     s->desc = *desc;
@@ -417,6 +422,14 @@ bool vkt_strategy_has_store(const vkt_strategy *s, vkt_net_store store) {
 vkt_status vkt_strategy_read(vkt_strategy *s, vkt_net_store store, int i, float *dst) {
     if (i < 0 || i >= s->ntensors) return vkt_fail(VKT_ERR_ARG, "no tensor %d", i);
     if (s->vt->read) return s->vt->read(s, store, i, dst);
+    // A sharded optimizer's state: each replica fills its shard's piece of the tensor (and
+    // vkt_strategy_write's every-replica write gives each its piece).
+    if (s->replicated && s->desc.shard_optimizer &&
+        (store == VKT_STORE_OPT1 || store == VKT_STORE_OPT2)) {
+        for (int d = 0; d < s->ndev; d++)
+            VKT_TRY(vkt_net_read_tensor(s->net[d], store, s->local[i], dst));
+        return VKT_OK;
+    }
     return vkt_net_read_tensor(s->net[s->owner[i]], store, s->local[i], dst);
 }
 

@@ -413,6 +413,7 @@ int cli_bench_train(int argc, char **argv) {
         cJSON_AddStringToObject(o, "benchmark", "train");
         cJSON_AddStringToObject(o, "model", m.name);
         cJSON_AddStringToObject(o, "strategy", vkt_strategy_name(sd.kind));
+        cJSON_AddBoolToObject(o, "shard_optimizer", sd.shard_optimizer);
         cJSON_AddStringToObject(o, "device", info->name);
         cJSON_AddStringToObject(o, "driver", info->driver);
         cJSON_AddStringToObject(o, "api_version", api);
@@ -438,10 +439,11 @@ int cli_bench_train(int argc, char **argv) {
         char tok[64] = "";
         if (lm) snprintf(tok, sizeof tok, " (%.0f tokens/s, %u a sample)", sps * tokens, tokens);
         char rb[32];
-        printf("bench train: %s, batch %u, %s on %s: %s samples/s%s, %.2f ms/step, %.2f GFLOP/s "
-               "in the step\n",
-               m.name, B, vkt_strategy_name(sd.kind), vkt_strategy_devices(s), cli_rate(sps, rb),
-               tok, wall_ns / steps * 1e-6, step_gflops);
+        printf("bench train: %s, batch %u, %s%s on %s: %s samples/s%s, %.2f ms/step, %.2f "
+               "GFLOP/s in the step\n",
+               m.name, B, vkt_strategy_name(sd.kind),
+               sd.shard_optimizer ? " --shard-optimizer" : "", vkt_strategy_devices(s),
+               cli_rate(sps, rb), tok, wall_ns / steps * 1e-6, step_gflops);
         // The text names attention where the step ran attention kernels; the JSON always has it.
         bool attn = false;
         for (int d = 0; d < ndev; d++)
@@ -458,6 +460,8 @@ int cli_bench_train(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "other_kernels_fraction", other);
             cJSON_AddNumberToObject(j, "communication_fraction", comm);
             cJSON_AddNumberToObject(j, "host_and_idle_fraction", host);
+            cJSON_AddNumberToObject(j, "peak_memory_bytes", (double)ds.peak_memory);
+            cJSON_AddNumberToObject(j, "bytes_moved_per_step", (double)ds.bytes_moved / steps);
             cJSON_AddItemToArray(devs, j);
             char a[48] = "";
             if (attn) snprintf(a, sizeof a, "attention %.1f%%, ", 100 * at);

@@ -1,5 +1,6 @@
-// plan.c (CLI): `vktrain plan`. For each strategy, the bytes each device would need (by kind),
-// whether that fits, and the strategy it recommends and why. Opens no device: the arithmetic is
+// plan.c (CLI): `vktrain plan`. For each strategy (replicated also with --shard-optimizer), the
+// bytes each device would need (by kind), whether that fits, the bytes a replicated step moves,
+// and the strategy it recommends and why. Opens no device: the arithmetic is
 // parallel/plan.c, the same the strategies check before they allocate.
 #include <stdio.h>
 #include <string.h>
@@ -14,9 +15,17 @@ static const char *mib(uint64_t b, char *buf) {
     return buf;
 }
 
+// "replicated+shard-optimizer" for replicated with its optimizer state sharded (its own entry,
+// so that the JSON's strategies stay distinct by name), else the strategy's name.
+static const char *plan_name(const vkt_plan *p) {
+    return p->shard_optimizer ? "replicated+shard-optimizer" : vkt_strategy_name(p->kind);
+}
+
 static cJSON *plan_json(const vkt_plan *p, const vkt_plan_input *in, const char *refusal) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "strategy", vkt_strategy_name(p->kind));
+    cJSON_AddStringToObject(o, "strategy", plan_name(p));
+    if (p->kind == VKT_STRATEGY_REPLICATED)
+        cJSON_AddBoolToObject(o, "shard_optimizer", p->shard_optimizer);
     cJSON_AddBoolToObject(o, "possible", p->possible);
     cJSON_AddBoolToObject(o, "fits", p->fits);
     if (p->note[0]) cJSON_AddStringToObject(o, "note", p->note);
@@ -40,6 +49,7 @@ static cJSON *plan_json(const vkt_plan *p, const vkt_plan_input *in, const char 
         if (p->kind == VKT_STRATEGY_REPLICATED) {
             cJSON_AddNumberToObject(j, "rows", p->rows[d]);
             cJSON_AddNumberToObject(j, "replica_rows", p->net_rows[d]);
+            cJSON_AddNumberToObject(j, "bytes_communicated_per_step", (double)p->comm_bytes[d]);
         }
         if (p->kind == VKT_STRATEGY_LAYERS) {
             cJSON_AddNumberToObject(j, "first_layer", p->lo[d]);
@@ -57,7 +67,7 @@ static cJSON *plan_json(const vkt_plan *p, const vkt_plan_input *in, const char 
 static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const char *const *label,
                        const char *refusal) {
     char a[32], b[32], c[32], d2[32], e[32], f[32];
-    printf("%s: %s\n", vkt_strategy_name(p->kind),
+    printf("%s: %s\n", p->shard_optimizer ? "replicated --shard-optimizer" : plan_name(p),
            !p->possible ? "not applicable"
            : p->fits    ? "fits"
                         : "does NOT fit");
@@ -76,7 +86,8 @@ static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const char *
                p->device_fits[d] ? "ok  " : "OVER", mib(m->params, c), mib(m->grads, d2),
                mib(m->optim, e), mib(m->activations, f));
         if (p->kind == VKT_STRATEGY_LAYERS) printf(" layers %d-%d", p->lo[d], p->hi[d] - 1);
-        if (p->kind == VKT_STRATEGY_REPLICATED) printf(" %u rows", p->rows[d]);
+        if (p->kind == VKT_STRATEGY_REPLICATED)
+            printf(" %u rows, moves %s a step", p->rows[d], mib(p->comm_bytes[d], a));
         if (p->kind == VKT_STRATEGY_TENSOR)
             printf(" %.0f%% of the compute, moves %.1f %s a step", 100 * p->compute_share[d],
                    p->comm_bytes[d] < (1u << 20) ? p->comm_bytes[d] / 1024.0
@@ -115,27 +126,51 @@ int cmd_plan(int argc, char **argv) {
         vkt_strategy_device_label(ctx, sd->devices, sd->ndevices, i, labels[i], sizeof labels[i]);
         label_of[i] = labels[i];
     }
-    enum { NPLANS = 4 };
+    // plans[3]: replicated with --shard-optimizer, shown after plain replicated (order).
+    enum { NPLANS = 5 };
     vkt_plan plans[NPLANS];
+    const int order[NPLANS] = {0, 1, 3, 2, 4};
     vkt_plan_single(&in, &plans[0]);
     vkt_plan_replicated(&in, &plans[1]);
     vkt_plan_layers(&in, &plans[2]);
-    vkt_plan_tensor(&in, &plans[3]);
+    vkt_plan_input zin = in;
+    zin.shard_optimizer = true;
+    vkt_plan_replicated(&zin, &plans[3]);
+    vkt_plan_tensor(&in, &plans[4]);
     // What `train --strategy X` says when X does not fit (the same function words it there).
     char refusal[NPLANS][1024];
     for (int i = 0; i < NPLANS; i++)
         vkt_plan_refusal(&plans[i], &in, label_of, refusal[i], sizeof refusal[i]);
 
     // Recommendation: one device that fits trains alone; with several, replication when a
-    // replica fits everywhere (it scales throughput and has no pipeline bubble), layers when a cut
-    // into stages fits (one activation crosses each boundary per micro-batch), tensor when only
-    // splitting the weights themselves fits (two reductions of the whole batch's activations per
-    // split pair and step, and every device runs the unsplit layers on the whole batch);
-    // otherwise nothing does.
+    // replica fits everywhere (it scales throughput and has no pipeline bubble), with its
+    // optimizer state sharded when only that fits (or --shard-optimizer asks for it where it
+    // fits), layers when a cut into stages fits (one activation crosses each boundary per
+    // micro-batch), tensor when only splitting the weights themselves fits (two reductions of the
+    // whole batch's activations per split pair and step, and every device runs the unsplit
+    // layers on the whole batch); otherwise nothing does.
     const char *rec = "none";
     char why[1200];
     char a[32], b[32];
-    if (sd->ndevices == 1) {
+    const vkt_plan *z = &plans[3];
+    int zworst = 0; // the device where plain replicated is furthest over (or nearest) its limit
+    for (int d = 1; d < sd->ndevices; d++)
+        if (plans[1].need[d].total * in.limit[zworst] > plans[1].need[zworst].total * in.limit[d])
+            zworst = d;
+    if (sd->ndevices > 1 && z->fits && (!plans[1].fits || sd->shard_optimizer)) {
+        rec = "replicated+shard-optimizer";
+        char m[6][32];
+        snprintf(why, sizeof why,
+                 "%s: with the optimizer state sharded over the %d devices a replica needs %s on "
+                 "%s (optimizer state %s instead of %s), which has %s; each step all-gathers the "
+                 "updated parameters (%s moved a step per device, plain %s)",
+                 plans[1].fits ? "asked for by --shard-optimizer, and it fits"
+                               : "a whole replica does not fit",
+                 sd->ndevices, mib(z->need[zworst].total, m[0]), labels[zworst],
+                 mib(z->need[zworst].optim, m[1]), mib(plans[1].need[zworst].optim, m[2]),
+                 mib(in.limit[zworst], m[3]), mib(z->comm_bytes[zworst], m[4]),
+                 mib(plans[1].comm_bytes[zworst], m[5]));
+    } else if (sd->ndevices == 1) {
         if (plans[0].fits) {
             rec = "single";
             snprintf(why, sizeof why, "one device was given and the model fits on it");
@@ -164,11 +199,11 @@ int cmd_plan(int argc, char **argv) {
             if (plans[2].need[d].total > mx) mx = plans[2].need[d].total;
         char m2[32];
         snprintf(why + strlen(why) - 4, sizeof why - strlen(why) + 4, "%s", mib(mx, m2));
-    } else if (plans[3].fits) {
+    } else if (plans[4].fits) {
         rec = "tensor";
         uint64_t mx = 0;
         for (int d = 0; d < sd->ndevices; d++)
-            if (plans[3].need[d].total > mx) mx = plans[3].need[d].total;
+            if (plans[4].need[d].total > mx) mx = plans[4].need[d].total;
         snprintf(why, sizeof why,
                  "neither a whole replica nor any cut into stages fits (%s); with the weights "
                  "split across the devices the largest device needs %s",
@@ -195,8 +230,8 @@ int cmd_plan(int argc, char **argv) {
             cJSON_AddItemToArray(devs, j);
         }
         cJSON *arr = cJSON_AddArrayToObject(o, "strategies");
-        for (int i = 0; i < NPLANS; i++)
-            cJSON_AddItemToArray(arr, plan_json(&plans[i], &in, refusal[i]));
+        for (int k = 0; k < NPLANS; k++)
+            cJSON_AddItemToArray(arr, plan_json(&plans[order[k]], &in, refusal[order[k]]));
         cJSON_AddStringToObject(o, "recommended", rec);
         cJSON_AddStringToObject(o, "why", why);
         char *s = cJSON_PrintUnformatted(o);
@@ -207,8 +242,8 @@ int cmd_plan(int argc, char **argv) {
         printf("model %s: %llu parameters, batch %u, optimizer %s\n", model.name,
                (unsigned long long)vkt_model_param_count(&model), c.o.batch,
                c.o.optim.kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd");
-        for (int i = 0; i < NPLANS; i++)
-            plan_print(&plans[i], &in, label_of, refusal[i]);
+        for (int k = 0; k < NPLANS; k++)
+            plan_print(&plans[order[k]], &in, label_of, refusal[order[k]]);
         printf("recommended: %s: %s\n", rec, why);
     }
     vkt_model_free(&model);

@@ -397,6 +397,8 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
         } else if (!strcmp(a, "--schedule")) {
             TAKES_VALUE;
             schedule = v;
+        } else if (!strcmp(a, "--shard-optimizer")) {
+            o->strategy.shard_optimizer = true;
         } else if (!strcmp(a, "--mem-limit")) {
             TAKES_VALUE;
             if (!cli_parse_size(a, v, &o->strategy.mem_limit)) return 2;
@@ -539,6 +541,14 @@ int cli_resolve_devices(cli_run_options *c, vkt_context **ctx) {
                 "vktrain: --strategy single runs on one device, and --device lists %d; use "
                 "--strategy replicated, layers or tensor\n",
                 sd->ndevices);
+        return 2;
+    }
+    if (sd->shard_optimizer && sd->kind != VKT_STRATEGY_REPLICATED) {
+        fprintf(stderr,
+                "vktrain: --shard-optimizer applies to --strategy replicated (each of several "
+                "devices keeps the optimizer state of its shard of the parameters), not to "
+                "--strategy %s\n",
+                vkt_strategy_name(sd->kind));
         return 2;
     }
     if (c->balance && strcmp(c->balance, "equal") != 0 && strcmp(c->balance, "auto") != 0) {
@@ -767,8 +777,10 @@ int cmd_train(int argc, char **argv) {
     }
     if (rc == 0) {
         if (!c.quiet)
-            printf("trained %s on %s (%s): %d epochs, %llu steps, %.0f samples/s\n", c.o.model_path,
-                   r.device, r.strategy, r.epochs, (unsigned long long)r.steps, r.samples_per_sec);
+            printf("trained %s on %s (%s%s): %d epochs, %llu steps, %.0f samples/s\n",
+                   c.o.model_path, r.device, r.strategy,
+                   c.o.strategy.shard_optimizer ? ", optimizer state sharded" : "", r.epochs,
+                   (unsigned long long)r.steps, r.samples_per_sec);
         double context_s = r.first_step.start_ns ? (r.first_step.start_ns - cli_start) * 1e-9 : 0;
         if (!c.quiet && r.first_step.start_ns)
             cli_print_first_step(&r.first_step, context_s, "", "later steps");

@@ -46,6 +46,13 @@ typedef struct stage_layout {
     uint64_t correct_off; // after all slots
     uint64_t act_bytes;
     uint32_t in_features, out_features;
+    // The optimizer state's buffers: the packed layout (optim_full), or the pieces of the shard
+    // (vkt_net_desc.shard_optim), each aligned: tensor i's elements [lo, hi) at byte off.
+    bool optim_full;
+    uint64_t optim_bytes;
+    struct opt_piece {
+        uint64_t lo, hi, off;
+    } * opt;
 } stage_layout;
 
 // Labels are handed to command streams, which keep the pointers until their timings are read:
@@ -86,9 +93,11 @@ static void free_layout(stage_layout *L) {
     free(L->tensors);
     free(L->nodes);
     free(L->top_node);
+    free(L->opt);
     L->tensors = NULL;
     L->nodes = NULL;
     L->top_node = NULL;
+    L->opt = NULL;
 }
 
 static int count_nodes(const vkt_layer_desc *l) {
@@ -160,6 +169,47 @@ static int place(layout_walk *w, const vkt_layer_desc *l, int n, int top, int pa
     return next;
 }
 
+// The optimizer state's pieces: the whole packed layout, or each tensor's part of the shard
+// [optim_lo, optim_hi) of the stage's trained elements, packed one after another, each aligned.
+static vkt_status layout_optim(const vkt_net_desc *d, uint64_t align, stage_layout *L) {
+    L->optim_full = !d->shard_optim;
+    L->optim_bytes = L->param_bytes;
+    if (L->optim_full) return VKT_OK;
+    L->opt = calloc((size_t)L->ntensors + 1, sizeof *L->opt);
+    if (!L->opt) {
+        free_layout(L);
+        return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory laying out the network");
+    }
+    uint64_t e = 0, off = 0; // the first element of tensor i; the next free byte
+    for (int i = 0; i < L->ntensors; i++) {
+        const vkt_net_tensor *t = &L->tensors[i];
+        if (t->state) continue;
+        uint64_t end = d->optim_hi < e + t->count ? d->optim_hi : e + t->count;
+        uint64_t lo = d->optim_lo > e ? d->optim_lo - e : 0, hi = end > e ? end - e : 0;
+        e += t->count;
+        if (lo >= hi) continue;
+        if (lo * 4 % align) {
+            free_layout(L);
+            return vkt_fail(VKT_ERR_ARG,
+                            "the optimizer shard starts %llu elements into tensor %s, not a "
+                            "multiple of the device's %llu-byte offset alignment",
+                            (unsigned long long)lo, t->name, (unsigned long long)align);
+        }
+        L->opt[i] = (struct opt_piece){.lo = lo, .hi = hi, .off = off};
+        off = align_up(off + (hi - lo) * 4, align);
+    }
+    if (d->optim_lo > d->optim_hi || d->optim_hi > e) {
+        free_layout(L);
+        return vkt_fail(VKT_ERR_ARG,
+                        "optimizer shard [%llu, %llu) is not a range of the stage's %llu "
+                        "parameters",
+                        (unsigned long long)d->optim_lo, (unsigned long long)d->optim_hi,
+                        (unsigned long long)e);
+    }
+    L->optim_bytes = off ? off : align; // an empty shard still has its (one-word) buffers
+    return VKT_OK;
+}
+
 static vkt_status make_layout(const vkt_net_desc *d, uint64_t align, stage_layout *L) {
     const vkt_model_desc *m = d->model;
     memset(L, 0, sizeof *L);
@@ -193,6 +243,7 @@ static vkt_status make_layout(const vkt_net_desc *d, uint64_t align, stage_layou
     }
     L->param_bytes = off ? off : align;
     L->state_bytes = soff;
+    VKT_TRY(layout_optim(d, align, L));
     for (int l = 0; l < L->first; l++)
         L->node_base += (uint32_t)count_nodes(&m->layers[l]);
 
@@ -236,7 +287,7 @@ vkt_net_memory vkt_net_estimate(const vkt_net_desc *desc, uint64_t align) {
     m.params = L->param_bytes;
     m.grads = L->param_bytes;
     int nopt = desc->optim.kind == VKT_OPTIM_ADAMW ? 2 : (desc->optim.momentum != 0 ? 1 : 0);
-    m.optim = (uint64_t)nopt * L->param_bytes;
+    m.optim = (uint64_t)nopt * L->optim_bytes;
     m.activations = L->act_bytes;
     m.io = align + L->state_bytes + L->scratch_bytes; // clipping, buffers, scratch
     m.total = m.params + m.grads + m.optim + m.activations + m.io;
@@ -289,11 +340,11 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
     s = vkt_buffer_create(dev, L->param_bytes, "parameters", &net->params);
     if (s == VKT_OK) s = vkt_buffer_create(dev, L->param_bytes, "gradients", &net->grads);
     if (s == VKT_OK && (o->kind == VKT_OPTIM_ADAMW || o->momentum != 0))
-        s = vkt_buffer_create(dev, L->param_bytes,
+        s = vkt_buffer_create(dev, L->optim_bytes,
                               o->kind == VKT_OPTIM_ADAMW ? "AdamW exp_avg" : "SGD momentum",
                               &net->opt1);
     if (s == VKT_OK && o->kind == VKT_OPTIM_ADAMW)
-        s = vkt_buffer_create(dev, L->param_bytes, "AdamW exp_avg_sq", &net->opt2);
+        s = vkt_buffer_create(dev, L->optim_bytes, "AdamW exp_avg_sq", &net->opt2);
     if (s == VKT_OK) s = vkt_buffer_create(dev, L->act_bytes, "activations", &net->act);
     if (s == VKT_OK)
         s = vkt_buffer_create(dev, vkt_device_align(dev, 4), "clip scratch", &net->scratch);
@@ -367,18 +418,33 @@ static vkt_buffer *tensor_buffer(vkt_net *net, vkt_net_store store, int i) {
     return store_buffer(net, store);
 }
 
+// Where tensor i lies in store's buffer: its elements [*lo, *hi) at byte *off (the whole
+// tensor, except in a sharded optimizer's state: its piece of the shard, maybe none).
+static void tensor_place(const vkt_net *net, vkt_net_store store, int i, uint64_t *lo, uint64_t *hi,
+                         uint64_t *off) {
+    const vkt_net_tensor *t = &net->L.tensors[i];
+    bool opt = store == VKT_STORE_OPT1 || store == VKT_STORE_OPT2;
+    if (!opt || net->L.optim_full) {
+        *lo = 0, *hi = t->count, *off = t->offset;
+        return;
+    }
+    *lo = net->L.opt[i].lo, *hi = net->L.opt[i].hi, *off = net->L.opt[i].off;
+}
+
 vkt_status vkt_net_read_tensor(vkt_net *net, vkt_net_store store, int i, float *dst) {
     vkt_buffer *b = tensor_buffer(net, store, i);
     if (!b) return vkt_fail(VKT_ERR_ARG, "no such tensor or store (%d, %d)", i, (int)store);
-    const vkt_net_tensor *t = &net->L.tensors[i];
-    return vkt_buffer_read(b, t->offset, dst, t->count * 4);
+    uint64_t lo, hi, off;
+    tensor_place(net, store, i, &lo, &hi, &off);
+    return hi > lo ? vkt_buffer_read(b, off, dst + lo, (hi - lo) * 4) : VKT_OK;
 }
 
 vkt_status vkt_net_write_tensor(vkt_net *net, vkt_net_store store, int i, const float *src) {
     vkt_buffer *b = tensor_buffer(net, store, i);
     if (!b) return vkt_fail(VKT_ERR_ARG, "no such tensor or store (%d, %d)", i, (int)store);
-    const vkt_net_tensor *t = &net->L.tensors[i];
-    return vkt_buffer_write(b, t->offset, src, t->count * 4);
+    uint64_t lo, hi, off;
+    tensor_place(net, store, i, &lo, &hi, &off);
+    return hi > lo ? vkt_buffer_write(b, off, src + lo, (hi - lo) * 4) : VKT_OK;
 }
 
 void vkt_net_set_phase(vkt_net *net, const vkt_net_phase *ph) { net->phase = *ph; }
@@ -884,40 +950,87 @@ static uint64_t chunk_bytes(const vkt_net *net) {
     return range / a * a;
 }
 
-void vkt_net_record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step) {
+// One optimizer update of n floats: parameters p and gradients g from byte off of their
+// buffers, the optimizer state from byte ooff of its.
+static void record_update(vkt_net *net, vkt_cmd *cmd, uint32_t step, uint64_t off, uint64_t ooff,
+                          uint64_t n) {
     const vkt_optim_desc *o = &net->desc.optim;
-    uint64_t total = net->L.param_bytes, chunk = chunk_bytes(net);
+    vkt_view p = vkt_buffer_view(net->params, off, n * 4),
+             g = vkt_buffer_view(net->grads, off, n * 4);
+    if (o->kind == VKT_OPTIM_ADAMW) {
+        vkt_op_adamw(cmd, net->ops, p, g, vkt_buffer_view(net->opt1, ooff, n * 4),
+                     vkt_buffer_view(net->opt2, ooff, n * 4), (uint32_t)n, o->lr, o->beta1,
+                     o->beta2, o->eps, o->weight_decay, step, "opt:adamw");
+    } else {
+        vkt_view buf = net->opt1 ? vkt_buffer_view(net->opt1, ooff, n * 4) : g;
+        vkt_op_sgd(cmd, net->ops, p, g, buf, (uint32_t)n, o->lr, o->momentum, o->weight_decay,
+                   o->nesterov, "opt:sgd");
+    }
+}
+
+// The optimizer's spans, each at most a chunk: the whole packed buffers (gradients, parameters
+// and state alike), or each tensor's piece of a sharded optimizer's shard. Each call gives the
+// next span after (*i, *at) (start at 0, 0): *n elements at byte *off of the parameters and
+// gradients and *ooff of the state; false after the last.
+static bool step_span(const vkt_net *net, uint64_t chunk, int *i, uint64_t *at, uint64_t *off,
+                      uint64_t *ooff, uint64_t *n) {
+    const stage_layout *L = &net->L;
+    if (L->optim_full) {
+        if (*at >= L->param_bytes) return false;
+        *off = *ooff = *at;
+        *n = (L->param_bytes - *at < chunk ? L->param_bytes - *at : chunk) / 4;
+        *at += *n * 4;
+        return true;
+    }
+    for (; *i < L->ntensors; (*i)++, *at = 0) {
+        const struct opt_piece *pc = &L->opt[*i];
+        uint64_t len = (pc->hi - pc->lo) * 4;
+        if (*at >= len) continue; // an empty piece, or this piece done
+        *off = L->tensors[*i].offset + pc->lo * 4 + *at;
+        *ooff = pc->off + *at;
+        *n = (len - *at < chunk ? len - *at : chunk) / 4;
+        *at += *n * 4;
+        return true;
+    }
+    return false;
+}
+
+// Clipping (by the net's own gradients, or by sumsq when given) and the update.
+static void record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step, const float *sumsq) {
+    const vkt_optim_desc *o = &net->desc.optim;
+    uint64_t total = net->L.param_bytes, chunk = chunk_bytes(net), off, ooff, n;
     if (o->clip > 0) {
         vkt_view sum = vkt_buffer_view(net->scratch, 0, 4);
-        vkt_cmd_fill(cmd, sum, 0);
+        uint32_t bits = 0;
+        if (sumsq) memcpy(&bits, sumsq, 4);
+        vkt_cmd_fill(cmd, sum, bits);
         vkt_cmd_barrier(cmd);
-        for (uint64_t off = 0; off < total; off += chunk) {
-            uint64_t n = total - off < chunk ? total - off : chunk;
-            vkt_op_sumsq(cmd, net->ops, sum, vkt_buffer_view(net->grads, off, n), (uint32_t)(n / 4),
-                         "opt:clip:sumsq");
+        for (uint64_t at = 0; !sumsq && at < total; at += chunk) {
+            uint64_t nb = total - at < chunk ? total - at : chunk;
+            vkt_op_sumsq(cmd, net->ops, sum, vkt_buffer_view(net->grads, at, nb),
+                         (uint32_t)(nb / 4), "opt:clip:sumsq");
             vkt_cmd_barrier(cmd); // chunks accumulate into one scalar
         }
-        for (uint64_t off = 0; off < total; off += chunk) {
-            uint64_t n = total - off < chunk ? total - off : chunk;
-            vkt_op_clip_scale(cmd, net->ops, vkt_buffer_view(net->grads, off, n), sum,
-                              (uint32_t)(n / 4), o->clip, "opt:clip:scale");
-        }
+        int i = 0;
+        uint64_t at = 0;
+        while (step_span(net, chunk, &i, &at, &off, &ooff, &n))
+            vkt_op_clip_scale(cmd, net->ops, vkt_buffer_view(net->grads, off, n * 4), sum,
+                              (uint32_t)n, o->clip, "opt:clip:scale");
         vkt_cmd_barrier(cmd);
     }
-    for (uint64_t off = 0; off < total; off += chunk) {
-        uint64_t n = total - off < chunk ? total - off : chunk;
-        vkt_view p = vkt_buffer_view(net->params, off, n), g = vkt_buffer_view(net->grads, off, n);
-        if (o->kind == VKT_OPTIM_ADAMW) {
-            vkt_op_adamw(cmd, net->ops, p, g, vkt_buffer_view(net->opt1, off, n),
-                         vkt_buffer_view(net->opt2, off, n), (uint32_t)(n / 4), o->lr, o->beta1,
-                         o->beta2, o->eps, o->weight_decay, step, "opt:adamw");
-        } else {
-            vkt_view buf = net->opt1 ? vkt_buffer_view(net->opt1, off, n) : g;
-            vkt_op_sgd(cmd, net->ops, p, g, buf, (uint32_t)(n / 4), o->lr, o->momentum,
-                       o->weight_decay, o->nesterov, "opt:sgd");
-        }
-    }
+    int i = 0;
+    uint64_t at = 0;
+    while (step_span(net, chunk, &i, &at, &off, &ooff, &n))
+        record_update(net, cmd, step, off, ooff, n);
     vkt_cmd_barrier(cmd);
+}
+
+void vkt_net_record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step) {
+    record_step(net, cmd, step, NULL);
+}
+
+void vkt_net_record_step_norm(vkt_net *net, vkt_cmd *cmd, uint32_t step, float sumsq) {
+    record_step(net, cmd, step, &sumsq);
 }
 
 void vkt_net_set_allreduce(vkt_net *net, vkt_net_allreduce_fn fn, void *ctx) {

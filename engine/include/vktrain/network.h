@@ -39,12 +39,21 @@ typedef struct vkt_net_desc {
     uint32_t max_batch;          // rows per slot
     int slots;                   // activation sets (micro-batches in flight); >= 1
     vkt_optim_desc optim;
+    // A sharded optimizer (ZeRO stage 1, parallel/replicated.c): the optimizer state covers only
+    // the stage's parameter elements [optim_lo, optim_hi), counted over its trained tensors in
+    // model order (buffers excluded), and vkt_net_record_step updates only those. Where the range
+    // starts inside a tensor, the start must lie a multiple of the device's offset alignment into
+    // it (vkt_plan_optim_shards chooses such bounds). false: the whole stage (the default).
+    bool shard_optim;
+    uint64_t optim_lo, optim_hi;
 } vkt_net_desc;
 
 // Which of the packed buffers a tensor is read from or written to.
 // A tensor that is a buffer (vkt_net_tensor.state: batchnorm's running statistics) lives in
 // the state store only, which VKT_STORE_PARAM reads and writes for it; it has no gradient or
-// optimizer state.
+// optimizer state. On a net with a sharded optimizer (vkt_net_desc.shard_optim), reads of
+// VKT_STORE_OPT1/OPT2 fill only the tensor's elements inside the shard (the rest of dst is left
+// as it was) and writes take only those from src.
 typedef enum vkt_net_store {
     VKT_STORE_PARAM,
     VKT_STORE_GRAD,
@@ -152,7 +161,13 @@ uint64_t vkt_net_packed_bytes(const vkt_net *net);
 int vkt_net_first_layer(const vkt_net *net);
 int vkt_net_last_layer(const vkt_net *net);
 // Gradient clipping (when the descriptor asks) and one optimizer update; step counts from 1.
+// With a sharded optimizer only the shard's parameters are updated (and clipped), one dispatch
+// per piece of a tensor in it; the clipping norm is still that of all the net's gradients.
 void vkt_net_record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step);
+// The same, with the squared global gradient norm given: clipping scales by sqrt(sumsq) instead
+// of summing the net's own gradients (a sharded optimizer's replica holds the summed gradients
+// of its shard only; the host computes the norm of all of them while it sums them).
+void vkt_net_record_step_norm(vkt_net *net, vkt_cmd *cmd, uint32_t step, float sumsq);
 // vkt_net_record_backward (no input gradient) then vkt_net_record_step, for a step of one batch
 // on a whole model whose gradients nobody reads: with SGD, no clipping, and fusion on
 // (vkt_context_desc.fuse), each weight gradient whose matmul can take the optimizer epilogue

@@ -32,6 +32,9 @@ typedef struct vkt_plan_input {
     int split[VKT_MAX_DEVICES]; // layers: layer counts (all 0: automatic)
     int micro_batches;
     vkt_schedule schedule;
+    // replicated: each device keeps the optimizer state of its shard of the parameters only
+    // (--shard-optimizer, ZeRO stage 1; vkt_plan_optim_shards)
+    bool shard_optimizer;
 } vkt_plan_input;
 
 typedef struct vkt_plan {
@@ -47,9 +50,19 @@ typedef struct vkt_plan {
     int lo[VKT_MAX_DEVICES], hi[VKT_MAX_DEVICES]; // layers: each device's stage
     double compute_share[VKT_MAX_DEVICES]; // fraction of the model's multiply-adds per device
     char note[512];                        // why it does not apply or fit
-    // tensor: the reductions of one training step (forward and backward), and the bytes each
-    // device moves for them (its part to the host and the sum back: 2 x the part's bytes each).
+    bool shard_optimizer; // replicated with its optimizer state sharded
+    // tensor: the reductions of one training step (forward and backward).
     int reductions;
+    // tensor: the bytes each device moves for its reductions per step (its part to the host and
+    // the sum back: 2 x the part's bytes each).
+    // replicated: bytes each device moves to and from the host communicator per step (what
+    // vkt_device_stats.bytes_moved counts), P being the packed gradients in device 0's layout
+    // (its parameters' bytes) and P_d the bytes of device d's shard in that layout:
+    //   all-reduce       2 P         (gradients out, their sums back)
+    //   shard-optimizer  2 P + P_d   (gradients out, the shard's sums back, the shard's updated
+    //                                 parameters out, every other shard's parameters back)
+    // A ring over n processes would send 2 (n-1)/n P per device either way (reduce-scatter plus
+    // all-gather is an all-reduce's traffic); ZeRO-1 moves parameters where plain moves sums.
     uint64_t comm_bytes[VKT_MAX_DEVICES];
 } vkt_plan;
 
@@ -77,6 +90,13 @@ typedef struct vkt_tensor_comm {
     uint64_t bytes, largest;
 } vkt_tensor_comm;
 vkt_tensor_comm vkt_tensor_comm_of(const vkt_model_desc *split, uint32_t B);
+// The shards of a sharded optimizer (--shard-optimizer) over n devices: device d keeps the state
+// of the model's parameter elements [bounds[d], bounds[d+1]) (counted over its trained tensors
+// in model order; bounds has n + 1 entries, bounds[0] = 0, bounds[n] = the parameter count).
+// Equal shares, each bound moved down to a multiple of align bytes into its tensor (align: the
+// largest offset alignment of the devices), so that every piece of a tensor starts where a view
+// may be bound on each device.
+void vkt_plan_optim_shards(const vkt_model_desc *m, int n, uint64_t align, uint64_t *bounds);
 // Activation slots a stage keeps: GPipe holds all M micro-batches, 1F1B at most S - s.
 int vkt_plan_stage_slots(int S, int s, int M, vkt_schedule schedule);
 

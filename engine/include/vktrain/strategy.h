@@ -52,6 +52,10 @@ typedef struct vkt_strategy_desc {
     // single: stage batches through host upload areas even where the net's memory is mapped
     // (as on a discrete GPU), so that the CPU drivers test that path
     bool force_upload_areas;
+    // replicated: each device keeps the optimizer state of its shard of the parameters only
+    // (ZeRO stage 1: the gradients reduce-scattered, the updated parameters all-gathered;
+    // docs/PARALLELISM.md). Refused by the other strategies.
+    bool shard_optimizer;
 } vkt_strategy_desc;
 
 // What a run measured per device (accumulated over steps since the last reset).
