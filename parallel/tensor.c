@@ -22,6 +22,10 @@
 //
 // Checkpoints see whole tensors with PyTorch's names: the strategy lists the whole model's
 // tensors and gathers and scatters the slices (the layer kinds' tp_pieces say where each lies).
+// --clip's global norm sums the slices' squares over the devices (one more reduction, of one
+// float) and adds the whole tensors' once (network.c). Devices of different drivers round the
+// whole layers differently, so their copies would drift apart: in such a run device 0's whole
+// tensors are copied to the others after every step.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +182,12 @@ typedef struct tensor_impl {
     uint32_t step, B;
     bool train, eval, accuracy;
     float scale;
+    // Devices of different drivers round the whole layers differently (a product's summation
+    // order, the transcendental functions): their copies would drift apart, step by step, and the
+    // devices would feed different inputs to the split layers. Then every whole tensor (and
+    // running statistic) is copied from device 0 to the others after each step.
+    bool mixed;
+    float *sync; // host room for the largest whole tensor
 } tensor_impl;
 
 static void fail_all(tensor_impl *T, vkt_status st) {
@@ -335,6 +345,30 @@ static vkt_status run_all(vkt_strategy *s, const float *x, const void *targets) 
     return VKT_OK;
 }
 
+// Device 0's whole tensors to every other device (T->mixed).
+static vkt_status sync_whole(vkt_strategy *s) {
+    tensor_impl *T = s->impl;
+    int64_t c0 = vkt_trace_now_ns();
+    uint64_t bytes = 0;
+    for (int i = 0; i < s->ntensors; i++) {
+        if (T->np[i]) continue;
+        VKT_TRY(vkt_net_read_tensor(s->net[0], VKT_STORE_PARAM, i, T->sync));
+        for (int d = 1; d < s->ndev; d++)
+            VKT_TRY(vkt_net_write_tensor(s->net[d], VKT_STORE_PARAM, i, T->sync));
+        bytes += s->tensors[i].count * 4;
+    }
+    int64_t c1 = vkt_trace_now_ns();
+    for (int d = 0; d < s->ndev; d++) {
+        s->stats[d].comm_ns += (double)(c1 - c0);
+        s->stats[d].busy_ns += (double)(c1 - c0);
+        s->stats[d].bytes_moved += bytes;
+        if (s->desc.trace)
+            vkt_trace_add_event(s->desc.trace, s->trace_pid[d], "comm:sync_whole",
+                                VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)T->step);
+    }
+    return VKT_OK;
+}
+
 static vkt_status tensor_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                               uint32_t step, double *loss_sum) {
     tensor_impl *T = s->impl;
@@ -342,6 +376,7 @@ static vkt_status tensor_step(vkt_strategy *s, const float *x, const void *targe
     T->step = step, T->B = B, T->train = true, T->eval = false, T->accuracy = false;
     T->scale = 1.0f / (float)B;
     VKT_TRY(run_all(s, x, targets));
+    if (T->mixed) VKT_TRY(sync_whole(s));
     // Every device computed the same loss from the same whole output.
     VKT_TRY(strategy_read_loss(s->net[0], 0, B, loss_sum));
     int64_t t1 = vkt_trace_now_ns();
@@ -461,6 +496,7 @@ static void tensor_destroy(vkt_strategy *s) {
     pthread_cond_destroy(&T->cv);
     free(T->np);
     free(T->pieces);
+    free(T->sync);
     free(T);
     s->impl = NULL;
 }
@@ -495,10 +531,17 @@ static vkt_status map_tensors(vkt_strategy *s, tensor_impl *T) {
             T->np[i] = k;
         }
     }
+    uint64_t largest = 1;
     for (int i = 0; i < n; i++) {
         s->owner[i] = 0;
         s->local[i] = i;
+        if (!T->np[i] && s->tensors[i].count > largest) largest = s->tensors[i].count;
     }
+    for (int d = 1; d < s->ndev; d++)
+        if (strcmp(vkt_device_get_info(s->dev[d])->driver, vkt_device_get_info(s->dev[0])->driver))
+            T->mixed = true;
+    T->sync = T->mixed ? malloc(largest * 4) : NULL;
+    if (T->mixed && !T->sync) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     return VKT_OK;
 }
 
@@ -507,11 +550,6 @@ vkt_status strategy_tensor_create(vkt_strategy *s) {
     if (d->ndevices < 2)
         return vkt_fail(VKT_ERR_ARG, "--strategy tensor needs at least two devices in --device "
                                      "(the same one twice gives two logical devices)");
-    if (d->optim.clip > 0)
-        return vkt_fail(VKT_ERR_ARG,
-                        "--clip is not available with --strategy tensor yet: the gradient norm "
-                        "would have to be summed over every device's slices (run without --clip, "
-                        "or use --strategy replicated or layers)");
     tensor_impl *T = calloc(1, sizeof *T);
     if (!T) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     pthread_mutex_init(&T->mu, NULL);

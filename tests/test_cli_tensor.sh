@@ -4,8 +4,8 @@
 # `eval` on one device reads back to the accuracy training reported). wide_mlp.json, whose one
 # hidden layer alone (with its gradients and momentum) is over a 64 MiB device: `plan` recommends
 # tensor, `--strategy layers` refuses it pointing at --strategy tensor, and tensor trains it with
-# each device's peak under the limit and equal to the plan's figure. The refusals: one device,
-# --clip, a model with nothing to split.
+# each device's peak under the limit and equal to the plan's figure; --clip. The refusals: one
+# device, a model with nothing to split.
 # Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -92,8 +92,9 @@ check "wide_mlp under tensor: every device's peak under 64 MiB, at least the pla
 
 expect_error "tensor on one device" "at least two devices" train --model "$fashion" \
     --device llvmpipe --strategy tensor --max-steps 1
-expect_error "tensor with --clip" "clip" train --model "$fashion" --device $two \
-    --strategy tensor --clip 1 --max-steps 1
+"$bin" train --model "$fashion" --device $two --strategy tensor --clip 0.5 "${common[@]}" \
+    --json > "$work/clip.json"
+check "tensor with --clip 0.5 trains" $?
 echo '{"name": "linear", "input": [784], "layers": [{"type": "dense", "units": 10}],
  "loss": "softmax_cross_entropy"}' > "$work/linear.json"
 expect_error "tensor on a model with nothing to split" "can be split" train \

@@ -996,6 +996,34 @@ static bool step_span(const vkt_net *net, uint64_t chunk, int *i, uint64_t *at, 
 }
 
 // Clipping (by the net's own gradients, or by sumsq when given) and the update.
+// Whether the net holds a slice of tensor t, not the whole (tensor parallelism).
+static bool tensor_sliced(const vkt_net_tensor *t) {
+    vkt_tp_piece p[VKT_TP_MAX_PIECES];
+    const vkt_layer_desc *l = t->desc;
+    return l->tp != VKT_TP_NONE && l->type->tp_pieces && l->type->tp_pieces(l, t->param, p) > 0;
+}
+
+// The squared gradient norm of a tensor-parallel net's model into sum: its slices' summed over
+// the devices (through the net's reduction), then the whole tensors', which every device holds
+// alike, added once.
+static void record_split_sumsq(vkt_net *net, vkt_cmd *cmd, vkt_view sum, uint64_t chunk) {
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < net->L.ntensors; i++) {
+            const vkt_net_tensor *t = &net->L.tensors[i];
+            if (t->state || tensor_sliced(t) != (pass == 0)) continue;
+            for (uint64_t at = 0; at < t->count * 4; at += chunk) {
+                uint64_t nb = t->count * 4 - at < chunk ? t->count * 4 - at : chunk;
+                vkt_op_sumsq(cmd, net->ops, sum, vkt_buffer_view(net->grads, t->offset + at, nb),
+                             (uint32_t)(nb / 4), "opt:clip:sumsq");
+                vkt_cmd_barrier(cmd); // they accumulate into one scalar
+            }
+        }
+        if (pass > 0) break;
+        vkt_status st = net->allreduce(net->allreduce_ctx, cmd, sum);
+        if (st != VKT_OK && net->allreduce_status == VKT_OK) net->allreduce_status = st;
+    }
+}
+
 static void record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step, const float *sumsq) {
     const vkt_optim_desc *o = &net->desc.optim;
     uint64_t total = net->L.param_bytes, chunk = chunk_bytes(net), off, ooff, n;
@@ -1005,7 +1033,8 @@ static void record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step, const float *
         if (sumsq) memcpy(&bits, sumsq, 4);
         vkt_cmd_fill(cmd, sum, bits);
         vkt_cmd_barrier(cmd);
-        for (uint64_t at = 0; !sumsq && at < total; at += chunk) {
+        if (!sumsq && net->allreduce) record_split_sumsq(net, cmd, sum, chunk);
+        for (uint64_t at = 0; !sumsq && !net->allreduce && at < total; at += chunk) {
             uint64_t nb = total - at < chunk ? total - at : chunk;
             vkt_op_sumsq(cmd, net->ops, sum, vkt_buffer_view(net->grads, at, nb),
                          (uint32_t)(nb / 4), "opt:clip:sumsq");
