@@ -99,6 +99,37 @@ void strategy_plan_input(const vkt_strategy *s, vkt_plan_input *in);
 vkt_status strategy_refuse(const vkt_strategy *s, const vkt_plan *p, const vkt_plan_input *in);
 
 vkt_status strategy_replicated_create(vkt_strategy *s);
+// Tensor parallelism (parallel/tensor.c), for --strategy tensor and layers with --tensor-size.
+// A group: n devices [first, first + n) whose nets hold the n slices of the same layers, and the
+// reductions between them (vkt_rec_allreduce), each device's thread taking part in its own.
+typedef struct tp_group tp_group;
+// staging_bytes: the largest reduction (tp_staging_bytes).
+vkt_status tp_group_create(vkt_strategy *s, int first, int n, uint64_t staging_bytes,
+                           tp_group **out);
+void tp_group_destroy(tp_group *g);
+// Gives rank k's net (s->net[first + k]) the group's reduction.
+void tp_group_attach(tp_group *g, int k);
+// Before a pass: no failure, the step the trace names.
+void tp_group_reset(tp_group *g, uint32_t step);
+// A rank failed: the others waiting in a reduction give up; tp_group_failed says so.
+void tp_group_fail(tp_group *g, vkt_status st);
+bool tp_group_failed(const tp_group *g, vkt_status *err, const char **msg);
+// The largest reduction of model m split n ways at batch B, in bytes.
+uint64_t tp_staging_bytes(const vkt_model_desc *m, int n, uint32_t B);
+// The whole model's tensors over groups of n consecutive devices (the nets all made): fills
+// s->tensors, s->owner (the first device of the group holding each) and s->local (its index in
+// those nets); gathers and scatters whole tensors from and to the slices, initialises the
+// slices from the whole model's values, and copies each whole tensor from a group's first device
+// to the others after a step where the group mixes drivers (tp_map_sync_whole).
+typedef struct tp_map tp_map;
+vkt_status tp_map_create(vkt_strategy *s, int n, tp_map **out);
+void tp_map_destroy(tp_map *m);
+vkt_status tp_map_read(vkt_strategy *s, const tp_map *m, vkt_net_store store, int i, float *dst);
+vkt_status tp_map_write(vkt_strategy *s, const tp_map *m, vkt_net_store store, int i,
+                        const float *src);
+vkt_status tp_map_init(vkt_strategy *s, const tp_map *m, uint64_t seed);
+vkt_status tp_map_sync_whole(vkt_strategy *s, tp_map *m, uint32_t step);
+
 vkt_status strategy_layers_create(vkt_strategy *s);
 vkt_status strategy_tensor_create(vkt_strategy *s);
 

@@ -152,25 +152,18 @@ vkt_tensor_comm vkt_tensor_comm_of(const vkt_model_desc *split, uint32_t B) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The strategy
+// Groups: the devices that hold the slices of the same layers, and their reductions
 
-typedef struct rank_ctx {
+struct tp_group {
     vkt_strategy *s;
-    int d;
-    bool timed; // the stream was begun with timestamps
-} rank_ctx;
-
-typedef struct tensor_impl {
-    vkt_model_desc model[VKT_MAX_DEVICES]; // each device's copy (its slices)
-    vkt_buffer *staging[VKT_MAX_DEVICES];  // host-visible: a reduction's part and its sum
+    int first, n;                         // devices [first, first + n)
+    vkt_buffer *staging[VKT_MAX_DEVICES]; // host-visible: a reduction's part and its sum
     uint64_t staging_bytes;
     vkt_comm *comm;
-    rank_ctx rank[VKT_MAX_DEVICES];
-    // Where device d's slice of whole tensor i lies (np[i] pieces, the same count on every
-    // device; 0: every device holds it whole).
-    int *np;
-    vkt_tp_piece (*pieces)[VKT_MAX_DEVICES][VKT_TP_MAX_PIECES];
-    // The meeting of the devices' threads at each reduction.
+    struct tp_rank {
+        tp_group *g;
+        int d;
+    } rank[VKT_MAX_DEVICES];
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int arrived;
@@ -178,106 +171,332 @@ typedef struct tensor_impl {
     bool failed;
     vkt_status err;
     char err_msg[1024];
-    // The step or pass being run.
-    uint32_t step, B;
-    bool train, eval, accuracy;
-    float scale;
-    // Devices of different drivers round the whole layers differently (a product's summation
-    // order, the transcendental functions): their copies would drift apart, step by step, and the
-    // devices would feed different inputs to the split layers. Then every whole tensor (and
-    // running statistic) is copied from device 0 to the others after each step.
-    bool mixed;
-    float *sync; // host room for the largest whole tensor
-} tensor_impl;
+    uint32_t step; // for the trace
+};
 
-static void fail_all(tensor_impl *T, vkt_status st) {
-    pthread_mutex_lock(&T->mu);
-    if (!T->failed) {
-        T->failed = true;
-        T->err = st;
-        snprintf(T->err_msg, sizeof T->err_msg, "%s", vkt_error());
+vkt_status tp_group_create(vkt_strategy *s, int first, int n, uint64_t staging_bytes,
+                           tp_group **out) {
+    tp_group *g = calloc(1, sizeof *g);
+    *out = g;
+    if (!g) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    g->s = s, g->first = first, g->n = n, g->staging_bytes = staging_bytes;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    for (int k = 0; k < n; k++) {
+        g->rank[k] = (struct tp_rank){g, first + k};
+        VKT_TRY(vkt_buffer_create_host(s->dev[first + k], staging_bytes, "tensor-parallel staging",
+                                       &g->staging[k]));
     }
-    pthread_cond_broadcast(&T->cv);
-    pthread_mutex_unlock(&T->mu);
+    return vkt_comm_create_local(n, &g->comm);
 }
 
-// Device d's part is in its staging; waits for every device's, and the last to arrive sums them
-// in place (rank 0, 1, ... order: every device gets the same bits). Fails when another device's
-// thread failed (the step is abandoned).
-static vkt_status meet_and_sum(vkt_strategy *s, int d, uint64_t nfloats) {
-    tensor_impl *T = s->impl;
+void tp_group_destroy(tp_group *g) {
+    if (!g) return;
+    for (int k = 0; k < g->n; k++)
+        vkt_buffer_destroy(g->staging[k]);
+    vkt_comm_destroy(g->comm);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g);
+}
+
+void tp_group_reset(tp_group *g, uint32_t step) {
+    g->failed = false;
+    g->arrived = 0;
+    g->step = step;
+}
+
+void tp_group_fail(tp_group *g, vkt_status st) {
+    pthread_mutex_lock(&g->mu);
+    if (!g->failed) {
+        g->failed = true;
+        g->err = st;
+        snprintf(g->err_msg, sizeof g->err_msg, "%s", vkt_error());
+    }
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+bool tp_group_failed(const tp_group *g, vkt_status *err, const char **msg) {
+    *err = g->err;
+    *msg = g->err_msg;
+    return g->failed;
+}
+
+// Rank k's part is in its staging; waits for every rank's, and the last to arrive sums them in
+// place (rank 0, 1, ... order: every rank gets the same bits). Fails when another rank's thread
+// failed (the pass is abandoned).
+static vkt_status meet_and_sum(tp_group *g, int k, uint64_t nfloats) {
+    vkt_strategy *s = g->s;
+    int d = g->first + k;
     int64_t t0 = vkt_trace_now_ns();
     double reduce_ns = 0;
-    pthread_mutex_lock(&T->mu);
-    uint64_t gen = T->generation;
-    if (++T->arrived == s->ndev && !T->failed) {
+    pthread_mutex_lock(&g->mu);
+    uint64_t gen = g->generation;
+    if (++g->arrived == g->n && !g->failed) {
         float *bufs[VKT_MAX_DEVICES];
-        for (int e = 0; e < s->ndev; e++)
-            bufs[e] = vkt_buffer_mapped(T->staging[e]);
+        for (int e = 0; e < g->n; e++)
+            bufs[e] = vkt_buffer_mapped(g->staging[e]);
         int64_t c0 = vkt_trace_now_ns();
-        vkt_status st = vkt_comm_allreduce_sum(T->comm, bufs, nfloats);
+        vkt_status st = vkt_comm_allreduce_sum(g->comm, bufs, nfloats);
         int64_t c1 = vkt_trace_now_ns();
         reduce_ns = (double)(c1 - c0);
-        for (int e = 0; e < s->ndev; e++) {
-            // Nothing overlaps a reduction: every device waits for it.
+        for (int e = g->first; e < g->first + g->n; e++) {
+            // Nothing overlaps a reduction: every device of the group waits for it.
             s->stats[e].comm_ns += reduce_ns;
             s->stats[e].busy_ns += reduce_ns;
             if (s->desc.trace)
                 vkt_trace_add_event(s->desc.trace, s->trace_pid[e], "comm:allreduce",
-                                    VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)T->step);
+                                    VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)g->step);
         }
-        if (st != VKT_OK && !T->failed) {
-            T->failed = true;
-            T->err = st;
-            snprintf(T->err_msg, sizeof T->err_msg, "%s", vkt_error());
+        if (st != VKT_OK && !g->failed) {
+            g->failed = true;
+            g->err = st;
+            snprintf(g->err_msg, sizeof g->err_msg, "%s", vkt_error());
         }
-        T->arrived = 0;
-        T->generation++;
-        pthread_cond_broadcast(&T->cv);
+        g->arrived = 0;
+        g->generation++;
+        pthread_cond_broadcast(&g->cv);
     } else {
-        while (T->generation == gen && !T->failed)
-            pthread_cond_wait(&T->cv, &T->mu);
+        while (g->generation == gen && !g->failed)
+            pthread_cond_wait(&g->cv, &g->mu);
     }
-    bool ok = !T->failed;
-    vkt_status err = T->err;
-    pthread_mutex_unlock(&T->mu);
+    bool ok = !g->failed;
+    vkt_status err = g->err;
+    pthread_mutex_unlock(&g->mu);
     int64_t t1 = vkt_trace_now_ns();
     double waited = (double)(t1 - t0) - reduce_ns;
     if (waited > 0) s->stats[d].wait_ns += waited;
     if (s->desc.trace && waited > 1000)
         vkt_trace_add_event(s->desc.trace, s->trace_pid[d], "wait:devices", VKT_CAT_WAIT, t0,
-                            (int64_t)waited, (int)T->step);
+                            (int64_t)waited, (int)g->step);
     s->stats[d].bytes_moved += 2 * 4 * nfloats;
-    // (The run reports the first failure, kept in T->err_msg.)
+    // (The run reports the first failure, kept in the group's err_msg.)
     return ok ? VKT_OK : err;
 }
 
 // vkt_net_allreduce_fn: runs what was recorded, takes part in the sum, and begins the stream again
 // with the sum copied back into v.
 static vkt_status tp_allreduce(void *ctx, vkt_cmd *cmd, vkt_view v) {
-    rank_ctx *rc = ctx;
-    vkt_strategy *s = rc->s;
-    tensor_impl *T = s->impl;
-    int d = rc->d;
-    VKT_ASSERT(v.size <= T->staging_bytes && v.size % 4 == 0);
-    vkt_view st = vkt_buffer_view(T->staging[d], 0, v.size);
+    struct tp_rank *rk = ctx;
+    tp_group *g = rk->g;
+    vkt_strategy *s = g->s;
+    int k = rk->d - g->first;
+    VKT_ASSERT(v.size <= g->staging_bytes && v.size % 4 == 0);
+    bool timed = vkt_cmd_timed(cmd);
+    vkt_view st = vkt_buffer_view(g->staging[k], 0, v.size);
     vkt_cmd_copy(cmd, v, st, "comm:tp_send");
     vkt_status e = vkt_cmd_end(cmd);
     if (e == VKT_OK) e = vkt_cmd_submit(cmd);
     if (e == VKT_OK) e = vkt_cmd_wait(cmd, VKT_WAIT_MS);
-    if (e == VKT_OK) e = strategy_account_cmd(s, d, cmd, (int)T->step);
+    if (e == VKT_OK) e = strategy_account_cmd(s, rk->d, cmd, (int)g->step);
     if (e != VKT_OK)
-        fail_all(T, e);
+        tp_group_fail(g, e);
     else
-        e = meet_and_sum(s, d, v.size / 4);
+        e = meet_and_sum(g, k, v.size / 4);
     // The stream is recording again whatever happened, so the rest of the recording is valid.
-    vkt_status b = vkt_cmd_begin(cmd, rc->timed);
+    vkt_status b = vkt_cmd_begin(cmd, timed);
     if (e == VKT_OK && b == VKT_OK) {
         vkt_cmd_copy(cmd, st, v, "comm:tp_recv");
         vkt_cmd_barrier(cmd);
     }
     return e != VKT_OK ? e : b;
 }
+
+void tp_group_attach(tp_group *g, int k) {
+    vkt_net_set_allreduce(g->s->net[g->first + k], tp_allreduce, &g->rank[k]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole tensors from and to the slices
+
+struct tp_map {
+    int n; // devices per group
+    // Where rank k's slice of whole tensor i lies (np[i] pieces, the same count on every rank;
+    // 0: every rank holds it whole); the group holding it starts at s->owner[i], its index in
+    // those nets is s->local[i].
+    int *np;
+    vkt_tp_piece (*pieces)[VKT_MAX_DEVICES][VKT_TP_MAX_PIECES];
+    // Devices of different drivers round the whole layers differently (a product's summation
+    // order, the transcendental functions): their copies would drift apart, step by step, and
+    // the ranks would feed different inputs to the split layers. Then the whole tensors (and
+    // running statistics) of such a group are copied from its first device to the others after
+    // each step.
+    bool mixed[VKT_MAX_DEVICES]; // per group's first device
+    bool any_mixed;
+    float *sync; // host room for the largest whole tensor
+};
+
+vkt_status tp_map_create(vkt_strategy *s, int n, tp_map **out) {
+    const vkt_model_desc *m = s->desc.model;
+    tp_map *M = calloc(1, sizeof *M);
+    *out = M;
+    if (!M) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    M->n = n;
+    int nt = vkt_model_tensors(m, 0, m->nlayers, NULL, 0);
+    if (nt > MAX_TENSORS)
+        return vkt_fail(VKT_ERR_ARG, "model %s has %d tensors, more than the %d a run can hold",
+                        m->name, nt, MAX_TENSORS);
+    s->ntensors = vkt_model_tensors(m, 0, m->nlayers, s->tensors, MAX_TENSORS);
+    M->np = calloc((size_t)nt + 1, sizeof *M->np);
+    M->pieces = calloc((size_t)nt + 1, sizeof *M->pieces);
+    if (!M->np || !M->pieces) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    uint64_t largest = 1;
+    for (int i = 0; i < nt; i++) {
+        s->owner[i] = -1;
+        for (int first = 0; first < s->ndev && s->owner[i] < 0; first += n) {
+            int li = vkt_net_find_tensor(s->net[first], s->tensors[i].name);
+            if (li >= 0) s->owner[i] = first, s->local[i] = li;
+        }
+        VKT_ASSERT(s->owner[i] >= 0);
+        for (int k = 0; k < n; k++) {
+            const vkt_net_tensor *lt = vkt_net_get_tensor(s->net[s->owner[i] + k], s->local[i]);
+            VKT_ASSERT(strcmp(lt->name, s->tensors[i].name) == 0);
+            const vkt_layer_desc *l = lt->desc;
+            int c = l->type->tp_pieces ? l->type->tp_pieces(l, lt->param, M->pieces[i][k]) : 0;
+            VKT_ASSERT(k == 0 || c == M->np[i]);
+            M->np[i] = c;
+        }
+        if (!M->np[i] && s->tensors[i].count > largest) largest = s->tensors[i].count;
+    }
+    for (int first = 0; first < s->ndev; first += n)
+        for (int k = 1; k < n; k++)
+            if (strcmp(vkt_device_get_info(s->dev[first + k])->driver,
+                       vkt_device_get_info(s->dev[first])->driver))
+                M->mixed[first] = M->any_mixed = true;
+    M->sync = M->any_mixed ? malloc(largest * 4) : NULL;
+    if (M->any_mixed && !M->sync) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    return VKT_OK;
+}
+
+void tp_map_destroy(tp_map *M) {
+    if (!M) return;
+    free(M->np);
+    free(M->pieces);
+    free(M->sync);
+    free(M);
+}
+
+// Columns of whole tensor t seen as a matrix (vkt_tp_piece).
+static uint64_t cols_of(const vkt_net_tensor *t) { return t->count / t->shape[0]; }
+
+vkt_status tp_map_read(vkt_strategy *s, const tp_map *M, vkt_net_store store, int i, float *dst) {
+    int first = s->owner[i];
+    if (!M->np[i]) return vkt_net_read_tensor(s->net[first], store, s->local[i], dst);
+    uint64_t K = cols_of(&s->tensors[i]);
+    vkt_status st = VKT_OK;
+    for (int k = 0; k < M->n && st == VKT_OK; k++) {
+        vkt_net *net = s->net[first + k];
+        float *tmp = malloc(vkt_net_get_tensor(net, s->local[i])->count * 4);
+        if (!tmp) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        st = vkt_net_read_tensor(net, store, s->local[i], tmp);
+        for (int c = 0; c < M->np[i] && st == VKT_OK; c++) {
+            const vkt_tp_piece *p = &M->pieces[i][k][c];
+            for (uint64_t r = 0; r < p->nrows; r++)
+                memcpy(dst + (p->row0 + r) * K + p->col0, tmp + (p->local_row0 + r) * p->ncols,
+                       p->ncols * 4);
+        }
+        free(tmp);
+    }
+    return st;
+}
+
+vkt_status tp_map_write(vkt_strategy *s, const tp_map *M, vkt_net_store store, int i,
+                        const float *src) {
+    int first = s->owner[i];
+    uint64_t K = cols_of(&s->tensors[i]);
+    for (int k = 0; k < M->n; k++) {
+        vkt_net *net = s->net[first + k];
+        if (!M->np[i]) {
+            VKT_TRY(vkt_net_write_tensor(net, store, s->local[i], src));
+            continue;
+        }
+        float *tmp = malloc(vkt_net_get_tensor(net, s->local[i])->count * 4);
+        if (!tmp) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        for (int c = 0; c < M->np[i]; c++) {
+            const vkt_tp_piece *p = &M->pieces[i][k][c];
+            for (uint64_t r = 0; r < p->nrows; r++)
+                memcpy(tmp + (p->local_row0 + r) * p->ncols, src + (p->row0 + r) * K + p->col0,
+                       p->ncols * 4);
+        }
+        vkt_status st = vkt_net_write_tensor(net, store, s->local[i], tmp);
+        free(tmp);
+        VKT_TRY(st);
+    }
+    return VKT_OK;
+}
+
+// The nets initialised their own copies (the whole tensors as the whole model would, the slices
+// not): the slices are written from the whole model's values.
+vkt_status tp_map_init(vkt_strategy *s, const tp_map *M, uint64_t seed) {
+    for (int i = 0; i < s->ntensors; i++) {
+        if (!M->np[i]) continue;
+        const vkt_net_tensor *t = &s->tensors[i];
+        float *v = malloc(t->count * 4);
+        if (!v) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        vkt_tensor_init_values(s->desc.model, t, seed, v);
+        vkt_status st = tp_map_write(s, M, VKT_STORE_PARAM, i, v);
+        free(v);
+        VKT_TRY(st);
+    }
+    return VKT_OK;
+}
+
+vkt_status tp_map_sync_whole(vkt_strategy *s, tp_map *M, uint32_t step) {
+    if (!M->any_mixed) return VKT_OK;
+    for (int first = 0; first < s->ndev; first += M->n) {
+        if (!M->mixed[first]) continue;
+        int64_t c0 = vkt_trace_now_ns();
+        uint64_t bytes = 0;
+        for (int i = 0; i < s->ntensors; i++) {
+            if (M->np[i] || s->owner[i] != first) continue;
+            VKT_TRY(vkt_net_read_tensor(s->net[first], VKT_STORE_PARAM, s->local[i], M->sync));
+            for (int k = 1; k < M->n; k++)
+                VKT_TRY(
+                    vkt_net_write_tensor(s->net[first + k], VKT_STORE_PARAM, s->local[i], M->sync));
+            bytes += s->tensors[i].count * 4;
+        }
+        int64_t c1 = vkt_trace_now_ns();
+        for (int d = first; d < first + M->n; d++) {
+            s->stats[d].comm_ns += (double)(c1 - c0);
+            s->stats[d].busy_ns += (double)(c1 - c0);
+            s->stats[d].bytes_moved += bytes;
+            if (s->desc.trace)
+                vkt_trace_add_event(s->desc.trace, s->trace_pid[d], "comm:sync_whole",
+                                    VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)step);
+        }
+    }
+    return VKT_OK;
+}
+
+uint64_t tp_staging_bytes(const vkt_model_desc *m, int n, uint32_t B) {
+    uint64_t staging = 4; // the clipping norm's reduction
+    for (int k = 0; k < n; k++) {
+        vkt_model_desc split;
+        if (vkt_tensor_model(m, k, n, &split) != VKT_OK) return 0;
+        vkt_tensor_comm c = vkt_tensor_comm_of(&split, B);
+        if (c.largest > staging) staging = c.largest;
+        vkt_model_free(&split);
+    }
+    return staging;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The strategy: one group of every device, the whole model, the whole batch
+
+typedef struct tensor_impl {
+    vkt_model_desc model[VKT_MAX_DEVICES]; // each device's copy (its slices)
+    tp_group *group;
+    tp_map *map;
+    struct tensor_arg {
+        vkt_strategy *s;
+        int d;
+    } arg[VKT_MAX_DEVICES];
+    // The step or pass being run.
+    uint32_t step, B;
+    bool train, eval, accuracy;
+    float scale;
+} tensor_impl;
 
 // One device's part of a step (train), an evaluation or a forward (predict), on the whole batch
 // already in its net.
@@ -286,7 +505,6 @@ static vkt_status run_device(vkt_strategy *s, int d) {
     vkt_net *net = s->net[d];
     vkt_cmd *cmd = s->cmd[d];
     uint32_t B = T->B;
-    T->rank[d].timed = T->train;
     VKT_TRY(vkt_cmd_begin(cmd, T->train));
     if (T->train) {
         vkt_net_record_zero_grads(net, cmd);
@@ -315,9 +533,10 @@ static vkt_status run_device(vkt_strategy *s, int d) {
 }
 
 static void *device_thread(void *p) {
-    rank_ctx *rc = p;
-    vkt_status st = run_device(rc->s, rc->d);
-    if (st != VKT_OK) fail_all(rc->s->impl, st);
+    struct tensor_arg *a = p;
+    tensor_impl *T = a->s->impl;
+    vkt_status st = run_device(a->s, a->d);
+    if (st != VKT_OK) tp_group_fail(T->group, st);
     return NULL;
 }
 
@@ -328,44 +547,21 @@ static vkt_status run_all(vkt_strategy *s, const float *x, const void *targets) 
         VKT_TRY(strategy_upload_input(s->net[d], 0, x, T->B));
         if (targets) VKT_TRY(strategy_upload_targets(s->net[d], 0, targets, T->B));
     }
-    T->failed = false;
-    T->arrived = 0;
+    tp_group_reset(T->group, T->step);
     pthread_t th[VKT_MAX_DEVICES];
     int started = 0;
     for (int d = 0; d < s->ndev; d++) {
-        if (pthread_create(&th[d], NULL, device_thread, &T->rank[d]) != 0) {
-            fail_all(T, vkt_fail(VKT_ERR_HOST_MEMORY, "cannot start a device thread"));
+        if (pthread_create(&th[d], NULL, device_thread, &T->arg[d]) != 0) {
+            tp_group_fail(T->group, vkt_fail(VKT_ERR_HOST_MEMORY, "cannot start a device thread"));
             break;
         }
         started++;
     }
     for (int d = 0; d < started; d++)
         pthread_join(th[d], NULL);
-    if (T->failed) return vkt_fail(T->err, "%s", T->err_msg);
-    return VKT_OK;
-}
-
-// Device 0's whole tensors to every other device (T->mixed).
-static vkt_status sync_whole(vkt_strategy *s) {
-    tensor_impl *T = s->impl;
-    int64_t c0 = vkt_trace_now_ns();
-    uint64_t bytes = 0;
-    for (int i = 0; i < s->ntensors; i++) {
-        if (T->np[i]) continue;
-        VKT_TRY(vkt_net_read_tensor(s->net[0], VKT_STORE_PARAM, i, T->sync));
-        for (int d = 1; d < s->ndev; d++)
-            VKT_TRY(vkt_net_write_tensor(s->net[d], VKT_STORE_PARAM, i, T->sync));
-        bytes += s->tensors[i].count * 4;
-    }
-    int64_t c1 = vkt_trace_now_ns();
-    for (int d = 0; d < s->ndev; d++) {
-        s->stats[d].comm_ns += (double)(c1 - c0);
-        s->stats[d].busy_ns += (double)(c1 - c0);
-        s->stats[d].bytes_moved += bytes;
-        if (s->desc.trace)
-            vkt_trace_add_event(s->desc.trace, s->trace_pid[d], "comm:sync_whole",
-                                VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)T->step);
-    }
+    vkt_status err;
+    const char *msg;
+    if (tp_group_failed(T->group, &err, &msg)) return vkt_fail(err, "%s", msg);
     return VKT_OK;
 }
 
@@ -376,7 +572,7 @@ static vkt_status tensor_step(vkt_strategy *s, const float *x, const void *targe
     T->step = step, T->B = B, T->train = true, T->eval = false, T->accuracy = false;
     T->scale = 1.0f / (float)B;
     VKT_TRY(run_all(s, x, targets));
-    if (T->mixed) VKT_TRY(sync_whole(s));
+    VKT_TRY(tp_map_sync_whole(s, T->map, step));
     // Every device computed the same loss from the same whole output.
     VKT_TRY(strategy_read_loss(s->net[0], 0, B, loss_sum));
     int64_t t1 = vkt_trace_now_ns();
@@ -411,74 +607,16 @@ static vkt_status tensor_predict(vkt_strategy *s, const float *x, uint32_t B, fl
                            (uint64_t)B * vkt_net_out_features(s->net[0]) * 4);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Whole tensors from and to the slices
-
-// Columns of whole tensor t seen as a matrix (vkt_tp_piece).
-static uint64_t cols_of(const vkt_net_tensor *t) { return t->count / t->shape[0]; }
-
 static vkt_status tensor_read(vkt_strategy *s, vkt_net_store store, int i, float *dst) {
-    tensor_impl *T = s->impl;
-    if (!T->np[i]) return vkt_net_read_tensor(s->net[0], store, i, dst);
-    const vkt_net_tensor *t = &s->tensors[i];
-    uint64_t K = cols_of(t);
-    vkt_status st = VKT_OK;
-    for (int d = 0; d < s->ndev && st == VKT_OK; d++) {
-        const vkt_net_tensor *lt = vkt_net_get_tensor(s->net[d], i);
-        float *tmp = malloc(lt->count * 4);
-        if (!tmp) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-        st = vkt_net_read_tensor(s->net[d], store, i, tmp);
-        for (int k = 0; k < T->np[i] && st == VKT_OK; k++) {
-            const vkt_tp_piece *p = &T->pieces[i][d][k];
-            for (uint64_t r = 0; r < p->nrows; r++)
-                memcpy(dst + (p->row0 + r) * K + p->col0, tmp + (p->local_row0 + r) * p->ncols,
-                       p->ncols * 4);
-        }
-        free(tmp);
-    }
-    return st;
+    return tp_map_read(s, ((tensor_impl *)s->impl)->map, store, i, dst);
 }
 
 static vkt_status tensor_write(vkt_strategy *s, vkt_net_store store, int i, const float *src) {
-    tensor_impl *T = s->impl;
-    const vkt_net_tensor *t = &s->tensors[i];
-    uint64_t K = cols_of(t);
-    for (int d = 0; d < s->ndev; d++) {
-        if (!T->np[i]) {
-            VKT_TRY(vkt_net_write_tensor(s->net[d], store, i, src));
-            continue;
-        }
-        const vkt_net_tensor *lt = vkt_net_get_tensor(s->net[d], i);
-        float *tmp = malloc(lt->count * 4);
-        if (!tmp) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-        for (int k = 0; k < T->np[i]; k++) {
-            const vkt_tp_piece *p = &T->pieces[i][d][k];
-            for (uint64_t r = 0; r < p->nrows; r++)
-                memcpy(tmp + (p->local_row0 + r) * p->ncols, src + (p->row0 + r) * K + p->col0,
-                       p->ncols * 4);
-        }
-        vkt_status st = vkt_net_write_tensor(s->net[d], store, i, tmp);
-        free(tmp);
-        VKT_TRY(st);
-    }
-    return VKT_OK;
+    return tp_map_write(s, ((tensor_impl *)s->impl)->map, store, i, src);
 }
 
-// The nets initialised their own copies (the whole tensors as the whole model would, the slices
-// not): the slices are written from the whole model's values.
 static vkt_status tensor_init(vkt_strategy *s, uint64_t seed) {
-    tensor_impl *T = s->impl;
-    for (int i = 0; i < s->ntensors; i++) {
-        if (!T->np[i]) continue;
-        const vkt_net_tensor *t = &s->tensors[i];
-        float *v = malloc(t->count * 4);
-        if (!v) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-        vkt_tensor_init_values(s->desc.model, t, seed, v);
-        vkt_status st = tensor_write(s, VKT_STORE_PARAM, i, v);
-        free(v);
-        VKT_TRY(st);
-    }
-    return VKT_OK;
+    return tp_map_init(s, ((tensor_impl *)s->impl)->map, seed);
 }
 
 static void tensor_destroy(vkt_strategy *s) {
@@ -488,15 +626,10 @@ static void tensor_destroy(vkt_strategy *s) {
     for (int d = 0; d < s->ndev; d++) {
         vkt_net_destroy(s->net[d]);
         s->net[d] = NULL;
-        vkt_buffer_destroy(T->staging[d]);
         vkt_model_free(&T->model[d]);
     }
-    vkt_comm_destroy(T->comm);
-    pthread_mutex_destroy(&T->mu);
-    pthread_cond_destroy(&T->cv);
-    free(T->np);
-    free(T->pieces);
-    free(T->sync);
+    tp_group_destroy(T->group);
+    tp_map_destroy(T->map);
     free(T);
     s->impl = NULL;
 }
@@ -509,42 +642,6 @@ static const strategy_vtbl tensor_vtbl = {.step = tensor_step,
                                           .init = tensor_init,
                                           .predict = tensor_predict};
 
-// Fills s->tensors with the whole model's tensors and T's map of where each device's slices lie.
-static vkt_status map_tensors(vkt_strategy *s, tensor_impl *T) {
-    const vkt_model_desc *m = s->desc.model;
-    int n = vkt_model_tensors(m, 0, m->nlayers, NULL, 0);
-    if (n > MAX_TENSORS)
-        return vkt_fail(VKT_ERR_ARG, "model %s has %d tensors, more than the %d a run can hold",
-                        m->name, n, MAX_TENSORS);
-    s->ntensors = vkt_model_tensors(m, 0, m->nlayers, s->tensors, MAX_TENSORS);
-    T->np = calloc((size_t)n + 1, sizeof *T->np);
-    T->pieces = calloc((size_t)n + 1, sizeof *T->pieces);
-    if (!T->np || !T->pieces) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-    for (int d = 0; d < s->ndev; d++) {
-        VKT_ASSERT(vkt_net_tensor_count(s->net[d]) == n);
-        for (int i = 0; i < n; i++) {
-            const vkt_net_tensor *lt = vkt_net_get_tensor(s->net[d], i);
-            VKT_ASSERT(strcmp(lt->name, s->tensors[i].name) == 0);
-            const vkt_layer_desc *l = lt->desc;
-            int k = l->type->tp_pieces ? l->type->tp_pieces(l, lt->param, T->pieces[i][d]) : 0;
-            VKT_ASSERT(d == 0 || k == T->np[i]);
-            T->np[i] = k;
-        }
-    }
-    uint64_t largest = 1;
-    for (int i = 0; i < n; i++) {
-        s->owner[i] = 0;
-        s->local[i] = i;
-        if (!T->np[i] && s->tensors[i].count > largest) largest = s->tensors[i].count;
-    }
-    for (int d = 1; d < s->ndev; d++)
-        if (strcmp(vkt_device_get_info(s->dev[d])->driver, vkt_device_get_info(s->dev[0])->driver))
-            T->mixed = true;
-    T->sync = T->mixed ? malloc(largest * 4) : NULL;
-    if (T->mixed && !T->sync) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-    return VKT_OK;
-}
-
 vkt_status strategy_tensor_create(vkt_strategy *s) {
     const vkt_strategy_desc *d = &s->desc;
     if (d->ndevices < 2)
@@ -552,8 +649,6 @@ vkt_status strategy_tensor_create(vkt_strategy *s) {
                                      "(the same one twice gives two logical devices)");
     tensor_impl *T = calloc(1, sizeof *T);
     if (!T) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-    pthread_mutex_init(&T->mu, NULL);
-    pthread_cond_init(&T->cv, NULL);
     s->impl = T;
     s->vt = &tensor_vtbl; // its destroy frees the copies of the model after the nets
     VKT_TRY(strategy_open_devices(s));
@@ -566,10 +661,6 @@ vkt_status strategy_tensor_create(vkt_strategy *s) {
     if (!p.fits) return strategy_refuse(s, &p, &pi);
     for (int i = 0; i < s->ndev; i++) {
         VKT_TRY(vkt_tensor_model(d->model, i, s->ndev, &T->model[i]));
-        vkt_tensor_comm c = vkt_tensor_comm_of(&T->model[i], d->batch);
-        if (c.largest > T->staging_bytes) T->staging_bytes = c.largest;
-    }
-    for (int i = 0; i < s->ndev; i++) {
         vkt_net_desc nd = {.model = &T->model[i],
                            .first_layer = 0,
                            .last_layer = d->model->nlayers,
@@ -577,11 +668,11 @@ vkt_status strategy_tensor_create(vkt_strategy *s) {
                            .slots = 1,
                            .optim = d->optim};
         VKT_TRY(vkt_net_create(s->dev[i], s->ops[i], &nd, &s->net[i]));
-        T->rank[i] = (rank_ctx){.s = s, .d = i};
-        vkt_net_set_allreduce(s->net[i], tp_allreduce, &T->rank[i]);
-        VKT_TRY(vkt_buffer_create_host(s->dev[i], T->staging_bytes, "tensor-parallel staging",
-                                       &T->staging[i]));
+        T->arg[i] = (struct tensor_arg){s, i};
     }
-    VKT_TRY(vkt_comm_create_local(s->ndev, &T->comm));
-    return map_tensors(s, T);
+    VKT_TRY(
+        tp_group_create(s, 0, s->ndev, tp_staging_bytes(d->model, s->ndev, d->batch), &T->group));
+    for (int i = 0; i < s->ndev; i++)
+        tp_group_attach(T->group, i);
+    return tp_map_create(s, s->ndev, &T->map);
 }

@@ -166,6 +166,8 @@ static void end_timed(vkt_cmd *c) {
                                    c->qpools[q / QUERIES_PER_POOL], q % QUERIES_PER_POOL);
 }
 
+bool vkt_cmd_timed(const vkt_cmd *c) { return c->timestamps; }
+
 vkt_status vkt_cmd_begin(vkt_cmd *c, bool timestamps) {
     vkt_device *dev = c->dev;
     if (c->submitted) VKT_TRY(vkt_device_wait_value(dev, c->submitted, VKT_WAIT_MS));

@@ -269,6 +269,8 @@ void vkt_cmd_destroy(vkt_cmd *cmd);
 // Starts recording (discarding what was recorded before). timestamps: write a GPU timestamp
 // around every labelled dispatch and copy.
 vkt_status vkt_cmd_begin(vkt_cmd *cmd, bool timestamps);
+// Whether the stream was begun with timestamps (and the device has them).
+bool vkt_cmd_timed(const vkt_cmd *cmd);
 // Records one dispatch of groups gx*gy*gz. bind holds one view per binding of the kernel.
 // label may be NULL (not timed). Errors (wrong binding count, push too large, view misaligned)
 // are remembered and returned by vkt_cmd_end.
