@@ -12,6 +12,13 @@
 // measures per device.
 //
 // Transfers go through host memory (Vulkan has no cross-vendor peer-to-peer).
+//
+// layers,tensor (--tensor-size T): each stage is a group of T devices that hold the T slices of
+// the stage's layers (parallel/tensor.c), each driven by its own thread through the stage's
+// schedule, reducing within the group. Rank k of a stage takes its input from rank k of the stage
+// before and sends its input gradient back to it: a boundary inside a split pair carries each
+// rank's slice, one between whole layers the same activation on every rank. Arrays below are per
+// device; with T = 1 a device is a stage.
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -30,15 +37,29 @@ typedef struct op {
 } op;
 
 typedef struct layers_impl {
-    int S, M;
-    int lo[VKT_MAX_DEVICES], hi[VKT_MAX_DEVICES];
+    int S, M, T; // stages, micro-batches, devices per stage (T > 1: layers,tensor)
+    int lo[VKT_MAX_DEVICES], hi[VKT_MAX_DEVICES]; // each device's stage's layers
     int slots[VKT_MAX_DEVICES];
     uint32_t mb_max;
     op *sched[VKT_MAX_DEVICES];
     int nsched[VKT_MAX_DEVICES];
-    float *act_host[VKT_MAX_DEVICES];  // per stage: M x [mb_max, out_s] — stage outputs
-    float *grad_host[VKT_MAX_DEVICES]; // per stage: M x [mb_max, in_s]  — input gradients
+    float *act_host[VKT_MAX_DEVICES];  // per device: M x [mb_max, out_s] — stage outputs
+    float *grad_host[VKT_MAX_DEVICES]; // per device: M x [mb_max, in_s]  — input gradients
     float *scratch;                    // [mb_max, widest stage boundary], for evaluation
+    // layers,tensor: each rank's copy of the model, each stage's group, the whole tensors; and a
+    // pass that only runs forward (evaluation, or prediction into predict_out).
+    vkt_model_desc model[VKT_MAX_DEVICES];
+    tp_group *group[VKT_MAX_DEVICES];
+    tp_map *map;
+    bool forward_only, accuracy;
+    float *predict_out;
+    uint32_t correct[MAX_MICRO];
+    // --clip: each stage's squared gradient norm (its first device's, its group's sum), met by
+    // every device before the update: the global norm is the stages' sum.
+    double norm_part[VKT_MAX_DEVICES];
+    int norm_arrived;
+    bool norm_done;
+    float norm_total;
     // The step being run
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -53,14 +74,15 @@ typedef struct layers_impl {
     double loss[MAX_MICRO];
 } layers_impl;
 
-static int slot_of(const layers_impl *L, int s, int mb) { return mb % L->slots[s]; }
+static int slot_of(const layers_impl *L, int d, int mb) { return mb % L->slots[d]; }
+static int stage_of(const layers_impl *L, int d) { return d / L->T; }
 
 // ---------------------------------------------------------------------------------------------
 // Schedules
 
-static void build_schedule(layers_impl *L, vkt_schedule kind, int s) {
-    int M = L->M, n = 0;
-    op *o = L->sched[s];
+static void build_schedule(layers_impl *L, vkt_schedule kind, int d) {
+    int M = L->M, n = 0, s = stage_of(L, d);
+    op *o = L->sched[d];
     if (kind == VKT_SCHEDULE_GPIPE) {
         for (int k = 0; k < M; k++)
             o[n++] = (op){false, k};
@@ -77,7 +99,7 @@ static void build_schedule(layers_impl *L, vkt_schedule kind, int s) {
         for (int i = M - warm; i < M; i++)
             o[n++] = (op){true, i};
     }
-    L->nsched[s] = n;
+    L->nsched[d] = n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -97,6 +119,9 @@ static void stage_fail(layers_impl *L, vkt_status st) {
     }
     pthread_cond_broadcast(&L->cv);
     pthread_mutex_unlock(&L->mu);
+    // A device of another stage may be waiting in its group's reduction.
+    for (int g = 0; g < L->S && L->T > 1; g++)
+        tp_group_fail(L->group[g], st);
 }
 
 // Waits until flag is set (or another stage failed); adds the wait to the device's stats.
@@ -141,17 +166,45 @@ static vkt_status transfer(vkt_strategy *s, int d, vkt_view v, float *host, uint
     return st;
 }
 
+// Device d's stage's squared gradient norm (part, the same on every device of the stage); waits
+// for every stage's and gives their sum, in stage order. False when another device failed.
+static bool meet_norms(vkt_strategy *s, int d, float part, float *total) {
+    layers_impl *L = s->impl;
+    int64_t t0 = vkt_trace_now_ns();
+    pthread_mutex_lock(&L->mu);
+    if (d % L->T == 0) L->norm_part[stage_of(L, d)] = part;
+    if (++L->norm_arrived == s->ndev) {
+        double sum = 0;
+        for (int st = 0; st < L->S; st++)
+            sum += L->norm_part[st];
+        L->norm_total = (float)sum;
+        L->norm_done = true;
+        pthread_cond_broadcast(&L->cv);
+    }
+    while (!L->norm_done && !L->failed)
+        pthread_cond_wait(&L->cv, &L->mu);
+    bool ok = L->norm_done;
+    *total = L->norm_total;
+    pthread_mutex_unlock(&L->mu);
+    s->stats[d].wait_ns += (double)(vkt_trace_now_ns() - t0);
+    return ok;
+}
+
 static vkt_status run_stage(vkt_strategy *s, int d) {
     layers_impl *L = s->impl;
     vkt_net *net = s->net[d];
     vkt_cmd *cmd = s->cmd[d];
     const vkt_model_desc *m = s->desc.model;
-    bool first = d == 0, last = d == L->S - 1;
+    int st = stage_of(L, d), T = L->T;
+    bool first = st == 0, last = st == L->S - 1, train = !L->forward_only;
+    // Rank 0 of the last stage reports what every rank of it computed alike.
+    bool reports = last && d % T == 0;
     uint32_t in = vkt_net_in_features(net), out = vkt_net_out_features(net);
     uint64_t tgt_per = vkt_model_targets_per_sample(m);
-    float scale = 1.0f / (float)L->B;
-    for (int i = 0; i < L->nsched[d]; i++) {
-        op o = L->sched[d][i];
+    float scale = train ? 1.0f / (float)L->B : 1.0f;
+    int nops = train ? L->nsched[d] : L->M;
+    for (int i = 0; i < nops; i++) {
+        op o = train ? L->sched[d][i] : (op){false, i};
         int k = o.mb, slot = slot_of(L, d, k);
         uint32_t R = L->rows[k];
         if (R == 0) { // fewer rows than micro-batches: nothing to do, but neighbours wait on it
@@ -162,24 +215,29 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
             if (first) {
                 VKT_TRY(strategy_upload_input(net, slot, L->x + (uint64_t)L->row0[k] * in, R));
             } else {
-                if (!wait_flag(s, d, &L->fwd_done[(d - 1) * L->M + k], k)) return VKT_OK;
+                if (!wait_flag(s, d, &L->fwd_done[(d - T) * L->M + k], k)) return VKT_OK;
                 VKT_TRY(transfer(s, d, vkt_net_input(net, slot),
-                                 L->act_host[d - 1] + (uint64_t)k * L->mb_max * in,
+                                 L->act_host[d - T] + (uint64_t)k * L->mb_max * in,
                                  (uint64_t)R * in * 4, true, "comm:recv_activation"));
             }
-            if (last)
+            if (last && L->targets)
                 VKT_TRY(strategy_upload_targets(
                     net, slot, (const char *)L->targets + (uint64_t)L->row0[k] * tgt_per * 4, R));
-            VKT_TRY(vkt_cmd_begin(cmd, true));
-            if (i == 0) vkt_net_record_zero_grads(net, cmd);
-            strategy_set_phase(s, net, true, L->step, L->row0[k]);
+            VKT_TRY(vkt_cmd_begin(cmd, train));
+            if (train && i == 0) vkt_net_record_zero_grads(net, cmd);
+            if (last && L->accuracy) {
+                vkt_cmd_fill(cmd, vkt_net_correct(net), 0);
+                vkt_cmd_barrier(cmd);
+            }
+            strategy_set_phase(s, net, train, train ? L->step : 0, train ? L->row0[k] : 0);
             vkt_net_record_forward(net, cmd, slot, R);
-            if (last) vkt_net_record_loss(net, cmd, slot, R, scale);
+            if (last && L->targets) vkt_net_record_loss(net, cmd, slot, R, scale);
+            if (last && L->accuracy) vkt_net_record_accuracy(net, cmd, slot, R);
         } else {
             if (!last) {
-                if (!wait_flag(s, d, &L->bwd_done[(d + 1) * L->M + k], k)) return VKT_OK;
+                if (!wait_flag(s, d, &L->bwd_done[(d + T) * L->M + k], k)) return VKT_OK;
                 VKT_TRY(transfer(s, d, vkt_net_output_grad(net, slot),
-                                 L->grad_host[d + 1] + (uint64_t)k * L->mb_max * out,
+                                 L->grad_host[d + T] + (uint64_t)k * L->mb_max * out,
                                  (uint64_t)R * out * 4, true, "comm:recv_gradient"));
             }
             VKT_TRY(vkt_cmd_begin(cmd, true));
@@ -191,15 +249,23 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
         VKT_TRY(vkt_cmd_end(cmd));
         VKT_TRY(vkt_cmd_submit(cmd));
         VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
-        VKT_TRY(strategy_account(s, d, (int)L->step));
+        if (train) VKT_TRY(strategy_account(s, d, (int)L->step));
         if (!o.backward) {
-            if (last) {
-                VKT_TRY(strategy_read_loss(net, slot, R, &L->loss[k]));
-            } else {
+            if (reports && L->targets) VKT_TRY(strategy_read_loss(net, slot, R, &L->loss[k]));
+            if (reports && L->accuracy) {
+                vkt_view v = vkt_net_correct(net);
+                VKT_TRY(vkt_buffer_read(v.buffer, v.offset, &L->correct[k], 4));
+            }
+            if (reports && L->predict_out) {
+                vkt_view v = vkt_net_output(net, slot);
+                VKT_TRY(vkt_buffer_read(v.buffer, v.offset,
+                                        L->predict_out + (uint64_t)L->row0[k] * out,
+                                        (uint64_t)R * out * 4));
+            }
+            if (!last)
                 VKT_TRY(transfer(s, d, vkt_net_output(net, slot),
                                  L->act_host[d] + (uint64_t)k * L->mb_max * out,
                                  (uint64_t)R * out * 4, false, "comm:send_activation"));
-            }
             set_flag(L, &L->fwd_done[d * L->M + k]);
         } else {
             if (!first)
@@ -209,9 +275,26 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
             set_flag(L, &L->bwd_done[d * L->M + k]);
         }
     }
-    // Every micro-batch's gradient is in: one update.
+    if (!train) return VKT_OK;
+    // Every micro-batch's gradient is in: one update, clipped by the norm of every stage's.
+    float sumsq = 0;
+    if (s->desc.optim.clip > 0) {
+        VKT_TRY(vkt_cmd_begin(cmd, true));
+        vkt_net_record_grad_sumsq(net, cmd);
+        VKT_TRY(vkt_net_status(net));
+        VKT_TRY(vkt_cmd_end(cmd));
+        VKT_TRY(vkt_cmd_submit(cmd));
+        VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
+        VKT_TRY(strategy_account(s, d, (int)L->step));
+        float part;
+        VKT_TRY(vkt_net_read_grad_sumsq(net, &part));
+        if (!meet_norms(s, d, part, &sumsq)) return VKT_OK;
+    }
     VKT_TRY(vkt_cmd_begin(cmd, true));
-    vkt_net_record_step(net, cmd, L->step);
+    if (s->desc.optim.clip > 0)
+        vkt_net_record_step_norm(net, cmd, L->step, sumsq);
+    else
+        vkt_net_record_step(net, cmd, L->step);
     VKT_TRY(vkt_net_status(net));
     VKT_TRY(vkt_cmd_end(cmd));
     VKT_TRY(vkt_cmd_submit(cmd));
@@ -224,7 +307,7 @@ static void *stage_thread(void *p) {
     layers_impl *L = a->s->impl;
     int64_t t0 = vkt_trace_now_ns();
     vkt_status st = run_stage(a->s, a->stage);
-    a->s->stats[a->stage].wall_ns += (double)(vkt_trace_now_ns() - t0);
+    if (!L->forward_only) a->s->stats[a->stage].wall_ns += (double)(vkt_trace_now_ns() - t0);
     if (st != VKT_OK) stage_fail(L, st);
     return NULL;
 }
@@ -239,23 +322,29 @@ static void cut_batch(layers_impl *L, uint32_t B) {
     }
 }
 
-static vkt_status layers_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
-                              uint32_t step, double *loss_sum) {
+// Runs the pass L is set up for (a training step, or forward only) on every device, one thread
+// each.
+static vkt_status run_pass(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                           uint32_t step) {
     layers_impl *L = s->impl;
     L->x = x;
     L->targets = targets;
     L->B = B;
     L->step = step;
     L->failed = false;
-    memset(L->fwd_done, 0, (size_t)L->S * L->M * sizeof(bool));
-    memset(L->bwd_done, 0, (size_t)L->S * L->M * sizeof(bool));
+    L->norm_arrived = 0;
+    L->norm_done = false;
+    memset(L->fwd_done, 0, (size_t)s->ndev * L->M * sizeof(bool));
+    memset(L->bwd_done, 0, (size_t)s->ndev * L->M * sizeof(bool));
     cut_batch(L, B);
     for (int k = 0; k < L->M; k++)
-        L->loss[k] = 0;
+        L->loss[k] = 0, L->correct[k] = 0;
+    for (int g = 0; g < L->S && L->T > 1; g++)
+        tp_group_reset(L->group[g], step);
     pthread_t th[VKT_MAX_DEVICES];
     stage_arg args[VKT_MAX_DEVICES];
     int started = 0;
-    for (int d = 0; d < L->S; d++) {
+    for (int d = 0; d < s->ndev; d++) {
         args[d] = (stage_arg){s, d};
         if (pthread_create(&th[d], NULL, stage_thread, &args[d]) != 0) {
             stage_fail(L, vkt_fail(VKT_ERR_HOST_MEMORY, "cannot start a pipeline stage thread"));
@@ -266,11 +355,61 @@ static vkt_status layers_step(vkt_strategy *s, const float *x, const void *targe
     for (int d = 0; d < started; d++)
         pthread_join(th[d], NULL);
     if (L->failed) return vkt_fail(L->err, "%s", L->err_msg);
+    return VKT_OK;
+}
+
+static vkt_status layers_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
+                              uint32_t step, double *loss_sum) {
+    layers_impl *L = s->impl;
+    L->forward_only = L->accuracy = false;
+    L->predict_out = NULL;
+    VKT_TRY(run_pass(s, x, targets, B, step));
+    if (L->map) VKT_TRY(tp_map_sync_whole(s, L->map, step));
     double total = 0;
     for (int k = 0; k < L->M; k++)
         total += L->loss[k];
     *loss_sum = total;
     return VKT_OK;
+}
+
+// Prediction (and, for layers,tensor, evaluation) as a pipeline of forwards on the devices'
+// threads, micro-batch by micro-batch (the nets hold a micro-batch's rows; a stage's ranks reduce
+// together).
+static vkt_status layers_tensor_eval(vkt_strategy *s, const float *x, const void *targets,
+                                     uint32_t B, double *loss_sum, uint64_t *correct) {
+    layers_impl *L = s->impl;
+    L->forward_only = true;
+    L->accuracy = s->desc.model->loss == VKT_LOSS_SOFTMAX_XENT;
+    L->predict_out = NULL;
+    VKT_TRY(run_pass(s, x, targets, B, 0));
+    *loss_sum = 0;
+    *correct = 0;
+    for (int k = 0; k < L->M; k++)
+        *loss_sum += L->loss[k], *correct += L->correct[k];
+    return VKT_OK;
+}
+
+static vkt_status layers_predict(vkt_strategy *s, const float *x, uint32_t B, float *out) {
+    layers_impl *L = s->impl;
+    L->forward_only = true;
+    L->accuracy = false;
+    L->predict_out = out;
+    vkt_status st = run_pass(s, x, NULL, B, 0);
+    L->predict_out = NULL;
+    return st;
+}
+
+static vkt_status layers_tensor_read(vkt_strategy *s, vkt_net_store store, int i, float *dst) {
+    return tp_map_read(s, ((layers_impl *)s->impl)->map, store, i, dst);
+}
+
+static vkt_status layers_tensor_write(vkt_strategy *s, vkt_net_store store, int i,
+                                      const float *src) {
+    return tp_map_write(s, ((layers_impl *)s->impl)->map, store, i, src);
+}
+
+static vkt_status layers_tensor_init(vkt_strategy *s, uint64_t seed) {
+    return tp_map_init(s, ((layers_impl *)s->impl)->map, seed);
 }
 
 // Evaluation: each micro-batch through the stages in turn, on this thread.
@@ -336,6 +475,18 @@ static vkt_status layers_eval(vkt_strategy *s, const float *x, const void *targe
 static void layers_destroy(vkt_strategy *s) {
     layers_impl *L = s->impl;
     if (!L) return;
+    if (L->T > 1) {
+        // The nets point at the copies of the model: free them first.
+        for (int d = 0; d < s->ndev; d++) {
+            vkt_net_destroy(s->net[d]);
+            s->net[d] = NULL;
+        }
+        for (int k = 0; k < L->T; k++)
+            vkt_model_free(&L->model[k]);
+        for (int g = 0; g < L->S; g++)
+            tp_group_destroy(L->group[g]);
+        tp_map_destroy(L->map);
+    }
     for (int d = 0; d < VKT_MAX_DEVICES; d++) {
         free(L->sched[d]);
         free(L->act_host[d]);
@@ -351,13 +502,20 @@ static void layers_destroy(vkt_strategy *s) {
 }
 
 static const strategy_vtbl layers_vtbl = {
-    .step = layers_step, .eval = layers_eval, .destroy = layers_destroy};
+    .step = layers_step, .eval = layers_eval, .destroy = layers_destroy, .predict = layers_predict};
+static const strategy_vtbl layers_tensor_vtbl = {.step = layers_step,
+                                                 .eval = layers_tensor_eval,
+                                                 .destroy = layers_destroy,
+                                                 .read = layers_tensor_read,
+                                                 .write = layers_tensor_write,
+                                                 .init = layers_tensor_init,
+                                                 .predict = layers_predict};
 
 // ---------------------------------------------------------------------------------------------
 // Placement
 
 static vkt_net_desc stage_desc(const vkt_strategy *s, const layers_impl *L, int d, int lo, int hi) {
-    return (vkt_net_desc){.model = s->desc.model,
+    return (vkt_net_desc){.model = L->T > 1 ? &L->model[d % L->T] : s->desc.model,
                           .first_layer = lo,
                           .last_layer = hi,
                           .max_batch = L->mb_max,
@@ -368,6 +526,14 @@ static vkt_net_desc stage_desc(const vkt_strategy *s, const layers_impl *L, int 
 vkt_status strategy_layers_create(vkt_strategy *s) {
     const vkt_strategy_desc *d = &s->desc;
     const vkt_model_desc *m = d->model;
+    bool tensor = d->kind == VKT_STRATEGY_LAYERS_TENSOR;
+    int T = tensor ? d->tensor_size : 1;
+    if (tensor && (T < 2 || d->ndevices % T || d->ndevices / T < 2))
+        return vkt_fail(VKT_ERR_ARG,
+                        "--strategy layers,tensor needs --tensor-size T of at least 2 and --device "
+                        "listing at least two stages of T devices each (stage 0 the first T); "
+                        "%d devices and --tensor-size %d were given",
+                        d->ndevices, T);
     if (d->ndevices < 2)
         return vkt_fail(VKT_ERR_ARG, "--strategy layers needs at least two devices in --device "
                                      "(the same one twice gives two logical devices)");
@@ -379,33 +545,38 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
     layers_impl *L = calloc(1, sizeof *L);
     if (!L) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     s->impl = L;
+    s->vt = &layers_vtbl; // its destroy frees what was made, whatever fails below
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv, NULL);
-    L->S = d->ndevices;
+    L->T = T;
+    L->S = d->ndevices / T;
     L->M = M;
     L->mb_max = (d->batch + M - 1) / M;
-    for (int i = 0; i < L->S; i++)
-        L->slots[i] = vkt_plan_stage_slots(L->S, i, M, d->schedule);
+    for (int i = 0; i < d->ndevices; i++)
+        L->slots[i] = vkt_plan_stage_slots(L->S, i / T, M, d->schedule);
     VKT_TRY(strategy_open_devices(s));
 
     vkt_plan_input pi;
     strategy_plan_input(s, &pi);
     vkt_plan p;
     vkt_plan_layers(&pi, &p);
-    if (!p.possible) return vkt_fail(VKT_ERR_ARG, "--strategy layers: %s", p.note);
+    if (!p.possible)
+        return vkt_fail(VKT_ERR_ARG, "--strategy %s: %s", vkt_strategy_name(d->kind), p.note);
     if (!p.fits) return strategy_refuse(s, &p, &pi); // the plan's words and numbers
-    for (int i = 0; i < L->S; i++)
+    for (int i = 0; i < s->ndev; i++)
         L->lo[i] = p.lo[i], L->hi[i] = p.hi[i];
-    size_t nflags = (size_t)(unsigned)L->S * (size_t)(unsigned)M;
+    for (int k = 0; k < T && tensor; k++)
+        VKT_TRY(vkt_tensor_model(m, k, T, &L->model[k]));
+    size_t nflags = (size_t)(unsigned)s->ndev * (size_t)(unsigned)M;
     L->fwd_done = calloc(nflags, sizeof(bool));
     L->bwd_done = calloc(nflags, sizeof(bool));
     if (!L->fwd_done || !L->bwd_done) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     uint32_t widest = 0;
-    for (int i = 0; i < L->S; i++) {
+    for (int i = 0; i < s->ndev; i++) {
         vkt_net_desc nd = stage_desc(s, L, i, L->lo[i], L->hi[i]);
         VKT_TRY(vkt_net_create(s->dev[i], s->ops[i], &nd, &s->net[i]));
         L->sched[i] = calloc((size_t)2 * M, sizeof(op));
-        uint32_t in = m->layers[L->lo[i]].in_features, out = m->layers[L->hi[i] - 1].out_features;
+        uint32_t in = vkt_net_in_features(s->net[i]), out = vkt_net_out_features(s->net[i]);
         if (in > widest) widest = in;
         if (out > widest) widest = out;
         L->act_host[i] = malloc((size_t)M * L->mb_max * out * 4);
@@ -416,13 +587,25 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
     }
     L->scratch = malloc((size_t)L->mb_max * widest * 4);
     if (!L->scratch) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-    s->vt = &layers_vtbl;
+    if (tensor) {
+        // The staging the plan counted: the largest reduction of the split model at mb_max rows.
+        uint64_t staging = tp_staging_bytes(m, T, L->mb_max);
+        for (int g = 0; g < L->S; g++) {
+            VKT_TRY(tp_group_create(s, g * T, T, staging, &L->group[g]));
+            for (int k = 0; k < T; k++)
+                tp_group_attach(L->group[g], k);
+        }
+        VKT_TRY(tp_map_create(s, T, &L->map));
+        s->vt = &layers_tensor_vtbl;
+    }
     return VKT_OK;
 }
 
 // Stage boundaries of a layers strategy (for reports); false for other strategies.
 bool vkt_strategy_stage(const vkt_strategy *s, int d, int *lo, int *hi) {
-    if (s->desc.kind != VKT_STRATEGY_LAYERS || !s->impl || d < 0 || d >= s->ndev) return false;
+    if ((s->desc.kind != VKT_STRATEGY_LAYERS && s->desc.kind != VKT_STRATEGY_LAYERS_TENSOR) ||
+        !s->impl || d < 0 || d >= s->ndev)
+        return false;
     const layers_impl *L = s->impl;
     *lo = L->lo[d];
     *hi = L->hi[d];

@@ -237,44 +237,129 @@ void vkt_plan_replicated(const vkt_plan_input *in, vkt_plan *p) {
                        "one needs");
 }
 
+// The copies of the model the devices of a stage hold: the whole model, or (layers,tensor)
+// rank k's slices on the stage's k-th device, with the staging of their reductions.
+typedef struct stage_models {
+    int T;
+    const vkt_model_desc *m[VKT_MAX_DEVICES];
+    vkt_model_desc split[VKT_MAX_DEVICES];
+    uint64_t staging;
+} stage_models;
+
+static bool stage_models_make(const vkt_plan_input *in, uint32_t rows, stage_models *sm) {
+    memset(sm, 0, sizeof *sm);
+    sm->T = in->tensor_size > 1 ? in->tensor_size : 1;
+    if (sm->T == 1) {
+        sm->m[0] = in->model;
+        return true;
+    }
+    sm->staging = 4; // the clipping norm's reduction (tp_staging_bytes)
+    for (int k = 0; k < sm->T; k++) {
+        if (vkt_tensor_model(in->model, k, sm->T, &sm->split[k]) != VKT_OK) return false;
+        sm->m[k] = &sm->split[k];
+        vkt_tensor_comm c = vkt_tensor_comm_of(&sm->split[k], rows);
+        if (c.largest > sm->staging) sm->staging = c.largest;
+    }
+    return true;
+}
+
+static void stage_models_free(stage_models *sm) {
+    for (int k = 0; k < sm->T && sm->T > 1; k++)
+        vkt_model_free(&sm->split[k]);
+}
+
+// Device d's need as a device of stage (d / T) holding layers [lo, hi).
+static vkt_net_memory stage_need(const vkt_plan_input *in, const stage_models *sm, int d, int lo,
+                                 int hi, uint32_t rows, int slots) {
+    vkt_net_desc nd = {.model = sm->m[d % sm->T],
+                       .first_layer = lo,
+                       .last_layer = hi,
+                       .max_batch = rows ? rows : 1,
+                       .slots = slots,
+                       .optim = in->optim};
+    vkt_net_memory m = vkt_net_estimate(&nd, in->align[d]);
+    m.io += sm->staging;
+    m.total += sm->staging;
+    return m;
+}
+
+static uint64_t stage_largest(const vkt_plan_input *in, const stage_models *sm, int d,
+                              const vkt_net_memory *m) {
+    uint64_t big = net_largest(in, d, m);
+    return sm->staging > big ? sm->staging : big;
+}
+
+// Whether every device of stage st fits layers [lo, hi); *em: the first one that does not (or
+// the stage's first device's need).
+static bool stage_fits(const vkt_plan_input *in, const stage_models *sm, int st, int lo, int hi,
+                       uint32_t rows, int slots, vkt_net_memory *em) {
+    for (int k = 0; k < sm->T; k++) {
+        int d = st * sm->T + k;
+        vkt_net_memory m = stage_need(in, sm, d, lo, hi, rows, slots);
+        if (k == 0) *em = m;
+        if (!fits_device(in, d, &m, stage_largest(in, sm, d, &m))) {
+            *em = m;
+            return false;
+        }
+    }
+    return true;
+}
+
 void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
     memset(p, 0, sizeof *p);
     const vkt_model_desc *m = in->model;
-    int n = m->nlayers, S = in->ndevices;
+    int T = in->tensor_size > 1 ? in->tensor_size : 1;
+    int n = m->nlayers, S = in->ndevices / T;
     int M = in->micro_batches > 0 ? in->micro_batches : 1;
     uint32_t mb = (in->batch + M - 1) / M;
-    p->kind = VKT_STRATEGY_LAYERS;
-    p->ndevices = S;
+    p->kind = T > 1 ? VKT_STRATEGY_LAYERS_TENSOR : VKT_STRATEGY_LAYERS;
+    p->ndevices = in->ndevices;
+    if (T > 1 && (in->ndevices % T || S < 2)) {
+        snprintf(p->note, sizeof p->note,
+                 "needs a whole number of stages of --tensor-size %d devices each, at least two "
+                 "(%d devices were given)",
+                 T, in->ndevices);
+        return;
+    }
     if (S < 2 || n < S) {
         snprintf(p->note, sizeof p->note,
                  S < 2 ? "needs at least two devices" : "needs at least one layer per device");
+        return;
+    }
+    stage_models sm;
+    if (!stage_models_make(in, mb, &sm)) {
+        stage_models_free(&sm);
+        snprintf(p->note, sizeof p->note, "out of host memory");
         return;
     }
     p->possible = true;
     double total_cost = 0;
     for (int l = 0; l < n; l++)
         total_cost += layer_cost(m, l);
+    int lo[VKT_MAX_DEVICES], hi[VKT_MAX_DEVICES]; // per stage
     if (in->split[0] > 0) {
         int at = 0;
-        for (int d = 0; d < S; d++) {
-            p->lo[d] = at;
-            at += in->split[d];
-            p->hi[d] = at;
+        for (int st = 0; st < S; st++) {
+            lo[st] = at;
+            at += in->split[st];
+            hi[st] = at;
         }
         if (at != n) {
             p->possible = false;
             snprintf(p->note, sizeof p->note, "--split gives %d layers in all, the model has %d",
                      at, n);
+            stage_models_free(&sm);
             return;
         }
     } else {
         // Dynamic programme over cut points: best[s][j] = the smallest largest-stage compute
-        // that puts layers [0, j) on devices [0, s), every stage fitting its device.
+        // that puts layers [0, j) on stages [0, s), every stage fitting its devices.
         double *best = malloc(sizeof(double) * (size_t)(S + 1) * (size_t)(n + 1));
         int *from = malloc(sizeof(int) * (size_t)(S + 1) * (size_t)(n + 1));
         double *prefix = malloc(sizeof(double) * (size_t)(n + 1));
         if (!best || !from || !prefix) {
             free(best), free(from), free(prefix);
+            stage_models_free(&sm);
             p->possible = false;
             snprintf(p->note, sizeof p->note, "out of host memory");
             return;
@@ -293,8 +378,8 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
                 for (int i = st - 1; i < j; i++) {
                     if (!isfinite(BEST(st - 1, i))) continue;
                     int slots = vkt_plan_stage_slots(S, st - 1, M, in->schedule);
-                    vkt_net_memory em = estimate(in, st - 1, i, j, mb, slots);
-                    if (!fits_device(in, st - 1, &em, net_largest(in, st - 1, &em))) continue;
+                    vkt_net_memory em;
+                    if (!stage_fits(in, &sm, st - 1, i, j, mb, slots, &em)) continue;
                     double c = fmax(BEST(st - 1, i), prefix[j] - prefix[i]);
                     if (c < BEST(st, j)) BEST(st, j) = c, FROM(st, j) = i;
                 }
@@ -302,29 +387,27 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
             int j = n;
             for (int st = S; st >= 1; st--) {
                 int i = FROM(st, j);
-                p->lo[st - 1] = i, p->hi[st - 1] = j;
+                lo[st - 1] = i, hi[st - 1] = j;
                 j = i;
             }
         } else {
             // Nothing fits: report the compute-balanced cut, so the sizes shown say how far off.
             for (int st = 0; st < S; st++) {
-                p->lo[st] = st == 0 ? 0 : p->hi[st - 1];
-                p->hi[st] = st == S - 1 ? n : p->lo[st] + 1;
-                while (p->hi[st] < n - (S - st - 1) &&
-                       prefix[p->hi[st]] < total_cost * (st + 1) / S)
-                    p->hi[st]++;
+                lo[st] = st == 0 ? 0 : hi[st - 1];
+                hi[st] = st == S - 1 ? n : lo[st] + 1;
+                while (hi[st] < n - (S - st - 1) && prefix[hi[st]] < total_cost * (st + 1) / S)
+                    hi[st]++;
             }
             snprintf(p->note, sizeof p->note, "no cut into %d contiguous stages fits every device",
                      S);
-            // A layer that fits no device alone cannot be placed by any cut: only splitting its
+            // A layer that fits no stage alone cannot be placed by any cut: only splitting its
             // weights helps.
             for (int l = 0; l < n; l++) {
                 bool fits_one = false;
                 vkt_net_memory em = {0};
-                for (int d = 0; d < S && !fits_one; d++) {
-                    em = estimate(in, d, l, l + 1, mb, vkt_plan_stage_slots(S, d, M, in->schedule));
-                    fits_one = fits_device(in, d, &em, net_largest(in, d, &em));
-                }
+                for (int st = 0; st < S && !fits_one; st++)
+                    fits_one = stage_fits(in, &sm, st, l, l + 1, mb,
+                                          vkt_plan_stage_slots(S, st, M, in->schedule), &em);
                 if (fits_one) continue;
                 snprintf(p->note, sizeof p->note,
                          "layer %d (%s) alone needs %.1f MiB (parameters %.1f, gradients %.1f, "
@@ -340,17 +423,19 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
 #undef FROM
         free(best), free(from), free(prefix);
     }
-    for (int d = 0; d < S; d++) {
-        int slots = vkt_plan_stage_slots(S, d, M, in->schedule);
-        p->need[d] = estimate(in, d, p->lo[d], p->hi[d], mb, slots);
-        p->largest[d] = net_largest(in, d, &p->need[d]);
+    for (int d = 0; d < in->ndevices; d++) {
+        int st = d / T, slots = vkt_plan_stage_slots(S, st, M, in->schedule);
+        p->lo[d] = lo[st], p->hi[d] = hi[st];
+        p->need[d] = stage_need(in, &sm, d, lo[st], hi[st], mb, slots);
+        p->largest[d] = stage_largest(in, &sm, d, &p->need[d]);
         p->net_rows[d] = mb;
         double c = 0;
-        for (int l = p->lo[d]; l < p->hi[d]; l++)
-            c += layer_cost(m, l);
+        for (int l = lo[st]; l < hi[st]; l++)
+            c += layer_cost(sm.m[d % T], l);
         p->compute_share[d] = total_cost > 0 ? c / total_cost : 0;
         p->rows[d] = in->batch;
     }
+    stage_models_free(&sm);
     finish(in, p);
 }
 
@@ -442,6 +527,7 @@ void vkt_plan_refusal(const vkt_plan *p, const vkt_plan_input *in, const char *c
     if (d == p->ndevices) return;
     const vkt_net_memory *m = &p->need[d];
     const char *who = labels[d];
+    int tsize = in->tensor_size > 1 ? in->tensor_size : 1; // devices per stage
     char need[256], has[96];
     if (m->total > in->limit[d]) {
         const char *io = p->kind == VKT_STRATEGY_SINGLE && in->upload_areas[d]
@@ -481,19 +567,20 @@ void vkt_plan_refusal(const vkt_plan *p, const vkt_plan_input *in, const char *c
                      who, need, has);
         break;
     case VKT_STRATEGY_LAYERS:
+    case VKT_STRATEGY_LAYERS_TENSOR:
         if (in->split[0] > 0)
             snprintf(buf, size,
                      "layers: stage %d (layers %d to %d) needs %s on %s, which has %s; change "
                      "--split or use --split auto",
-                     d, p->lo[d], p->hi[d] - 1, need, who, has);
+                     d / tsize, p->lo[d], p->hi[d] - 1, need, who, has);
         else
             snprintf(buf, size,
                      "layers: model %s does not fit on these %d devices even split into stages "
                      "(%s): in the cut that balances their compute, stage %d (layers %d to %d) "
                      "needs %s on %s, which has %s; add devices, raise --mem-limit, or lower "
                      "--batch",
-                     in->model->name, p->ndevices, p->note, d, p->lo[d], p->hi[d] - 1, need, who,
-                     has);
+                     in->model->name, p->ndevices, p->note, d / tsize, p->lo[d], p->hi[d] - 1, need,
+                     who, has);
         break;
     case VKT_STRATEGY_TENSOR:
         snprintf(buf, size,

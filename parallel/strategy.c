@@ -15,6 +15,7 @@ const char *vkt_strategy_name(vkt_strategy_kind kind) {
     case VKT_STRATEGY_REPLICATED: return "replicated";
     case VKT_STRATEGY_LAYERS: return "layers";
     case VKT_STRATEGY_TENSOR: return "tensor";
+    case VKT_STRATEGY_LAYERS_TENSOR: return "layers,tensor";
     }
     return "?";
 }
@@ -143,6 +144,7 @@ void strategy_plan_input(const vkt_strategy *s, vkt_plan_input *in) {
     }
     in->micro_batches = d->micro_batches;
     in->schedule = d->schedule;
+    in->tensor_size = d->kind == VKT_STRATEGY_LAYERS_TENSOR ? d->tensor_size : 1;
 }
 
 vkt_status strategy_refuse(const vkt_strategy *s, const vkt_plan *p, const vkt_plan_input *in) {
@@ -372,7 +374,8 @@ vkt_status vkt_strategy_create(const vkt_strategy_desc *desc, vkt_strategy **out
     switch (desc->kind) {
     case VKT_STRATEGY_SINGLE: st = single_create(s); break;
     case VKT_STRATEGY_REPLICATED: st = strategy_replicated_create(s); break;
-    case VKT_STRATEGY_LAYERS: st = strategy_layers_create(s); break;
+    case VKT_STRATEGY_LAYERS:
+    case VKT_STRATEGY_LAYERS_TENSOR: st = strategy_layers_create(s); break;
     case VKT_STRATEGY_TENSOR: st = strategy_tensor_create(s); break;
     default: st = vkt_fail(VKT_ERR_ARG, "unknown strategy");
     }

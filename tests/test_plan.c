@@ -43,6 +43,7 @@ static void plan_for(const vkt_strategy_desc *d, vkt_plan_input *in, vkt_plan *p
     in->ndevices = d->ndevices;
     in->micro_batches = d->micro_batches;
     in->schedule = d->schedule;
+    in->tensor_size = d->kind == VKT_STRATEGY_LAYERS_TENSOR ? d->tensor_size : 1;
     for (int i = 0; i < d->ndevices; i++) {
         vkt_plan_input_device(in, i, vkt_context_device_info(d->ctx, d->devices[i]), d->mem_limit);
         if (d->force_upload_areas) in->upload_areas[i] = true;
@@ -52,7 +53,8 @@ static void plan_for(const vkt_strategy_desc *d, vkt_plan_input *in, vkt_plan *p
     switch (d->kind) {
     case VKT_STRATEGY_SINGLE: vkt_plan_single(in, p); break;
     case VKT_STRATEGY_REPLICATED: vkt_plan_replicated(in, p); break;
-    case VKT_STRATEGY_LAYERS: vkt_plan_layers(in, p); break;
+    case VKT_STRATEGY_LAYERS:
+    case VKT_STRATEGY_LAYERS_TENSOR: vkt_plan_layers(in, p); break;
     case VKT_STRATEGY_TENSOR: vkt_plan_tensor(in, p); break;
     }
 }
@@ -102,6 +104,7 @@ static void check_config(vt *t, const vkt_model_desc *m, const config *c) {
                            .optim = sgd_momentum(),
                            .micro_batches = c->micro,
                            .schedule = c->schedule,
+                           .tensor_size = c->kind == VKT_STRATEGY_LAYERS_TENSOR ? 2 : 0,
                            .force_upload_areas = c->upload_areas};
     VT_OK(t, vkt_context_select(t->ctx, c->devices, d.devices, VKT_MAX_DEVICES, &d.ndevices));
     for (int i = 0; i < d.ndevices && i < 2; i++) {
@@ -240,6 +243,11 @@ int main(void) {
         {CFG("tensor", TENSOR, "llvmpipe,llvmpipe", 64)},
         {CFG("tensor", TENSOR, "llvmpipe,swiftshader", 77)},
         {CFG("tensor over 3", TENSOR, "llvmpipe,swiftshader,llvmpipe", 33)},
+        {CFG("layers,tensor 2x2", LAYERS_TENSOR, "llvmpipe,llvmpipe,llvmpipe,llvmpipe", 64),
+         .micro = 2},
+        {CFG("layers,tensor 2x2, 1F1B", LAYERS_TENSOR, "llvmpipe,swiftshader,swiftshader,llvmpipe",
+             50),
+         .micro = 3, .schedule = VKT_SCHEDULE_1F1B},
     };
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         if (!have_ss && strstr(configs[i].devices, "swiftshader")) continue;
@@ -259,6 +267,9 @@ int main(void) {
         {CFG("char_gpt tensor", TENSOR, "llvmpipe,llvmpipe", 4)},
         {CFG("char_gpt tensor", TENSOR, "llvmpipe,swiftshader", 3)},
         {CFG("char_gpt tensor over 3", TENSOR, "llvmpipe,llvmpipe,llvmpipe", 2)},
+        {CFG("char_gpt layers,tensor 2x2", LAYERS_TENSOR, "llvmpipe,swiftshader,llvmpipe,llvmpipe",
+             4),
+         .micro = 2},
     };
 #undef CFG
     for (size_t i = 0; i < sizeof cnn_configs / sizeof cnn_configs[0]; i++) {

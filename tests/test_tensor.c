@@ -5,6 +5,8 @@
 //     170/171/171; the last dense layer stays whole);
 //   - residual_mlp.json (pairs inside residual bodies), an MLP of two pairs of odd widths, and
 //     fashion_cnn.json (batchnorm whole: its running statistics are single's), under SGD;
+//   - layers,tensor (two stages of two devices: lavapipe x4 and lavapipe+SwiftShader in each
+//     stage) on fashion_mlp (SGD, 3 micro-batches; AdamW clipped) and char_gpt (AdamW clipped);
 //   - char_gpt.json, a few AdamW steps of text windows, over llvmpipe x2 and
 //     llvmpipe+SwiftShader+llvmpipe (4 heads: 1,1,2; the MLPs' 512 units: 170/171/171);
 // give the single run's parameters, losses step by step, evaluation loss and accuracy and
@@ -49,6 +51,9 @@ typedef struct training {
     vkt_optim_desc optim;
     int steps;
     uint32_t batch;
+    // layers,tensor when tensor_size > 0: stages of tensor_size devices, micro-batches
+    int tensor_size, micro_batches;
+    bool plain_layers; // compared as --strategy layers instead (its --clip across stages)
 } training;
 
 typedef struct run_result {
@@ -74,7 +79,9 @@ static vkt_status make(vt *t, const training *tr, vkt_strategy_kind kind, const 
                            .model = tr->m,
                            .batch = tr->batch,
                            .optim = tr->optim,
-                           .mem_limit = mem_limit};
+                           .mem_limit = mem_limit,
+                           .tensor_size = tr->tensor_size,
+                           .micro_batches = tr->micro_batches};
     *out = NULL;
     VKT_TRY_TEST(vkt_context_select(t->ctx, devices, d.devices, VKT_MAX_DEVICES, &d.ndevices));
     return vkt_strategy_create(&d, out);
@@ -214,9 +221,12 @@ static void compare_tensor(vt *t, const training *tr, const char *const *devices
     for (int i = 0; i < n && ref.params; i++) {
         if (strstr(devices[i], "swiftshader") && !have_ss) continue; // vt_init failed it under CI
         char what[160];
-        snprintf(what, sizeof what, "%s tensor on %s", tr->name, devices[i]);
+        vkt_strategy_kind kind = tr->plain_layers  ? VKT_STRATEGY_LAYERS
+                                 : tr->tensor_size ? VKT_STRATEGY_LAYERS_TENSOR
+                                                   : VKT_STRATEGY_TENSOR;
+        snprintf(what, sizeof what, "%s %s on %s", tr->name, vkt_strategy_name(kind), devices[i]);
         run_result got = {0};
-        vkt_status st = run(t, tr, VKT_STRATEGY_TENSOR, devices[i], &got);
+        vkt_status st = run(t, tr, kind, devices[i], &got);
         VT_CHECK(t, st == VKT_OK, "%s: %s", what, vkt_error());
         if (st == VKT_OK) compare(t, what, tr, &ref, &got);
         result_free(&got);
@@ -600,6 +610,27 @@ int main(void) {
     static const char *const clip_devices[] = {"llvmpipe,llvmpipe",
                                                "llvmpipe,swiftshader,llvmpipe"};
     compare_tensor(t, &clipped, clip_devices, 2, have_ss);
+    // layers,tensor: two stages of two devices (the first stage's cut may fall inside a split
+    // pair: each rank's slice crosses to the same rank), 1 and 3 micro-batches, clipped by the norm
+    // of every stage.
+    static const char *const four[] = {"llvmpipe,llvmpipe,llvmpipe,llvmpipe",
+                                       "llvmpipe,swiftshader,llvmpipe,swiftshader"};
+    training lt = sgd;
+    lt.name = "fashion_mlp sgd";
+    lt.tensor_size = 2;
+    lt.micro_batches = 3;
+    compare_tensor(t, &lt, four, 2, have_ss);
+    training ltc = clipped;
+    ltc.tensor_size = 2;
+    ltc.micro_batches = 1;
+    compare_tensor(t, &ltc, four, 1, have_ss);
+    // Plain layers with --clip: the norm is every stage's, not each stage's own (each stage
+    // clipped by its own norm until the stages met for it: 50 times the tolerance after 20 steps).
+    training plc = clipped;
+    plc.plain_layers = true;
+    plc.micro_batches = 2;
+    static const char *const two_stages[] = {"llvmpipe,swiftshader"};
+    compare_tensor(t, &plc, two_stages, 1, have_ss);
 
     // residual_mlp: the pairs inside the residual bodies, whose column splits need their input
     // gradient (one reduction each way per block); the top-level dense before a block is whole.
@@ -675,6 +706,15 @@ int main(void) {
         static const char *const gpt_devices[] = {"llvmpipe,llvmpipe",
                                                   "llvmpipe,swiftshader,llvmpipe"};
         compare_tensor(t, &gtr, gpt_devices, 2, have_ss);
+        // layers,tensor over two stages of two (llvmpipe and SwiftShader in each), 2
+        // micro-batches of one window, --clip 1.
+        training glt = gtr;
+        glt.name = "char_gpt adamw clip 1";
+        glt.optim.clip = 1.0f;
+        glt.tensor_size = 2;
+        glt.micro_batches = 2;
+        static const char *const gpt_four[] = {"llvmpipe,swiftshader,llvmpipe,swiftshader"};
+        compare_tensor(t, &glt, gpt_four, 1, have_ss);
     }
 
     // Checkpoints: fashion_mlp's AdamW (a column and a row split, cut 256/256 then 170/171/171)

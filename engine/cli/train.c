@@ -397,6 +397,10 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
         } else if (!strcmp(a, "--schedule")) {
             TAKES_VALUE;
             schedule = v;
+        } else if (!strcmp(a, "--tensor-size")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 2, VKT_MAX_DEVICES, &u)) return 2;
+            o->strategy.tensor_size = (int)u;
         } else if (!strcmp(a, "--shard-optimizer")) {
             o->strategy.shard_optimizer = true;
         } else if (!strcmp(a, "--mem-limit")) {
@@ -472,12 +476,17 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             o->strategy.kind = VKT_STRATEGY_LAYERS;
         else if (!strcmp(strategy, "tensor"))
             o->strategy.kind = VKT_STRATEGY_TENSOR;
+        else if (!strcmp(strategy, "layers,tensor"))
+            o->strategy.kind = VKT_STRATEGY_LAYERS_TENSOR;
         else {
             fprintf(stderr,
-                    "vktrain: --strategy is single, replicated, layers or tensor, not \"%s\"\n",
+                    "vktrain: --strategy is single, replicated, layers, tensor or layers,tensor, "
+                    "not \"%s\"\n",
                     strategy);
             return 2;
         }
+        if (o->strategy.kind == VKT_STRATEGY_LAYERS_TENSOR && !o->strategy.tensor_size)
+            o->strategy.tensor_size = 2;
         c->strategy_given = true;
     }
     if (schedule) {
@@ -489,6 +498,11 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             fprintf(stderr, "vktrain: --schedule is gpipe or 1f1b, not \"%s\"\n", schedule);
             return 2;
         }
+    }
+    if (o->strategy.tensor_size && o->strategy.kind != VKT_STRATEGY_LAYERS_TENSOR) {
+        fprintf(stderr, "vktrain: --tensor-size gives the devices per stage of --strategy "
+                        "layers,tensor\n");
+        return 2;
     }
     c->balance = balance;
     c->split = split;
@@ -566,8 +580,12 @@ int cli_resolve_devices(cli_run_options *c, vkt_context **ctx) {
     }
     if (c->split && strcmp(c->split, "auto") != 0) {
         float f[VKT_MAX_DEVICES];
-        if (!parse_list("--split", c->split, sd->ndevices, f)) return 2;
-        for (int i = 0; i < sd->ndevices; i++) {
+        // One count per stage (layers,tensor: per group of --tensor-size devices).
+        int nstages = sd->kind == VKT_STRATEGY_LAYERS_TENSOR && sd->tensor_size > 1
+                          ? sd->ndevices / sd->tensor_size
+                          : sd->ndevices;
+        if (!parse_list("--split", c->split, nstages, f)) return 2;
+        for (int i = 0; i < nstages; i++) {
             if (f[i] < 1 || f[i] != floorf(f[i])) {
                 fprintf(stderr,
                         "vktrain: --split gives each device a whole number of layers (at "

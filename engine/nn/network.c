@@ -1024,21 +1024,39 @@ static void record_split_sumsq(vkt_net *net, vkt_cmd *cmd, vkt_view sum, uint64_
     }
 }
 
+void vkt_net_record_grad_sumsq(vkt_net *net, vkt_cmd *cmd) {
+    uint64_t total = net->L.param_bytes, chunk = chunk_bytes(net);
+    vkt_view sum = vkt_buffer_view(net->scratch, 0, 4);
+    vkt_cmd_fill(cmd, sum, 0);
+    vkt_cmd_barrier(cmd);
+    if (net->allreduce) {
+        record_split_sumsq(net, cmd, sum, chunk);
+        return;
+    }
+    for (uint64_t at = 0; at < total; at += chunk) {
+        uint64_t nb = total - at < chunk ? total - at : chunk;
+        vkt_op_sumsq(cmd, net->ops, sum, vkt_buffer_view(net->grads, at, nb), (uint32_t)(nb / 4),
+                     "opt:clip:sumsq");
+        vkt_cmd_barrier(cmd); // chunks accumulate into one scalar
+    }
+}
+
+vkt_status vkt_net_read_grad_sumsq(vkt_net *net, float *out) {
+    return vkt_buffer_read(net->scratch, 0, out, 4);
+}
+
 static void record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step, const float *sumsq) {
     const vkt_optim_desc *o = &net->desc.optim;
-    uint64_t total = net->L.param_bytes, chunk = chunk_bytes(net), off, ooff, n;
+    uint64_t chunk = chunk_bytes(net), off, ooff, n;
     if (o->clip > 0) {
         vkt_view sum = vkt_buffer_view(net->scratch, 0, 4);
-        uint32_t bits = 0;
-        if (sumsq) memcpy(&bits, sumsq, 4);
-        vkt_cmd_fill(cmd, sum, bits);
-        vkt_cmd_barrier(cmd);
-        if (!sumsq && net->allreduce) record_split_sumsq(net, cmd, sum, chunk);
-        for (uint64_t at = 0; !sumsq && !net->allreduce && at < total; at += chunk) {
-            uint64_t nb = total - at < chunk ? total - at : chunk;
-            vkt_op_sumsq(cmd, net->ops, sum, vkt_buffer_view(net->grads, at, nb),
-                         (uint32_t)(nb / 4), "opt:clip:sumsq");
-            vkt_cmd_barrier(cmd); // chunks accumulate into one scalar
+        if (sumsq) {
+            uint32_t bits;
+            memcpy(&bits, sumsq, 4);
+            vkt_cmd_fill(cmd, sum, bits);
+            vkt_cmd_barrier(cmd);
+        } else {
+            vkt_net_record_grad_sumsq(net, cmd);
         }
         int i = 0;
         uint64_t at = 0;

@@ -168,6 +168,12 @@ void vkt_net_record_step(vkt_net *net, vkt_cmd *cmd, uint32_t step);
 // of summing the net's own gradients (a sharded optimizer's replica holds the summed gradients
 // of its shard only; the host computes the norm of all of them while it sums them).
 void vkt_net_record_step_norm(vkt_net *net, vkt_cmd *cmd, uint32_t step, float sumsq);
+// The squared norm of the net's gradients into its clipping word (a tensor-parallel net's: its
+// slices' summed over its group, the whole tensors' once), and that word read back once the stream
+// ran: a strategy whose devices hold different parameters (layers) sums them into the global norm
+// for vkt_net_record_step_norm.
+void vkt_net_record_grad_sumsq(vkt_net *net, vkt_cmd *cmd);
+vkt_status vkt_net_read_grad_sumsq(vkt_net *net, float *out);
 // vkt_net_record_backward (no input gradient) then vkt_net_record_step, for a step of one batch
 // on a whole model whose gradients nobody reads: with SGD, no clipping, and fusion on
 // (vkt_context_desc.fuse), each weight gradient whose matmul can take the optimizer epilogue

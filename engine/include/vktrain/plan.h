@@ -29,9 +29,12 @@ typedef struct vkt_plan_input {
     // replicated: shares (all 0: equal); balance[0] < 0: measured when the run starts (--balance
     // auto), so that any replica may be given the whole batch.
     float balance[VKT_MAX_DEVICES];
-    int split[VKT_MAX_DEVICES]; // layers: layer counts (all 0: automatic)
+    int split[VKT_MAX_DEVICES]; // layers: layer counts per stage (all 0: automatic)
     int micro_batches;
     vkt_schedule schedule;
+    // layers: devices per stage (layers,tensor when > 1; 0 or 1: one); the stages' groups are
+    // consecutive devices
+    int tensor_size;
     // replicated: each device keeps the optimizer state of its shard of the parameters only
     // (--shard-optimizer, ZeRO stage 1; vkt_plan_optim_shards)
     bool shard_optimizer;
@@ -50,7 +53,7 @@ typedef struct vkt_plan {
     int lo[VKT_MAX_DEVICES], hi[VKT_MAX_DEVICES]; // layers: each device's stage
     double compute_share[VKT_MAX_DEVICES]; // fraction of the model's multiply-adds per device
     char note[512];                        // why it does not apply or fit
-    bool shard_optimizer; // replicated with its optimizer state sharded
+    bool shard_optimizer;                  // replicated with its optimizer state sharded
     // tensor: the reductions of one training step (forward and backward).
     int reductions;
     // tensor: the bytes each device moves for its reductions per step (its part to the host and
@@ -72,7 +75,10 @@ void vkt_plan_shard_rows(const float *share, int n, uint32_t B, uint32_t *rows);
 void vkt_plan_single(const vkt_plan_input *in, vkt_plan *out);
 void vkt_plan_replicated(const vkt_plan_input *in, vkt_plan *out);
 // Manual split when in->split is given, otherwise the contiguous cut that minimises the largest
-// stage's compute with every stage fitting its device.
+// stage's compute with every stage fitting its device. With in->tensor_size T > 1
+// (layers,tensor): ndevices / T stages, stage s on devices [sT, sT + T), device sT + k holding
+// rank k's copy (vkt_tensor_model) of the stage's layers and the staging of its reductions; a
+// stage fits when all its devices do. Per-device figures are the device's.
 void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *out);
 // Every device holds a slice of each weight that can be split and the whole of the rest
 // (vkt_tensor_model); each runs the whole batch.

@@ -14,6 +14,8 @@
 //               dense layer's input features, attention's heads) and the whole of the rest; every
 //               device runs the whole batch, and the partial sums are reduced through the
 //               communicator, once forward and once backward per split pair (parallel/tensor.c).
+//   layers,tensor  both: stages of layers, each stage split across a group of tensor_size
+//               devices (parallel/layers.c with parallel/tensor.c's groups).
 #ifndef VKT_STRATEGY_H
 #define VKT_STRATEGY_H
 
@@ -29,6 +31,7 @@ typedef enum vkt_strategy_kind {
     VKT_STRATEGY_REPLICATED,
     VKT_STRATEGY_LAYERS,
     VKT_STRATEGY_TENSOR,
+    VKT_STRATEGY_LAYERS_TENSOR, // "layers,tensor": stages, each a group of tensor_size devices
 } vkt_strategy_kind;
 
 typedef enum vkt_schedule { VKT_SCHEDULE_GPIPE, VKT_SCHEDULE_1F1B } vkt_schedule;
@@ -48,6 +51,9 @@ typedef struct vkt_strategy_desc {
     int split[VKT_MAX_DEVICES];
     int micro_batches;
     vkt_schedule schedule;
+    // layers,tensor: devices per stage, each holding a slice of the stage's split layers (the
+    // stages' groups are consecutive in devices[]: stage 0 is devices 0..tensor_size-1)
+    int tensor_size;
     vkt_trace *trace; // record every step's device timeline here (may be NULL)
     // single: stage batches through host upload areas even where the net's memory is mapped
     // (as on a discrete GPU), so that the CPU drivers test that path
