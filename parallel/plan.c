@@ -570,17 +570,17 @@ void vkt_plan_refusal(const vkt_plan *p, const vkt_plan_input *in, const char *c
     case VKT_STRATEGY_LAYERS_TENSOR:
         if (in->split[0] > 0)
             snprintf(buf, size,
-                     "layers: stage %d (layers %d to %d) needs %s on %s, which has %s; change "
+                     "%s: stage %d (layers %d to %d) needs %s on %s, which has %s; change "
                      "--split or use --split auto",
-                     d / tsize, p->lo[d], p->hi[d] - 1, need, who, has);
+                     vkt_strategy_name(p->kind), d / tsize, p->lo[d], p->hi[d] - 1, need, who, has);
         else
             snprintf(buf, size,
-                     "layers: model %s does not fit on these %d devices even split into stages "
+                     "%s: model %s does not fit on these %d devices even split into stages "
                      "(%s): in the cut that balances their compute, stage %d (layers %d to %d) "
                      "needs %s on %s, which has %s; add devices, raise --mem-limit, or lower "
                      "--batch",
-                     in->model->name, p->ndevices, p->note, d / tsize, p->lo[d], p->hi[d] - 1, need,
-                     who, has);
+                     vkt_strategy_name(p->kind), in->model->name, p->ndevices, p->note, d / tsize,
+                     p->lo[d], p->hi[d] - 1, need, who, has);
         break;
     case VKT_STRATEGY_TENSOR:
         snprintf(buf, size,

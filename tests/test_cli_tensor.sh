@@ -4,8 +4,9 @@
 # `eval` on one device reads back to the accuracy training reported). wide_mlp.json, whose one
 # hidden layer alone (with its gradients and momentum) is over a 64 MiB device: `plan` recommends
 # tensor, `--strategy layers` refuses it pointing at --strategy tensor, and tensor trains it with
-# each device's peak under the limit and equal to the plan's figure; --clip. The refusals: one
-# device, a model with nothing to split.
+# each device's peak under the limit and equal to the plan's figure; --clip; layers,tensor over
+# two stages of two devices against single. The refusals: one device, a model with nothing to
+# split, stages that do not divide the devices, --tensor-size with another strategy.
 # Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -48,6 +49,25 @@ for d in r["devices"]:
 print("tensor vs single: worst parameter at %.3f of the tolerance" % worst)
 PY
 check "tensor's checkpoint: whole tensors, PyTorch's names, single's values within tolerance" $?
+"$bin" train --model "$fashion" --device $two,$two --strategy layers,tensor --micro-batches 2 \
+    "${common[@]}" --save "$work/lt.safetensors" --json > "$work/lt.json"
+check "fashion_mlp, layers,tensor on 4 devices (2 stages of 2)" $?
+python3 - "$work/single.safetensors" "$work/lt.safetensors" "$work/lt.json" <<'PY'
+import json, struct, sys
+def load(p):
+    d = open(p, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n])
+    return {k: struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4),
+                             d[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items() if k != "__metadata__"}
+s, t = load(sys.argv[1]), load(sys.argv[2])
+assert s.keys() == t.keys()
+worst = max(abs(x - y) / (2e-4 + 2e-3 * abs(x)) for k in s for x, y in zip(s[k], t[k]))
+assert worst <= 1, worst
+r = json.loads(open(sys.argv[3]).read().strip().splitlines()[-1])
+assert r["strategy"] == "layers,tensor" and len(r["devices"]) == 4, r["strategy"]
+print("layers,tensor vs single: worst parameter at %.3f of the tolerance" % worst)
+PY
+check "layers,tensor's checkpoint: single's values within tolerance" $?
 acc=$(jfield "$work/tensor.json" test_accuracy)
 "$bin" eval --model "$fashion" --init "$work/tensor.safetensors" --limit-test 512 --batch 64 \
     --device llvmpipe --json > "$work/eval.json"
@@ -68,6 +88,7 @@ s = {x["strategy"]: x for x in p["strategies"]}
 assert not s["single"]["fits"] and not s["replicated"]["fits"] and not s["layers"]["fits"], s
 assert "--strategy tensor" in s["layers"]["refusal"], s["layers"]
 assert s["tensor"]["fits"] and p["recommended"] == "tensor", p
+assert "layers,tensor" in s and not s["layers,tensor"]["possible"], s.get("layers,tensor")
 print(" ".join(str(d["bytes_needed"]) for d in s["tensor"]["devices"]))
 PY
 check "plan: only tensor fits wide_mlp, and is recommended" $?
@@ -95,6 +116,10 @@ expect_error "tensor on one device" "at least two devices" train --model "$fashi
 "$bin" train --model "$fashion" --device $two --strategy tensor --clip 0.5 "${common[@]}" \
     --json > "$work/clip.json"
 check "tensor with --clip 0.5 trains" $?
+expect_error "layers,tensor over 3 devices in stages of 2" "tensor-size" train --model "$fashion" \
+    --device llvmpipe,llvmpipe,llvmpipe --strategy layers,tensor --max-steps 1
+expect_error "--tensor-size without layers,tensor" "tensor-size" train --model "$fashion" \
+    --device $two --strategy tensor --tensor-size 2 --max-steps 1
 echo '{"name": "linear", "input": [784], "layers": [{"type": "dense", "units": 10}],
  "loss": "softmax_cross_entropy"}' > "$work/linear.json"
 expect_error "tensor on a model with nothing to split" "can be split" train \

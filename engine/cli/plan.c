@@ -51,7 +51,7 @@ static cJSON *plan_json(const vkt_plan *p, const vkt_plan_input *in, const char 
             cJSON_AddNumberToObject(j, "replica_rows", p->net_rows[d]);
             cJSON_AddNumberToObject(j, "bytes_communicated_per_step", (double)p->comm_bytes[d]);
         }
-        if (p->kind == VKT_STRATEGY_LAYERS) {
+        if (p->kind == VKT_STRATEGY_LAYERS || p->kind == VKT_STRATEGY_LAYERS_TENSOR) {
             cJSON_AddNumberToObject(j, "first_layer", p->lo[d]);
             cJSON_AddNumberToObject(j, "last_layer", p->hi[d] - 1);
         }
@@ -85,7 +85,8 @@ static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const char *
                width, label[d], mib(m->total, a), mib(in->limit[d], b),
                p->device_fits[d] ? "ok  " : "OVER", mib(m->params, c), mib(m->grads, d2),
                mib(m->optim, e), mib(m->activations, f));
-        if (p->kind == VKT_STRATEGY_LAYERS) printf(" layers %d-%d", p->lo[d], p->hi[d] - 1);
+        if (p->kind == VKT_STRATEGY_LAYERS || p->kind == VKT_STRATEGY_LAYERS_TENSOR)
+            printf(" layers %d-%d", p->lo[d], p->hi[d] - 1);
         if (p->kind == VKT_STRATEGY_REPLICATED)
             printf(" %u rows, moves %s a step", p->rows[d], mib(p->comm_bytes[d], a));
         if (p->kind == VKT_STRATEGY_TENSOR)
@@ -127,9 +128,10 @@ int cmd_plan(int argc, char **argv) {
         label_of[i] = labels[i];
     }
     // plans[3]: replicated with --shard-optimizer, shown after plain replicated (order).
-    enum { NPLANS = 5 };
+    // plans[5]: layers,tensor, stages of --tensor-size (2) devices.
+    enum { NPLANS = 6 };
     vkt_plan plans[NPLANS];
-    const int order[NPLANS] = {0, 1, 3, 2, 4};
+    const int order[NPLANS] = {0, 1, 3, 2, 4, 5};
     vkt_plan_single(&in, &plans[0]);
     vkt_plan_replicated(&in, &plans[1]);
     vkt_plan_layers(&in, &plans[2]);
@@ -137,10 +139,13 @@ int cmd_plan(int argc, char **argv) {
     zin.shard_optimizer = true;
     vkt_plan_replicated(&zin, &plans[3]);
     vkt_plan_tensor(&in, &plans[4]);
+    vkt_plan_input lin = in;
+    lin.tensor_size = sd->tensor_size > 1 ? sd->tensor_size : 2;
+    vkt_plan_layers(&lin, &plans[5]);
     // What `train --strategy X` says when X does not fit (the same function words it there).
     char refusal[NPLANS][1024];
     for (int i = 0; i < NPLANS; i++)
-        vkt_plan_refusal(&plans[i], &in, label_of, refusal[i], sizeof refusal[i]);
+        vkt_plan_refusal(&plans[i], i == 5 ? &lin : &in, label_of, refusal[i], sizeof refusal[i]);
 
     // Recommendation: one device that fits trains alone; with several, replication when a
     // replica fits everywhere (it scales throughput and has no pipeline bubble), with its
@@ -208,10 +213,21 @@ int cmd_plan(int argc, char **argv) {
                  "neither a whole replica nor any cut into stages fits (%s); with the weights "
                  "split across the devices the largest device needs %s",
                  plans[2].note[0] ? plans[2].note : "see layers above", mib(mx, a));
+    } else if (plans[5].fits) {
+        rec = "layers,tensor";
+        uint64_t mx = 0;
+        for (int d = 0; d < sd->ndevices; d++)
+            if (plans[5].need[d].total > mx) mx = plans[5].need[d].total;
+        snprintf(why, sizeof why,
+                 "neither stages of whole layers nor the weights split over every device fit; "
+                 "stages of %d devices, each splitting its layers' weights, need at most %s a "
+                 "device",
+                 lin.tensor_size, mib(mx, a));
     } else {
         snprintf(why, sizeof why,
                  "the model fits on these devices neither whole, nor split into stages, nor "
-                 "with its weights split: add devices, raise --mem-limit, or lower --batch");
+                 "with its weights split, nor both: add devices, raise --mem-limit, or lower "
+                 "--batch");
     }
 
     if (c.json) {
@@ -231,7 +247,8 @@ int cmd_plan(int argc, char **argv) {
         }
         cJSON *arr = cJSON_AddArrayToObject(o, "strategies");
         for (int k = 0; k < NPLANS; k++)
-            cJSON_AddItemToArray(arr, plan_json(&plans[order[k]], &in, refusal[order[k]]));
+            cJSON_AddItemToArray(
+                arr, plan_json(&plans[order[k]], order[k] == 5 ? &lin : &in, refusal[order[k]]));
         cJSON_AddStringToObject(o, "recommended", rec);
         cJSON_AddStringToObject(o, "why", why);
         char *s = cJSON_PrintUnformatted(o);
@@ -243,7 +260,7 @@ int cmd_plan(int argc, char **argv) {
                (unsigned long long)vkt_model_param_count(&model), c.o.batch,
                c.o.optim.kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd");
         for (int k = 0; k < NPLANS; k++)
-            plan_print(&plans[order[k]], &in, label_of, refusal[order[k]]);
+            plan_print(&plans[order[k]], order[k] == 5 ? &lin : &in, label_of, refusal[order[k]]);
         printf("recommended: %s: %s\n", rec, why);
     }
     vkt_model_free(&model);
