@@ -443,24 +443,36 @@ void vkt_plan_tensor(const vkt_plan_input *in, vkt_plan *p) {
     memset(p, 0, sizeof *p);
     const vkt_model_desc *m = in->model;
     int n = in->ndevices;
-    p->kind = VKT_STRATEGY_TENSOR;
+    // replicated,tensor when tensor_size > 1: G replicas of T devices, the batch sharded.
+    bool composed = in->tensor_size > 1;
+    int T = composed ? in->tensor_size : n, G = composed ? n / T : 1;
+    p->kind = composed ? VKT_STRATEGY_REPLICATED_TENSOR : VKT_STRATEGY_TENSOR;
     p->ndevices = n;
     if (n < 2) {
         snprintf(p->note, sizeof p->note, "needs at least two devices");
         return;
     }
+    if (composed && (n % T || G < 2)) {
+        snprintf(p->note, sizeof p->note,
+                 "needs a whole number of replicas of --tensor-size %d devices each, at least two "
+                 "(%d devices were given)",
+                 T, n);
+        return;
+    }
+    // Each replica's rows for a full batch; a smaller batch's shard is never larger.
+    uint32_t rows = (in->batch + (uint32_t)G - 1) / (uint32_t)G;
     vkt_layer_cost whole = vkt_model_cost(m, 0, m->nlayers);
     double total = whole.fwd_flops + whole.bwd_flops;
     // The staging every device holds is the largest part of any device's reductions.
     vkt_model_desc split[VKT_MAX_DEVICES] = {0};
     vkt_tensor_comm c[VKT_MAX_DEVICES] = {0};
-    uint64_t staging = 0;
+    uint64_t staging = 4; // at least the clipping norm's (tp_staging_bytes)
     bool ok = true;
-    for (int d = 0; d < n && ok; d++) {
-        ok = vkt_tensor_model(m, d, n, &split[d]) == VKT_OK;
+    for (int k = 0; k < T && ok; k++) {
+        ok = vkt_tensor_model(m, k, T, &split[k]) == VKT_OK;
         if (!ok) break;
-        c[d] = vkt_tensor_comm_of(&split[d], in->batch);
-        if (c[d].largest > staging) staging = c[d].largest;
+        c[k] = vkt_tensor_comm_of(&split[k], rows);
+        if (c[k].largest > staging) staging = c[k].largest;
     }
     if (!ok) {
         snprintf(p->note, sizeof p->note, "out of host memory");
@@ -470,15 +482,15 @@ void vkt_plan_tensor(const vkt_plan_input *in, vkt_plan *p) {
                  "another past elementwise layers only, with at least %d outputs, or an "
                  "attention layer with at least %d heads): every device would hold the whole "
                  "model",
-                 m->name, n, n, n);
+                 m->name, T, T, T);
     } else {
         p->possible = true;
         p->reductions = c[0].reductions;
         for (int d = 0; d < n; d++) {
-            vkt_net_desc nd = {.model = &split[d],
+            vkt_net_desc nd = {.model = &split[d % T],
                                .first_layer = 0,
                                .last_layer = m->nlayers,
-                               .max_batch = in->batch,
+                               .max_batch = rows,
                                .slots = 1,
                                .optim = in->optim};
             p->need[d] = vkt_net_estimate(&nd, in->align[d]);
@@ -486,11 +498,19 @@ void vkt_plan_tensor(const vkt_plan_input *in, vkt_plan *p) {
             p->need[d].io += staging;
             p->need[d].total += staging;
             if (staging > p->largest[d]) p->largest[d] = staging;
-            p->rows[d] = p->net_rows[d] = in->batch;
+            p->comm_bytes[d] = 2 * c[d % T].bytes;
+            if (G > 1) {
+                // The gradient exchange: the device's packed gradients in host-visible memory,
+                // out and back each step.
+                p->need[d].io += p->need[d].params;
+                p->need[d].total += p->need[d].params;
+                p->comm_bytes[d] += 2 * p->need[d].params;
+            }
+            p->rows[d] = in->batch / (uint32_t)G;
+            p->net_rows[d] = rows;
             p->lo[d] = 0, p->hi[d] = m->nlayers;
-            vkt_layer_cost lc = vkt_model_cost(&split[d], 0, m->nlayers);
-            p->compute_share[d] = total > 0 ? (lc.fwd_flops + lc.bwd_flops) / total : 0;
-            p->comm_bytes[d] = 2 * c[d].bytes;
+            vkt_layer_cost lc = vkt_model_cost(&split[d % T], 0, m->nlayers);
+            p->compute_share[d] = total > 0 ? (lc.fwd_flops + lc.bwd_flops) / total / G : 0;
         }
         finish(in, p);
         if (!p->fits)
@@ -498,8 +518,8 @@ void vkt_plan_tensor(const vkt_plan_input *in, vkt_plan *p) {
                      "the whole layers, the activations of the whole batch and the slices do "
                      "not fit");
     }
-    for (int d = 0; d < n; d++)
-        vkt_model_free(&split[d]);
+    for (int k = 0; k < T; k++)
+        vkt_model_free(&split[k]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -530,11 +550,12 @@ void vkt_plan_refusal(const vkt_plan *p, const vkt_plan_input *in, const char *c
     int tsize = in->tensor_size > 1 ? in->tensor_size : 1; // devices per stage
     char need[256], has[96];
     if (m->total > in->limit[d]) {
-        const char *io = p->kind == VKT_STRATEGY_SINGLE && in->upload_areas[d]
-                             ? "upload areas and other"
-                         : p->kind == VKT_STRATEGY_REPLICATED ? "exchange and other"
-                         : p->kind == VKT_STRATEGY_TENSOR     ? "staging and other"
-                                                              : "other";
+        const char *io =
+            p->kind == VKT_STRATEGY_SINGLE && in->upload_areas[d] ? "upload areas and other"
+            : p->kind == VKT_STRATEGY_REPLICATED                  ? "exchange and other"
+            : p->kind == VKT_STRATEGY_TENSOR || p->kind == VKT_STRATEGY_REPLICATED_TENSOR
+                ? "staging and other"
+                : "other";
         need_text(m, io, need, sizeof need);
         snprintf(has, sizeof has, "%llu bytes (%.1f MiB)", (unsigned long long)in->limit[d],
                  mib(in->limit[d]));
@@ -583,11 +604,12 @@ void vkt_plan_refusal(const vkt_plan *p, const vkt_plan_input *in, const char *c
                      p->lo[d], p->hi[d] - 1, need, who, has);
         break;
     case VKT_STRATEGY_TENSOR:
+    case VKT_STRATEGY_REPLICATED_TENSOR:
         snprintf(buf, size,
-                 "tensor: %s needs %s for its slices of the split layers, the whole of the others "
-                 "and the activations of the whole batch, but has %s; add devices (the slices "
-                 "shrink with them), lower --batch, or raise --mem-limit",
-                 who, need, has);
+                 "%s: %s needs %s for its slices of the split layers, the whole of the others "
+                 "and the activations of its batch, but has %s; add devices (the slices shrink "
+                 "with them), lower --batch, or raise --mem-limit",
+                 vkt_strategy_name(p->kind), who, need, has);
         break;
     }
 }

@@ -16,6 +16,7 @@ const char *vkt_strategy_name(vkt_strategy_kind kind) {
     case VKT_STRATEGY_LAYERS: return "layers";
     case VKT_STRATEGY_TENSOR: return "tensor";
     case VKT_STRATEGY_LAYERS_TENSOR: return "layers,tensor";
+    case VKT_STRATEGY_REPLICATED_TENSOR: return "replicated,tensor";
     }
     return "?";
 }
@@ -144,7 +145,10 @@ void strategy_plan_input(const vkt_strategy *s, vkt_plan_input *in) {
     }
     in->micro_batches = d->micro_batches;
     in->schedule = d->schedule;
-    in->tensor_size = d->kind == VKT_STRATEGY_LAYERS_TENSOR ? d->tensor_size : 1;
+    in->tensor_size =
+        d->kind == VKT_STRATEGY_LAYERS_TENSOR || d->kind == VKT_STRATEGY_REPLICATED_TENSOR
+            ? d->tensor_size
+            : 1;
 }
 
 vkt_status strategy_refuse(const vkt_strategy *s, const vkt_plan *p, const vkt_plan_input *in) {
@@ -376,7 +380,8 @@ vkt_status vkt_strategy_create(const vkt_strategy_desc *desc, vkt_strategy **out
     case VKT_STRATEGY_REPLICATED: st = strategy_replicated_create(s); break;
     case VKT_STRATEGY_LAYERS:
     case VKT_STRATEGY_LAYERS_TENSOR: st = strategy_layers_create(s); break;
-    case VKT_STRATEGY_TENSOR: st = strategy_tensor_create(s); break;
+    case VKT_STRATEGY_TENSOR:
+    case VKT_STRATEGY_REPLICATED_TENSOR: st = strategy_tensor_create(s); break;
     default: st = vkt_fail(VKT_ERR_ARG, "unknown strategy");
     }
     if (st == VKT_OK) {

@@ -401,27 +401,37 @@ vkt_status tp_map_read(vkt_strategy *s, const tp_map *M, vkt_net_store store, in
     return st;
 }
 
+// Tensor i's index in the nets of the group starting at first (-1: that group does not hold it).
+static int local_in(vkt_strategy *s, int first, int i) {
+    if (first == s->owner[i]) return s->local[i];
+    return vkt_net_find_tensor(s->net[first], s->tensors[i].name);
+}
+
+// Writes to every group holding the tensor (a stage's only; every replica's under
+// replicated,tensor).
 vkt_status tp_map_write(vkt_strategy *s, const tp_map *M, vkt_net_store store, int i,
                         const float *src) {
-    int first = s->owner[i];
     uint64_t K = cols_of(&s->tensors[i]);
-    for (int k = 0; k < M->n; k++) {
-        vkt_net *net = s->net[first + k];
-        if (!M->np[i]) {
-            VKT_TRY(vkt_net_write_tensor(net, store, s->local[i], src));
-            continue;
+    for (int first = 0; first < s->ndev; first += M->n) {
+        int li = local_in(s, first, i);
+        for (int k = 0; k < M->n && li >= 0; k++) {
+            vkt_net *net = s->net[first + k];
+            if (!M->np[i]) {
+                VKT_TRY(vkt_net_write_tensor(net, store, li, src));
+                continue;
+            }
+            float *tmp = malloc(vkt_net_get_tensor(net, li)->count * 4);
+            if (!tmp) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+            for (int c = 0; c < M->np[i]; c++) {
+                const vkt_tp_piece *p = &M->pieces[i][k][c];
+                for (uint64_t r = 0; r < p->nrows; r++)
+                    memcpy(tmp + (p->local_row0 + r) * p->ncols, src + (p->row0 + r) * K + p->col0,
+                           p->ncols * 4);
+            }
+            vkt_status st = vkt_net_write_tensor(net, store, li, tmp);
+            free(tmp);
+            VKT_TRY(st);
         }
-        float *tmp = malloc(vkt_net_get_tensor(net, s->local[i])->count * 4);
-        if (!tmp) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-        for (int c = 0; c < M->np[i]; c++) {
-            const vkt_tp_piece *p = &M->pieces[i][k][c];
-            for (uint64_t r = 0; r < p->nrows; r++)
-                memcpy(tmp + (p->local_row0 + r) * p->ncols, src + (p->row0 + r) * K + p->col0,
-                       p->ncols * 4);
-        }
-        vkt_status st = vkt_net_write_tensor(net, store, s->local[i], tmp);
-        free(tmp);
-        VKT_TRY(st);
     }
     return VKT_OK;
 }
@@ -449,11 +459,11 @@ vkt_status tp_map_sync_whole(vkt_strategy *s, tp_map *M, uint32_t step) {
         int64_t c0 = vkt_trace_now_ns();
         uint64_t bytes = 0;
         for (int i = 0; i < s->ntensors; i++) {
-            if (M->np[i] || s->owner[i] != first) continue;
-            VKT_TRY(vkt_net_read_tensor(s->net[first], VKT_STORE_PARAM, s->local[i], M->sync));
+            int li = M->np[i] ? -1 : local_in(s, first, i);
+            if (li < 0) continue;
+            VKT_TRY(vkt_net_read_tensor(s->net[first], VKT_STORE_PARAM, li, M->sync));
             for (int k = 1; k < M->n; k++)
-                VKT_TRY(
-                    vkt_net_write_tensor(s->net[first + k], VKT_STORE_PARAM, s->local[i], M->sync));
+                VKT_TRY(vkt_net_write_tensor(s->net[first + k], VKT_STORE_PARAM, li, M->sync));
             bytes += s->tensors[i].count * 4;
         }
         int64_t c1 = vkt_trace_now_ns();
@@ -482,33 +492,133 @@ uint64_t tp_staging_bytes(const vkt_model_desc *m, int n, uint32_t B) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The strategy: one group of every device, the whole model, the whole batch
+// The strategy: tensor (one group of every device, the whole batch), or replicated,tensor (G
+// groups of T devices, each a replica of the model split T ways, the batch sharded over the
+// groups; after the backward, device k of every group sums its gradients with device k of the
+// others, as replicated does between whole replicas)
 
 typedef struct tensor_impl {
-    vkt_model_desc model[VKT_MAX_DEVICES]; // each device's copy (its slices)
-    tp_group *group;
+    int T, G;                              // devices per group, groups
+    vkt_model_desc model[VKT_MAX_DEVICES]; // rank k's copy (its slices)
+    tp_group *group[VKT_MAX_DEVICES];
     tp_map *map;
     struct tensor_arg {
         vkt_strategy *s;
         int d;
     } arg[VKT_MAX_DEVICES];
-    // The step or pass being run.
-    uint32_t step, B;
+    // replicated,tensor: each device's gradients in host-visible memory (its own layout), and
+    // the meeting of rank k's devices across the groups
+    vkt_buffer *xchg[VKT_MAX_DEVICES];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived[VKT_MAX_DEVICES];
+    uint64_t generation[VKT_MAX_DEVICES];
+    bool failed;
+    // The step or pass being run: rows and first row of each group's shard.
+    uint32_t step, B, rows[VKT_MAX_DEVICES], row0[VKT_MAX_DEVICES];
     bool train, eval, accuracy;
     float scale;
+    float *predict_out;
+    double loss[VKT_MAX_DEVICES];
+    uint32_t correct[VKT_MAX_DEVICES];
 } tensor_impl;
 
-// One device's part of a step (train), an evaluation or a forward (predict), on the whole batch
-// already in its net.
+static void fail_all(vkt_strategy *s, vkt_status st) {
+    tensor_impl *T = s->impl;
+    for (int g = 0; g < T->G; g++)
+        tp_group_fail(T->group[g], st);
+    pthread_mutex_lock(&T->mu);
+    T->failed = true;
+    pthread_cond_broadcast(&T->cv);
+    pthread_mutex_unlock(&T->mu);
+}
+
+// Device d's gradients are in its exchange buffer: waits for the same rank of every group, and
+// the last to arrive sums them tensor by tensor (group order; each device's own offsets), in place.
+static bool meet_replicas(vkt_strategy *s, int d) {
+    tensor_impl *T = s->impl;
+    int k = d % T->T;
+    int64_t t0 = vkt_trace_now_ns();
+    double reduce_ns = 0;
+    pthread_mutex_lock(&T->mu);
+    uint64_t gen = T->generation[k];
+    if (++T->arrived[k] == T->G && !T->failed) {
+        int64_t c0 = vkt_trace_now_ns();
+        vkt_net *n0 = s->net[k];
+        for (int i = 0; i < vkt_net_tensor_count(n0); i++) {
+            const vkt_net_tensor *t = vkt_net_get_tensor(n0, i);
+            if (t->state) continue;
+            float *acc = (float *)((char *)vkt_buffer_mapped(T->xchg[k]) + t->offset);
+            for (int g = 1; g < T->G; g++) {
+                int e = g * T->T + k;
+                const float *src = (const float *)((char *)vkt_buffer_mapped(T->xchg[e]) +
+                                                   vkt_net_get_tensor(s->net[e], i)->offset);
+                for (uint64_t j = 0; j < t->count; j++)
+                    acc[j] += src[j];
+            }
+            for (int g = 1; g < T->G; g++) {
+                int e = g * T->T + k;
+                memcpy((char *)vkt_buffer_mapped(T->xchg[e]) +
+                           vkt_net_get_tensor(s->net[e], i)->offset,
+                       acc, t->count * 4);
+            }
+        }
+        int64_t c1 = vkt_trace_now_ns();
+        reduce_ns = (double)(c1 - c0);
+        for (int g = 0; g < T->G; g++) {
+            int e = g * T->T + k;
+            s->stats[e].comm_ns += reduce_ns;
+            s->stats[e].busy_ns += reduce_ns;
+            if (s->desc.trace)
+                vkt_trace_add_event(s->desc.trace, s->trace_pid[e], "comm:allreduce_replicas",
+                                    VKT_CAT_COMMUNICATION, c0, c1 - c0, (int)T->step);
+        }
+        T->arrived[k] = 0;
+        T->generation[k]++;
+        pthread_cond_broadcast(&T->cv);
+    } else {
+        while (T->generation[k] == gen && !T->failed)
+            pthread_cond_wait(&T->cv, &T->mu);
+    }
+    bool ok = !T->failed;
+    pthread_mutex_unlock(&T->mu);
+    double waited = (double)(vkt_trace_now_ns() - t0) - reduce_ns;
+    if (waited > 0) s->stats[d].wait_ns += waited;
+    s->stats[d].bytes_moved += 2 * vkt_net_packed_bytes(s->net[d]);
+    return ok;
+}
+
+// Runs what was recorded, sums the gradients with the other replicas' (meet_replicas) and begins
+// the stream again with the sums copied back.
+static vkt_status exchange_gradients(vkt_strategy *s, int d) {
+    tensor_impl *T = s->impl;
+    vkt_cmd *cmd = s->cmd[d];
+    vkt_view g = vkt_net_grads(s->net[d]), x = vkt_buffer_whole(T->xchg[d]);
+    vkt_cmd_copy(cmd, g, x, "comm:grad_out");
+    VKT_TRY(vkt_cmd_end(cmd));
+    VKT_TRY(vkt_cmd_submit(cmd));
+    VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
+    VKT_TRY(strategy_account_cmd(s, d, cmd, (int)T->step));
+    if (!meet_replicas(s, d)) return vkt_fail(VKT_ERR_ARG, "another device of the run failed");
+    VKT_TRY(vkt_cmd_begin(cmd, true));
+    vkt_cmd_copy(cmd, x, g, "comm:grad_in");
+    vkt_cmd_barrier(cmd);
+    return VKT_OK;
+}
+
+// One device's part of a step (train), an evaluation or a forward (predict), on its group's
+// shard of the batch, already in its net.
 static vkt_status run_device(vkt_strategy *s, int d) {
     tensor_impl *T = s->impl;
     vkt_net *net = s->net[d];
     vkt_cmd *cmd = s->cmd[d];
-    uint32_t B = T->B;
+    int grp = d / T->T;
+    bool reports = d % T->T == 0; // rank 0 reports its group's loss and outputs
+    uint32_t R = T->rows[grp];
     VKT_TRY(vkt_cmd_begin(cmd, T->train));
     if (T->train) {
         vkt_net_record_zero_grads(net, cmd);
-        strategy_set_phase(s, net, true, T->step, 0);
+        strategy_set_phase(s, net, true, T->step, T->row0[grp]);
     } else {
         if (T->accuracy) {
             vkt_cmd_fill(cmd, vkt_net_correct(net), 0);
@@ -516,52 +626,103 @@ static vkt_status run_device(vkt_strategy *s, int d) {
         }
         strategy_set_phase(s, net, false, 0, 0);
     }
-    vkt_net_record_forward(net, cmd, 0, B);
-    if (T->train || T->eval) vkt_net_record_loss(net, cmd, 0, B, T->scale);
-    if (T->accuracy) vkt_net_record_accuracy(net, cmd, 0, B);
-    if (T->train) {
-        vkt_net_record_backward(net, cmd, 0, B, false);
-        vkt_net_record_step(net, cmd, T->step);
+    if (R) {
+        vkt_net_record_forward(net, cmd, 0, R);
+        if (T->train || T->eval) vkt_net_record_loss(net, cmd, 0, R, T->scale);
+        if (T->accuracy) vkt_net_record_accuracy(net, cmd, 0, R);
+        if (T->train) vkt_net_record_backward(net, cmd, 0, R, false);
     }
-    vkt_status st = vkt_net_status(net);
+    vkt_status st = VKT_OK;
+    if (T->train && T->G > 1) st = exchange_gradients(s, d);
+    if (T->train && st == VKT_OK) vkt_net_record_step(net, cmd, T->step);
+    if (st == VKT_OK) st = vkt_net_status(net);
     vkt_status e = vkt_cmd_end(cmd);
     VKT_TRY(st);
     VKT_TRY(e);
     VKT_TRY(vkt_cmd_submit(cmd));
     VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
-    return T->train ? strategy_account_cmd(s, d, cmd, (int)T->step) : VKT_OK;
+    if (T->train) VKT_TRY(strategy_account_cmd(s, d, cmd, (int)T->step));
+    if (!reports || !R) return VKT_OK;
+    if (T->train || T->eval) VKT_TRY(strategy_read_loss(net, 0, R, &T->loss[grp]));
+    if (T->accuracy) {
+        vkt_view v = vkt_net_correct(net);
+        VKT_TRY(vkt_buffer_read(v.buffer, v.offset, &T->correct[grp], 4));
+    }
+    if (T->predict_out) {
+        vkt_view v = vkt_net_output(net, 0);
+        uint32_t out = vkt_net_out_features(net);
+        VKT_TRY(vkt_buffer_read(v.buffer, v.offset, T->predict_out + (uint64_t)T->row0[grp] * out,
+                                (uint64_t)R * out * 4));
+    }
+    return VKT_OK;
 }
 
 static void *device_thread(void *p) {
     struct tensor_arg *a = p;
-    tensor_impl *T = a->s->impl;
     vkt_status st = run_device(a->s, a->d);
-    if (st != VKT_OK) tp_group_fail(T->group, st);
+    if (st != VKT_OK) fail_all(a->s, st);
     return NULL;
 }
 
-// Uploads the batch to every device and runs the pass on all of them, one thread each.
-static vkt_status run_all(vkt_strategy *s, const float *x, const void *targets) {
+// Uploads each group's shard of the batch to its devices and runs the pass on all of them, one
+// thread each.
+static vkt_status run_all(vkt_strategy *s, const float *x, const void *targets, uint32_t B) {
     tensor_impl *T = s->impl;
-    for (int d = 0; d < s->ndev; d++) {
-        VKT_TRY(strategy_upload_input(s->net[d], 0, x, T->B));
-        if (targets) VKT_TRY(strategy_upload_targets(s->net[d], 0, targets, T->B));
+    const vkt_model_desc *m = s->desc.model;
+    uint64_t tgt_per = vkt_model_targets_per_sample(m);
+    T->B = B;
+    const float equal[VKT_MAX_DEVICES] = {0};
+    vkt_plan_shard_rows(equal, T->G, B, T->rows);
+    for (int g = 0, r0 = 0; g < T->G; r0 += T->rows[g], g++) {
+        T->row0[g] = (uint32_t)r0;
+        T->loss[g] = 0, T->correct[g] = 0;
     }
-    tp_group_reset(T->group, T->step);
+    for (int d = 0; d < s->ndev; d++) {
+        int g = d / T->T;
+        if (!T->rows[g]) continue;
+        VKT_TRY(strategy_upload_input(s->net[d], 0, x + (uint64_t)T->row0[g] * m->input_features,
+                                      T->rows[g]));
+        if (targets)
+            VKT_TRY(strategy_upload_targets(
+                s->net[d], 0, (const char *)targets + (uint64_t)T->row0[g] * tgt_per * 4,
+                T->rows[g]));
+    }
+    for (int g = 0; g < T->G; g++)
+        tp_group_reset(T->group[g], T->step);
+    T->failed = false;
+    memset(T->arrived, 0, sizeof T->arrived);
     pthread_t th[VKT_MAX_DEVICES];
     int started = 0;
     for (int d = 0; d < s->ndev; d++) {
         if (pthread_create(&th[d], NULL, device_thread, &T->arg[d]) != 0) {
-            tp_group_fail(T->group, vkt_fail(VKT_ERR_HOST_MEMORY, "cannot start a device thread"));
+            fail_all(s, vkt_fail(VKT_ERR_HOST_MEMORY, "cannot start a device thread"));
             break;
         }
         started++;
     }
     for (int d = 0; d < started; d++)
         pthread_join(th[d], NULL);
-    vkt_status err;
-    const char *msg;
-    if (tp_group_failed(T->group, &err, &msg)) return vkt_fail(err, "%s", msg);
+    for (int g = 0; g < T->G; g++) {
+        vkt_status err;
+        const char *msg;
+        if (tp_group_failed(T->group[g], &err, &msg)) return vkt_fail(err, "%s", msg);
+    }
+    return VKT_OK;
+}
+
+// replicated,tensor: every group's running statistics (from its own shard) replaced by group 0's,
+// as replicated does (DDP's broadcast_buffers).
+static vkt_status broadcast_state(vkt_strategy *s) {
+    tensor_impl *T = s->impl;
+    for (int i = 0; i < s->ntensors && T->G > 1; i++) {
+        if (!s->tensors[i].state) continue;
+        float *v = malloc(s->tensors[i].count * 4);
+        if (!v) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        vkt_status st = tp_map_read(s, T->map, VKT_STORE_PARAM, i, v);
+        if (st == VKT_OK) st = tp_map_write(s, T->map, VKT_STORE_PARAM, i, v);
+        free(v);
+        VKT_TRY(st);
+    }
     return VKT_OK;
 }
 
@@ -569,12 +730,16 @@ static vkt_status tensor_step(vkt_strategy *s, const float *x, const void *targe
                               uint32_t step, double *loss_sum) {
     tensor_impl *T = s->impl;
     int64_t t0 = vkt_trace_now_ns();
-    T->step = step, T->B = B, T->train = true, T->eval = false, T->accuracy = false;
+    T->step = step, T->train = true, T->eval = false, T->accuracy = false;
+    T->predict_out = NULL;
     T->scale = 1.0f / (float)B;
-    VKT_TRY(run_all(s, x, targets));
+    VKT_TRY(run_all(s, x, targets, B));
     VKT_TRY(tp_map_sync_whole(s, T->map, step));
-    // Every device computed the same loss from the same whole output.
-    VKT_TRY(strategy_read_loss(s->net[0], 0, B, loss_sum));
+    VKT_TRY(broadcast_state(s));
+    // The devices of a group computed the same loss from the same whole output.
+    *loss_sum = 0;
+    for (int g = 0; g < T->G; g++)
+        *loss_sum += T->loss[g];
     int64_t t1 = vkt_trace_now_ns();
     for (int d = 0; d < s->ndev; d++)
         s->stats[d].wall_ns += (double)(t1 - t0);
@@ -584,27 +749,25 @@ static vkt_status tensor_step(vkt_strategy *s, const float *x, const void *targe
 static vkt_status tensor_eval(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                               double *loss_sum, uint64_t *correct) {
     tensor_impl *T = s->impl;
-    T->step = 0, T->B = B, T->train = false, T->eval = true;
+    T->step = 0, T->train = false, T->eval = true;
     T->accuracy = s->desc.model->loss == VKT_LOSS_SOFTMAX_XENT;
+    T->predict_out = NULL;
     T->scale = 1.0f / (float)B;
-    VKT_TRY(run_all(s, x, targets));
-    VKT_TRY(strategy_read_loss(s->net[0], 0, B, loss_sum));
-    uint32_t c = 0;
-    if (T->accuracy) {
-        vkt_view v = vkt_net_correct(s->net[0]);
-        VKT_TRY(vkt_buffer_read(v.buffer, v.offset, &c, 4));
-    }
-    *correct = c;
+    VKT_TRY(run_all(s, x, targets, B));
+    *loss_sum = 0;
+    *correct = 0;
+    for (int g = 0; g < T->G; g++)
+        *loss_sum += T->loss[g], *correct += T->correct[g];
     return VKT_OK;
 }
 
 static vkt_status tensor_predict(vkt_strategy *s, const float *x, uint32_t B, float *out) {
     tensor_impl *T = s->impl;
-    T->step = 0, T->B = B, T->train = false, T->eval = false, T->accuracy = false;
-    VKT_TRY(run_all(s, x, NULL));
-    vkt_view v = vkt_net_output(s->net[0], 0);
-    return vkt_buffer_read(v.buffer, v.offset, out,
-                           (uint64_t)B * vkt_net_out_features(s->net[0]) * 4);
+    T->step = 0, T->train = false, T->eval = false, T->accuracy = false;
+    T->predict_out = out;
+    vkt_status st = run_all(s, x, NULL, B);
+    T->predict_out = NULL;
+    return st;
 }
 
 static vkt_status tensor_read(vkt_strategy *s, vkt_net_store store, int i, float *dst) {
@@ -626,10 +789,15 @@ static void tensor_destroy(vkt_strategy *s) {
     for (int d = 0; d < s->ndev; d++) {
         vkt_net_destroy(s->net[d]);
         s->net[d] = NULL;
-        vkt_model_free(&T->model[d]);
+        vkt_buffer_destroy(T->xchg[d]);
     }
-    tp_group_destroy(T->group);
+    for (int k = 0; k < T->T; k++)
+        vkt_model_free(&T->model[k]);
+    for (int g = 0; g < T->G; g++)
+        tp_group_destroy(T->group[g]);
     tp_map_destroy(T->map);
+    pthread_mutex_destroy(&T->mu);
+    pthread_cond_destroy(&T->cv);
     free(T);
     s->impl = NULL;
 }
@@ -644,11 +812,23 @@ static const strategy_vtbl tensor_vtbl = {.step = tensor_step,
 
 vkt_status strategy_tensor_create(vkt_strategy *s) {
     const vkt_strategy_desc *d = &s->desc;
+    bool composed = d->kind == VKT_STRATEGY_REPLICATED_TENSOR;
+    int Tn = composed ? d->tensor_size : d->ndevices;
+    if (composed && (Tn < 2 || d->ndevices % Tn || d->ndevices / Tn < 2))
+        return vkt_fail(VKT_ERR_ARG,
+                        "--strategy replicated,tensor needs --tensor-size T of at least 2 and "
+                        "--device listing at least two replicas of T devices each (the first T "
+                        "replica 0); %d devices and --tensor-size %d were given",
+                        d->ndevices, Tn);
     if (d->ndevices < 2)
         return vkt_fail(VKT_ERR_ARG, "--strategy tensor needs at least two devices in --device "
                                      "(the same one twice gives two logical devices)");
     tensor_impl *T = calloc(1, sizeof *T);
     if (!T) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    pthread_mutex_init(&T->mu, NULL);
+    pthread_cond_init(&T->cv, NULL);
+    T->T = Tn;
+    T->G = d->ndevices / Tn;
     s->impl = T;
     s->vt = &tensor_vtbl; // its destroy frees the copies of the model after the nets
     VKT_TRY(strategy_open_devices(s));
@@ -659,20 +839,26 @@ vkt_status strategy_tensor_create(vkt_strategy *s) {
     vkt_plan p;
     vkt_plan_tensor(&pi, &p);
     if (!p.fits) return strategy_refuse(s, &p, &pi);
+    for (int k = 0; k < Tn; k++)
+        VKT_TRY(vkt_tensor_model(d->model, k, Tn, &T->model[k]));
     for (int i = 0; i < s->ndev; i++) {
-        VKT_TRY(vkt_tensor_model(d->model, i, s->ndev, &T->model[i]));
-        vkt_net_desc nd = {.model = &T->model[i],
+        vkt_net_desc nd = {.model = &T->model[i % Tn],
                            .first_layer = 0,
                            .last_layer = d->model->nlayers,
-                           .max_batch = d->batch,
+                           .max_batch = p.net_rows[i],
                            .slots = 1,
                            .optim = d->optim};
         VKT_TRY(vkt_net_create(s->dev[i], s->ops[i], &nd, &s->net[i]));
         T->arg[i] = (struct tensor_arg){s, i};
+        if (T->G > 1)
+            VKT_TRY(vkt_buffer_create_host(s->dev[i], vkt_net_packed_bytes(s->net[i]),
+                                           "gradient exchange", &T->xchg[i]));
     }
-    VKT_TRY(
-        tp_group_create(s, 0, s->ndev, tp_staging_bytes(d->model, s->ndev, d->batch), &T->group));
-    for (int i = 0; i < s->ndev; i++)
-        tp_group_attach(T->group, i);
-    return tp_map_create(s, s->ndev, &T->map);
+    uint64_t staging = tp_staging_bytes(d->model, Tn, p.net_rows[0]);
+    for (int g = 0; g < T->G; g++) {
+        VKT_TRY(tp_group_create(s, g * Tn, Tn, staging, &T->group[g]));
+        for (int k = 0; k < Tn; k++)
+            tp_group_attach(T->group[g], k);
+    }
+    return tp_map_create(s, Tn, &T->map);
 }

@@ -68,6 +68,11 @@ assert r["strategy"] == "layers,tensor" and len(r["devices"]) == 4, r["strategy"
 print("layers,tensor vs single: worst parameter at %.3f of the tolerance" % worst)
 PY
 check "layers,tensor's checkpoint: single's values within tolerance" $?
+"$bin" train --model "$fashion" --device $two,$two --strategy replicated,tensor --tensor-size 2 \
+    "${common[@]}" --json > "$work/rt.json"
+check "fashion_mlp, replicated,tensor on 4 devices (2 replicas of 2)" $?
+python3 -c "import json,sys; r=json.loads(open('$work/rt.json').read().strip().splitlines()[-1]); sys.exit(0 if r['strategy']=='replicated,tensor' and abs(r['test_accuracy']-$(jfield "$work/single.json" test_accuracy)) < 0.01 else 1)"
+check "replicated,tensor: the single run's test accuracy within 1%" $?
 acc=$(jfield "$work/tensor.json" test_accuracy)
 "$bin" eval --model "$fashion" --init "$work/tensor.safetensors" --limit-test 512 --batch 64 \
     --device llvmpipe --json > "$work/eval.json"

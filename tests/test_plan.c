@@ -43,7 +43,10 @@ static void plan_for(const vkt_strategy_desc *d, vkt_plan_input *in, vkt_plan *p
     in->ndevices = d->ndevices;
     in->micro_batches = d->micro_batches;
     in->schedule = d->schedule;
-    in->tensor_size = d->kind == VKT_STRATEGY_LAYERS_TENSOR ? d->tensor_size : 1;
+    in->tensor_size =
+        d->kind == VKT_STRATEGY_LAYERS_TENSOR || d->kind == VKT_STRATEGY_REPLICATED_TENSOR
+            ? d->tensor_size
+            : 1;
     for (int i = 0; i < d->ndevices; i++) {
         vkt_plan_input_device(in, i, vkt_context_device_info(d->ctx, d->devices[i]), d->mem_limit);
         if (d->force_upload_areas) in->upload_areas[i] = true;
@@ -55,7 +58,8 @@ static void plan_for(const vkt_strategy_desc *d, vkt_plan_input *in, vkt_plan *p
     case VKT_STRATEGY_REPLICATED: vkt_plan_replicated(in, p); break;
     case VKT_STRATEGY_LAYERS:
     case VKT_STRATEGY_LAYERS_TENSOR: vkt_plan_layers(in, p); break;
-    case VKT_STRATEGY_TENSOR: vkt_plan_tensor(in, p); break;
+    case VKT_STRATEGY_TENSOR:
+    case VKT_STRATEGY_REPLICATED_TENSOR: vkt_plan_tensor(in, p); break;
     }
 }
 
@@ -104,7 +108,10 @@ static void check_config(vt *t, const vkt_model_desc *m, const config *c) {
                            .optim = sgd_momentum(),
                            .micro_batches = c->micro,
                            .schedule = c->schedule,
-                           .tensor_size = c->kind == VKT_STRATEGY_LAYERS_TENSOR ? 2 : 0,
+                           .tensor_size = c->kind == VKT_STRATEGY_LAYERS_TENSOR ||
+                                                  c->kind == VKT_STRATEGY_REPLICATED_TENSOR
+                                              ? 2
+                                              : 0,
                            .force_upload_areas = c->upload_areas};
     VT_OK(t, vkt_context_select(t->ctx, c->devices, d.devices, VKT_MAX_DEVICES, &d.ndevices));
     for (int i = 0; i < d.ndevices && i < 2; i++) {
@@ -243,6 +250,8 @@ int main(void) {
         {CFG("tensor", TENSOR, "llvmpipe,llvmpipe", 64)},
         {CFG("tensor", TENSOR, "llvmpipe,swiftshader", 77)},
         {CFG("tensor over 3", TENSOR, "llvmpipe,swiftshader,llvmpipe", 33)},
+        {CFG("replicated,tensor 2x2", REPLICATED_TENSOR, "llvmpipe,swiftshader,llvmpipe,llvmpipe",
+             63)},
         {CFG("layers,tensor 2x2", LAYERS_TENSOR, "llvmpipe,llvmpipe,llvmpipe,llvmpipe", 64),
          .micro = 2},
         {CFG("layers,tensor 2x2, 1F1B", LAYERS_TENSOR, "llvmpipe,swiftshader,swiftshader,llvmpipe",

@@ -5,8 +5,9 @@
 //     170/171/171; the last dense layer stays whole);
 //   - residual_mlp.json (pairs inside residual bodies), an MLP of two pairs of odd widths, and
 //     fashion_cnn.json (batchnorm whole: its running statistics are single's), under SGD;
-//   - layers,tensor (two stages of two devices: lavapipe x4 and lavapipe+SwiftShader in each
-//     stage) on fashion_mlp (SGD, 3 micro-batches; AdamW clipped) and char_gpt (AdamW clipped);
+//   - layers,tensor and replicated,tensor (two stages or replicas of two devices: lavapipe x4 and
+//     lavapipe+SwiftShader in each group) on fashion_mlp (SGD, 3 micro-batches; AdamW clipped)
+//     and char_gpt (AdamW clipped); plain layers clipped (the norm of every stage);
 //   - char_gpt.json, a few AdamW steps of text windows, over llvmpipe x2 and
 //     llvmpipe+SwiftShader+llvmpipe (4 heads: 1,1,2; the MLPs' 512 units: 170/171/171);
 // give the single run's parameters, losses step by step, evaluation loss and accuracy and
@@ -54,6 +55,7 @@ typedef struct training {
     // layers,tensor when tensor_size > 0: stages of tensor_size devices, micro-batches
     int tensor_size, micro_batches;
     bool plain_layers; // compared as --strategy layers instead (its --clip across stages)
+    bool replicas;     // with tensor_size: replicated,tensor instead of layers,tensor
 } training;
 
 typedef struct run_result {
@@ -221,9 +223,10 @@ static void compare_tensor(vt *t, const training *tr, const char *const *devices
     for (int i = 0; i < n && ref.params; i++) {
         if (strstr(devices[i], "swiftshader") && !have_ss) continue; // vt_init failed it under CI
         char what[160];
-        vkt_strategy_kind kind = tr->plain_layers  ? VKT_STRATEGY_LAYERS
-                                 : tr->tensor_size ? VKT_STRATEGY_LAYERS_TENSOR
-                                                   : VKT_STRATEGY_TENSOR;
+        vkt_strategy_kind kind = tr->plain_layers                  ? VKT_STRATEGY_LAYERS
+                                 : tr->tensor_size && tr->replicas ? VKT_STRATEGY_REPLICATED_TENSOR
+                                 : tr->tensor_size                 ? VKT_STRATEGY_LAYERS_TENSOR
+                                                                   : VKT_STRATEGY_TENSOR;
         snprintf(what, sizeof what, "%s %s on %s", tr->name, vkt_strategy_name(kind), devices[i]);
         run_result got = {0};
         vkt_status st = run(t, tr, kind, devices[i], &got);
@@ -624,6 +627,16 @@ int main(void) {
     ltc.tensor_size = 2;
     ltc.micro_batches = 1;
     compare_tensor(t, &ltc, four, 1, have_ss);
+    // replicated,tensor: two replicas of two devices, the batch halved between them, each rank's
+    // gradients summed with the other replica's same rank; SGD, and AdamW clipped.
+    training rt = lt;
+    rt.replicas = true;
+    rt.micro_batches = 0;
+    compare_tensor(t, &rt, four, 2, have_ss);
+    training rtc = ltc;
+    rtc.replicas = true;
+    rtc.micro_batches = 0;
+    compare_tensor(t, &rtc, four, 1, have_ss);
     // Plain layers with --clip: the norm is every stage's, not each stage's own (each stage
     // clipped by its own norm until the stages met for it: 50 times the tolerance after 20 steps).
     training plc = clipped;
@@ -715,6 +728,10 @@ int main(void) {
         glt.micro_batches = 2;
         static const char *const gpt_four[] = {"llvmpipe,swiftshader,llvmpipe,swiftshader"};
         compare_tensor(t, &glt, gpt_four, 1, have_ss);
+        training grt = glt;
+        grt.replicas = true;
+        grt.micro_batches = 0;
+        compare_tensor(t, &grt, gpt_four, 1, have_ss);
     }
 
     // Checkpoints: fashion_mlp's AdamW (a column and a row split, cut 256/256 then 170/171/171)

@@ -55,11 +55,12 @@ static cJSON *plan_json(const vkt_plan *p, const vkt_plan_input *in, const char 
             cJSON_AddNumberToObject(j, "first_layer", p->lo[d]);
             cJSON_AddNumberToObject(j, "last_layer", p->hi[d] - 1);
         }
-        if (p->kind == VKT_STRATEGY_TENSOR)
+        if ((p->kind == VKT_STRATEGY_TENSOR || p->kind == VKT_STRATEGY_REPLICATED_TENSOR))
             cJSON_AddNumberToObject(j, "communication_bytes_per_step", (double)p->comm_bytes[d]);
         cJSON_AddItemToArray(devs, j);
     }
-    if (p->kind == VKT_STRATEGY_TENSOR && p->possible)
+    if ((p->kind == VKT_STRATEGY_TENSOR || p->kind == VKT_STRATEGY_REPLICATED_TENSOR) &&
+        p->possible)
         cJSON_AddNumberToObject(o, "reductions_per_step", p->reductions);
     return o;
 }
@@ -89,14 +90,15 @@ static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const char *
             printf(" layers %d-%d", p->lo[d], p->hi[d] - 1);
         if (p->kind == VKT_STRATEGY_REPLICATED)
             printf(" %u rows, moves %s a step", p->rows[d], mib(p->comm_bytes[d], a));
-        if (p->kind == VKT_STRATEGY_TENSOR)
+        if ((p->kind == VKT_STRATEGY_TENSOR || p->kind == VKT_STRATEGY_REPLICATED_TENSOR))
             printf(" %.0f%% of the compute, moves %.1f %s a step", 100 * p->compute_share[d],
                    p->comm_bytes[d] < (1u << 20) ? p->comm_bytes[d] / 1024.0
                                                  : p->comm_bytes[d] / 1048576.0,
                    p->comm_bytes[d] < (1u << 20) ? "KiB" : "MiB");
         printf("\n");
     }
-    if (p->kind == VKT_STRATEGY_TENSOR && p->possible)
+    if ((p->kind == VKT_STRATEGY_TENSOR || p->kind == VKT_STRATEGY_REPLICATED_TENSOR) &&
+        p->possible)
         printf("  %d reductions a step (each split pair one forward, one backward)\n",
                p->reductions);
 }
@@ -128,10 +130,10 @@ int cmd_plan(int argc, char **argv) {
         label_of[i] = labels[i];
     }
     // plans[3]: replicated with --shard-optimizer, shown after plain replicated (order).
-    // plans[5]: layers,tensor, stages of --tensor-size (2) devices.
-    enum { NPLANS = 6 };
+    // plans[5], plans[6]: layers,tensor and replicated,tensor, groups of --tensor-size (2).
+    enum { NPLANS = 7 };
     vkt_plan plans[NPLANS];
-    const int order[NPLANS] = {0, 1, 3, 2, 4, 5};
+    const int order[NPLANS] = {0, 1, 3, 2, 4, 5, 6};
     vkt_plan_single(&in, &plans[0]);
     vkt_plan_replicated(&in, &plans[1]);
     vkt_plan_layers(&in, &plans[2]);
@@ -142,10 +144,11 @@ int cmd_plan(int argc, char **argv) {
     vkt_plan_input lin = in;
     lin.tensor_size = sd->tensor_size > 1 ? sd->tensor_size : 2;
     vkt_plan_layers(&lin, &plans[5]);
+    vkt_plan_tensor(&lin, &plans[6]);
     // What `train --strategy X` says when X does not fit (the same function words it there).
     char refusal[NPLANS][1024];
     for (int i = 0; i < NPLANS; i++)
-        vkt_plan_refusal(&plans[i], i == 5 ? &lin : &in, label_of, refusal[i], sizeof refusal[i]);
+        vkt_plan_refusal(&plans[i], i >= 5 ? &lin : &in, label_of, refusal[i], sizeof refusal[i]);
 
     // Recommendation: one device that fits trains alone; with several, replication when a
     // replica fits everywhere (it scales throughput and has no pipeline bubble), with its
@@ -248,7 +251,7 @@ int cmd_plan(int argc, char **argv) {
         cJSON *arr = cJSON_AddArrayToObject(o, "strategies");
         for (int k = 0; k < NPLANS; k++)
             cJSON_AddItemToArray(
-                arr, plan_json(&plans[order[k]], order[k] == 5 ? &lin : &in, refusal[order[k]]));
+                arr, plan_json(&plans[order[k]], order[k] >= 5 ? &lin : &in, refusal[order[k]]));
         cJSON_AddStringToObject(o, "recommended", rec);
         cJSON_AddStringToObject(o, "why", why);
         char *s = cJSON_PrintUnformatted(o);
@@ -260,7 +263,7 @@ int cmd_plan(int argc, char **argv) {
                (unsigned long long)vkt_model_param_count(&model), c.o.batch,
                c.o.optim.kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd");
         for (int k = 0; k < NPLANS; k++)
-            plan_print(&plans[order[k]], order[k] == 5 ? &lin : &in, label_of, refusal[order[k]]);
+            plan_print(&plans[order[k]], order[k] >= 5 ? &lin : &in, label_of, refusal[order[k]]);
         printf("recommended: %s: %s\n", rec, why);
     }
     vkt_model_free(&model);

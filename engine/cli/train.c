@@ -478,14 +478,18 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             o->strategy.kind = VKT_STRATEGY_TENSOR;
         else if (!strcmp(strategy, "layers,tensor"))
             o->strategy.kind = VKT_STRATEGY_LAYERS_TENSOR;
+        else if (!strcmp(strategy, "replicated,tensor"))
+            o->strategy.kind = VKT_STRATEGY_REPLICATED_TENSOR;
         else {
             fprintf(stderr,
-                    "vktrain: --strategy is single, replicated, layers, tensor or layers,tensor, "
-                    "not \"%s\"\n",
+                    "vktrain: --strategy is single, replicated, layers, tensor, layers,tensor or "
+                    "replicated,tensor, not \"%s\"\n",
                     strategy);
             return 2;
         }
-        if (o->strategy.kind == VKT_STRATEGY_LAYERS_TENSOR && !o->strategy.tensor_size)
+        if ((o->strategy.kind == VKT_STRATEGY_LAYERS_TENSOR ||
+             o->strategy.kind == VKT_STRATEGY_REPLICATED_TENSOR) &&
+            !o->strategy.tensor_size)
             o->strategy.tensor_size = 2;
         c->strategy_given = true;
     }
@@ -499,9 +503,10 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             return 2;
         }
     }
-    if (o->strategy.tensor_size && o->strategy.kind != VKT_STRATEGY_LAYERS_TENSOR) {
+    if (o->strategy.tensor_size && o->strategy.kind != VKT_STRATEGY_LAYERS_TENSOR &&
+        o->strategy.kind != VKT_STRATEGY_REPLICATED_TENSOR) {
         fprintf(stderr, "vktrain: --tensor-size gives the devices per stage of --strategy "
-                        "layers,tensor\n");
+                        "layers,tensor or per replica of replicated,tensor\n");
         return 2;
     }
     c->balance = balance;

@@ -16,6 +16,9 @@
 //               communicator, once forward and once backward per split pair (parallel/tensor.c).
 //   layers,tensor  both: stages of layers, each stage split across a group of tensor_size
 //               devices (parallel/layers.c with parallel/tensor.c's groups).
+//   replicated,tensor  replicas, each split across a group of tensor_size devices; the batch
+//               sharded over the replicas, each rank's gradients summed with the same rank's of
+//               the other replicas (parallel/tensor.c).
 #ifndef VKT_STRATEGY_H
 #define VKT_STRATEGY_H
 
@@ -32,6 +35,8 @@ typedef enum vkt_strategy_kind {
     VKT_STRATEGY_LAYERS,
     VKT_STRATEGY_TENSOR,
     VKT_STRATEGY_LAYERS_TENSOR, // "layers,tensor": stages, each a group of tensor_size devices
+    // "replicated,tensor": replicas, each a group of tensor_size devices splitting the model
+    VKT_STRATEGY_REPLICATED_TENSOR,
 } vkt_strategy_kind;
 
 typedef enum vkt_schedule { VKT_SCHEDULE_GPIPE, VKT_SCHEDULE_1F1B } vkt_schedule;
@@ -52,7 +57,8 @@ typedef struct vkt_strategy_desc {
     int micro_batches;
     vkt_schedule schedule;
     // layers,tensor: devices per stage, each holding a slice of the stage's split layers (the
-    // stages' groups are consecutive in devices[]: stage 0 is devices 0..tensor_size-1)
+    // stages' groups are consecutive in devices[]: stage 0 is devices 0..tensor_size-1);
+    // replicated,tensor: devices per replica, the same way
     int tensor_size;
     vkt_trace *trace; // record every step's device timeline here (may be NULL)
     // single: stage batches through host upload areas even where the net's memory is mapped
