@@ -434,6 +434,12 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
             c += layer_cost(sm.m[d % T], l);
         p->compute_share[d] = total_cost > 0 ? c / total_cost : 0;
         p->rows[d] = in->batch;
+        // Each boundary the stage touches: the batch's activations one way, their gradients the
+        // other (what the transfers count), at this device's width there.
+        const vkt_model_desc *dm = sm.m[d % T];
+        if (st > 0) p->comm_bytes[d] += 2ull * 4 * in->batch * dm->layers[lo[st]].in_features;
+        if (st < S - 1)
+            p->comm_bytes[d] += 2ull * 4 * in->batch * dm->layers[hi[st] - 1].out_features;
     }
     stage_models_free(&sm);
     finish(in, p);

@@ -49,14 +49,15 @@ static cJSON *plan_json(const vkt_plan *p, const vkt_plan_input *in, const char 
         if (p->kind == VKT_STRATEGY_REPLICATED) {
             cJSON_AddNumberToObject(j, "rows", p->rows[d]);
             cJSON_AddNumberToObject(j, "replica_rows", p->net_rows[d]);
-            cJSON_AddNumberToObject(j, "bytes_communicated_per_step", (double)p->comm_bytes[d]);
         }
+        // What the device moves per step (to and from the host): every strategy but single.
+        if (p->kind != VKT_STRATEGY_SINGLE)
+            cJSON_AddNumberToObject(j, "bytes_communicated_per_step", (double)p->comm_bytes[d]);
         if (p->kind == VKT_STRATEGY_LAYERS || p->kind == VKT_STRATEGY_LAYERS_TENSOR) {
             cJSON_AddNumberToObject(j, "first_layer", p->lo[d]);
             cJSON_AddNumberToObject(j, "last_layer", p->hi[d] - 1);
         }
-        if ((p->kind == VKT_STRATEGY_TENSOR || p->kind == VKT_STRATEGY_REPLICATED_TENSOR))
-            cJSON_AddNumberToObject(j, "communication_bytes_per_step", (double)p->comm_bytes[d]);
+
         cJSON_AddItemToArray(devs, j);
     }
     if ((p->kind == VKT_STRATEGY_TENSOR || p->kind == VKT_STRATEGY_REPLICATED_TENSOR) &&
@@ -87,7 +88,8 @@ static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const char *
                p->device_fits[d] ? "ok  " : "OVER", mib(m->params, c), mib(m->grads, d2),
                mib(m->optim, e), mib(m->activations, f));
         if (p->kind == VKT_STRATEGY_LAYERS || p->kind == VKT_STRATEGY_LAYERS_TENSOR)
-            printf(" layers %d-%d", p->lo[d], p->hi[d] - 1);
+            printf(" layers %d-%d, moves %s a step", p->lo[d], p->hi[d] - 1,
+                   mib(p->comm_bytes[d], a));
         if (p->kind == VKT_STRATEGY_REPLICATED)
             printf(" %u rows, moves %s a step", p->rows[d], mib(p->comm_bytes[d], a));
         if ((p->kind == VKT_STRATEGY_TENSOR || p->kind == VKT_STRATEGY_REPLICATED_TENSOR))
