@@ -440,6 +440,10 @@ void vkt_plan_layers(const vkt_plan_input *in, vkt_plan *p) {
         if (st > 0) p->comm_bytes[d] += 2ull * 4 * in->batch * dm->layers[lo[st]].in_features;
         if (st < S - 1)
             p->comm_bytes[d] += 2ull * 4 * in->batch * dm->layers[hi[st] - 1].out_features;
+        // layers,tensor: the reductions of the stage's split layers, over the micro-batches.
+        if (T > 1)
+            p->comm_bytes[d] +=
+                2 * vkt_tensor_comm_range(dm, lo[st], hi[st], st > 0, in->batch).bytes;
     }
     stage_models_free(&sm);
     finish(in, p);

@@ -146,8 +146,15 @@ static void comm_seq(const vkt_layer_desc *ls, int nls, bool need_dx, uint32_t B
 }
 
 vkt_tensor_comm vkt_tensor_comm_of(const vkt_model_desc *split, uint32_t B) {
+    return vkt_tensor_comm_range(split, 0, split->nlayers, false, B);
+}
+
+vkt_tensor_comm vkt_tensor_comm_range(const vkt_model_desc *split, int lo, int hi, bool input_grad,
+                                      uint32_t B) {
     vkt_tensor_comm c = {0};
-    comm_seq(split->layers, split->nlayers, false, B, &c);
+    // The range's first layer computes its input gradient when the stage's input needs one.
+    comm_seq(split->layers + lo, 1, input_grad, B, &c);
+    if (hi > lo + 1) comm_seq(split->layers + lo + 1, hi - lo - 1, true, B, &c);
     return c;
 }
 

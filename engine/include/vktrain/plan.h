@@ -96,6 +96,10 @@ typedef struct vkt_tensor_comm {
     uint64_t bytes, largest;
 } vkt_tensor_comm;
 vkt_tensor_comm vkt_tensor_comm_of(const vkt_model_desc *split, uint32_t B);
+// The same for the top-level layers [lo, hi) (a stage), whose first layer computes its input
+// gradient when input_grad (the stage is not the first).
+vkt_tensor_comm vkt_tensor_comm_range(const vkt_model_desc *split, int lo, int hi, bool input_grad,
+                                      uint32_t B);
 // The shards of a sharded optimizer (--shard-optimizer) over n devices: device d keeps the state
 // of the model's parameter elements [bounds[d], bounds[d+1]) (counted over its trained tensors
 // in model order; bounds has n + 1 entries, bounds[0] = 0, bounds[n] = the parameter count).
