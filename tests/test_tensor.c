@@ -709,7 +709,7 @@ int main(void) {
     }
     vkt_text text = {0};
     vkt_dataset gds = {0};
-    training gtr = {.name = "char_gpt adamw", .m = &gpt, .ds = &gds, .steps = 4, .batch = 2};
+    training gtr = {.name = "char_gpt adamw", .m = &gpt, .ds = &gds, .steps = 20, .batch = 2};
     gtr.optim = vkt_optim_default(VKT_OPTIM_ADAMW);
     gtr.optim.lr = 1e-3f;
     VT_OK(t, vkt_text_from_bytes(bytes, TEXT, "test text", &text));
