@@ -348,26 +348,10 @@ int main(void) {
         g_batch = 4;
         vkt_model_desc gm;
         VT_OK(t, vkt_model_load(VKT_SOURCE_DIR "/assets/models/char_gpt.json", &gm));
-        // English-like text: words drawn from a short list with a fixed generator.
-        static const char *const words[] = {"the ", "engine ", "trains ",  "a ",     "model ",
-                                            "on ",  "any ",    "device, ", "and ",   "then ",
-                                            "it ",  "splits ", "work. ",   "Every ", "layer ",
-                                            "is ",  "one ",    "file. "};
-        enum { TEXT = 64 << 10 };
-        char *bytes = malloc(TEXT);
-        uint64_t rng = 7;
-        for (size_t n = 0; n < TEXT;) {
-            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            const char *w = words[(rng >> 33) % (sizeof words / sizeof *words)];
-            for (; *w && n < TEXT; w++)
-                bytes[n++] = *w;
-        }
         vkt_text text;
         vkt_dataset gds = {0};
-        VT_OK(t, vkt_text_from_bytes(bytes, TEXT, "test text", &text));
-        free(bytes);
         // The held-out windows (non-overlapping, in order) as a data set of g_steps + 1 batches.
-        VT_OK(t, vkt_text_validation(&text, 128, (uint32_t)(g_steps + 1) * g_batch, &gds));
+        VT_OK(t, vt_words_text((uint32_t)(g_steps + 1) * g_batch, &text, &gds));
         run_result gref = {0};
         VT_OK(t, run(t, &gm, &gds, VKT_STRATEGY_SINGLE, "llvmpipe", 1, VKT_SCHEDULE_GPIPE, false,
                      &gref));

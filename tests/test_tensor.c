@@ -695,26 +695,12 @@ int main(void) {
 
     // char_gpt: windows of 128 bytes of English-like text (words from a short list, a fixed
     // generator), the held-out windows in order as a data set.
-    static const char *const words[] = {
-        "the ",  "engine ", "trains ", "a ",     "model ", "on ",    "any ", "device, ", "and ",
-        "then ", "it ",     "splits ", "work. ", "Every ", "layer ", "is ",  "one ",     "file. "};
-    enum { TEXT = 64 << 10 };
-    char *bytes = malloc(TEXT);
-    uint64_t rng = 7;
-    for (size_t n = 0; n < TEXT;) {
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        const char *w = words[(rng >> 33) % (sizeof words / sizeof *words)];
-        for (; *w && n < TEXT; w++)
-            bytes[n++] = *w;
-    }
     vkt_text text = {0};
     vkt_dataset gds = {0};
     training gtr = {.name = "char_gpt adamw", .m = &gpt, .ds = &gds, .steps = 20, .batch = 2};
     gtr.optim = vkt_optim_default(VKT_OPTIM_ADAMW);
     gtr.optim.lr = 1e-3f;
-    VT_OK(t, vkt_text_from_bytes(bytes, TEXT, "test text", &text));
-    free(bytes);
-    VT_OK(t, vkt_text_validation(&text, 128, (uint32_t)(gtr.steps + 4) * gtr.batch, &gds));
+    VT_OK(t, vt_words_text((uint32_t)(gtr.steps + 4) * gtr.batch, &text, &gds));
     if (gds.n) {
         static const char *const gpt_devices[] = {"llvmpipe,llvmpipe",
                                                   "llvmpipe,swiftshader,llvmpipe"};

@@ -1,6 +1,8 @@
 // test_util.c: see test_util.h.
 #include "test_util.h"
 
+#include "data.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <stdlib.h>
@@ -167,4 +169,24 @@ bool vt_run(vt *t, vkt_cmd *cmd, vkt_ops *ops, const char *what, const char *whe
     if (s == VKT_OK) s = vkt_cmd_wait(cmd, VKT_WAIT_MS);
     VT_CHECK(t, s == VKT_OK, "%s on %s: run: %s", what, where, vkt_error());
     return s == VKT_OK;
+}
+
+vkt_status vt_words_text(uint32_t windows, vkt_text *text, vkt_dataset *ds) {
+    static const char *const words[] = {
+        "the ",  "engine ", "trains ", "a ",     "model ", "on ",    "any ", "device, ", "and ",
+        "then ", "it ",     "splits ", "work. ", "Every ", "layer ", "is ",  "one ",     "file. "};
+    enum { TEXT = 64 << 10 };
+    char *bytes = malloc(TEXT);
+    if (!bytes) return VKT_ERR_HOST_MEMORY;
+    uint64_t rng = 7;
+    for (size_t n = 0; n < TEXT;) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        const char *w = words[(rng >> 33) % (sizeof words / sizeof *words)];
+        for (; *w && n < TEXT; w++)
+            bytes[n++] = *w;
+    }
+    vkt_status st = vkt_text_from_bytes(bytes, TEXT, "test text", text);
+    free(bytes);
+    if (st == VKT_OK) st = vkt_text_validation(text, 128, windows, ds);
+    return st;
 }

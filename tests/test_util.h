@@ -68,5 +68,11 @@ void vt_remove_dir(const char *dir);
 
 // Index of the first device whose name or driver contains needle (case-insensitive), or -1.
 int vt_find_device(vt *t, const char *needle);
+// Text for the language-model tests: 64 KiB of English-like words (drawn from a short list with a
+// fixed generator) as *text, and its first `windows` held-out windows of 128 bytes (in order) as
+// *ds (vkt_text_validation). Free both (vkt_text_free, vkt_dataset_free).
+struct vkt_text;
+struct vkt_dataset;
+vkt_status vt_words_text(uint32_t windows, struct vkt_text *text, struct vkt_dataset *ds);
 
 #endif

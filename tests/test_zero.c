@@ -342,27 +342,6 @@ static void sharded_cases(vt *t, const char *name, const vkt_model_desc *m, cons
         free(ref.params);
 }
 
-// char_gpt's data: English-like text (words from a short list, a fixed generator), as
-// test_parallel's, and its held-out windows as g_steps + 1 batches of 4.
-static vkt_status gpt_data(int steps, vkt_text *text, vkt_dataset *ds) {
-    static const char *const words[] = {
-        "the ",  "engine ", "trains ", "a ",     "model ", "on ",    "any ", "device, ", "and ",
-        "then ", "it ",     "splits ", "work. ", "Every ", "layer ", "is ",  "one ",     "file. "};
-    enum { TEXT = 64 << 10 };
-    char *bytes = malloc(TEXT);
-    uint64_t rng = 7;
-    for (size_t n = 0; n < TEXT;) {
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        const char *w = words[(rng >> 33) % (sizeof words / sizeof *words)];
-        for (; *w && n < TEXT; w++)
-            bytes[n++] = *w;
-    }
-    vkt_status st = vkt_text_from_bytes(bytes, TEXT, "test text", text);
-    free(bytes);
-    if (st == VKT_OK) st = vkt_text_validation(text, 128, (uint32_t)(steps + 1) * 4, ds);
-    return st;
-}
-
 int main(void) {
     vt tv, *t = &tv;
     if (vt_init(t, "test_zero")) return 1;
@@ -487,7 +466,7 @@ int main(void) {
         vkt_text text;
         vkt_dataset gds = {0};
         VT_OK(t, vkt_model_load(VKT_SOURCE_DIR "/assets/models/char_gpt.json", &gm));
-        VT_OK(t, gpt_data(20, &text, &gds));
+        VT_OK(t, vt_words_text(21 * 4, &text, &gds));
         if (!t->failures) {
             const char *const two[] = {"llvmpipe,llvmpipe", "llvmpipe,swiftshader"};
             const char *const three[] = {"llvmpipe,llvmpipe,llvmpipe"};
