@@ -8,7 +8,7 @@
 //   - layers,tensor and replicated,tensor (two stages or replicas of two devices: lavapipe x4 and
 //     lavapipe+SwiftShader in each group) on fashion_mlp (SGD, 3 micro-batches; AdamW clipped)
 //     and char_gpt (AdamW clipped); plain layers clipped (the norm of every stage);
-//   - char_gpt.json, a few AdamW steps of text windows, over llvmpipe x2 and
+//   - char_gpt.json, 20 AdamW steps of 2 text windows, over llvmpipe x2 and
 //     llvmpipe+SwiftShader+llvmpipe (4 heads: 1,1,2; the MLPs' 512 units: 170/171/171);
 // give the single run's parameters, losses step by step, evaluation loss and accuracy and
 // predicted outputs; steps in halves (begin, prefetch, end) the same bits as whole. Also: the
