@@ -189,11 +189,13 @@ static vkt_status layout_optim(const vkt_net_desc *d, uint64_t align, stage_layo
         e += t->count;
         if (lo >= hi) continue;
         if (lo * 4 % align) {
+            // (The message names the tensor before the layout holding it is freed.)
+            vkt_status st = vkt_fail(VKT_ERR_ARG,
+                                     "the optimizer shard starts %llu elements into tensor %s, "
+                                     "not a multiple of the device's %llu-byte offset alignment",
+                                     (unsigned long long)lo, t->name, (unsigned long long)align);
             free_layout(L);
-            return vkt_fail(VKT_ERR_ARG,
-                            "the optimizer shard starts %llu elements into tensor %s, not a "
-                            "multiple of the device's %llu-byte offset alignment",
-                            (unsigned long long)lo, t->name, (unsigned long long)align);
+            return st;
         }
         L->opt[i] = (struct opt_piece){.lo = lo, .hi = hi, .off = off};
         off = align_up(off + (hi - lo) * 4, align);
