@@ -162,6 +162,42 @@ vkt_status strategy_refuse(const vkt_strategy *s, const vkt_plan *p, const vkt_p
 
 // Builds the global tensor list from the nets (replicas: from net 0 only), unless the strategy
 // made its own (vtbl.read).
+// Every rank's device count, so that each rank knows where its devices stand in the run's.
+static vkt_status world_layout(vkt_strategy *s) {
+    const vkt_strategy_desc *d = &s->desc;
+    s->nranks = 1;
+    s->gdev = d->ndevices;
+    s->rank_first[1] = d->ndevices;
+    if (!d->world || vkt_world_size(d->world) == 1) return VKT_OK;
+    s->world = d->world;
+    s->rank = vkt_world_rank(d->world);
+    s->nranks = vkt_world_size(d->world);
+    if (d->kind != VKT_STRATEGY_REPLICATED && d->kind != VKT_STRATEGY_LAYERS)
+        return vkt_fail(VKT_ERR_ARG,
+                        "across %d ranks, --strategy replicated or layers: --strategy %s keeps "
+                        "its devices within one process (run it on one rank's devices)",
+                        s->nranks, vkt_strategy_name(d->kind));
+    if (d->shard_optimizer)
+        return vkt_fail(VKT_ERR_ARG,
+                        "--shard-optimizer works within one process, not across %d "
+                        "ranks",
+                        s->nranks);
+    if (s->nranks > VKT_MAX_DEVICES)
+        return vkt_fail(VKT_ERR_ARG, "at most %d ranks, not %d", VKT_MAX_DEVICES, s->nranks);
+    int counts[VKT_MAX_DEVICES];
+    int mine = d->ndevices;
+    VKT_TRY(vkt_world_allgather(d->world, &mine, sizeof mine, counts, "every rank's device count"));
+    s->rank_first[0] = 0;
+    for (int r = 0; r < s->nranks; r++)
+        s->rank_first[r + 1] = s->rank_first[r] + counts[r];
+    s->gdev = s->rank_first[s->nranks];
+    s->gfirst = s->rank_first[s->rank];
+    if (s->gdev > VKT_MAX_DEVICES)
+        return vkt_fail(VKT_ERR_ARG, "the ranks hold %d devices together; a run takes at most %d",
+                        s->gdev, VKT_MAX_DEVICES);
+    return VKT_OK;
+}
+
 static void collect_tensors(vkt_strategy *s) {
     if (s->vt->read) return;
     s->ntensors = 0;
@@ -374,7 +410,11 @@ vkt_status vkt_strategy_create(const vkt_strategy_desc *desc, vkt_strategy **out
     vkt_strategy *s = calloc(1, sizeof *s);
     if (!s) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     s->desc = *desc;
-    vkt_status st;
+    vkt_status st = world_layout(s);
+    if (st != VKT_OK) {
+        free(s);
+        return st;
+    }
     switch (desc->kind) {
     case VKT_STRATEGY_SINGLE: st = single_create(s); break;
     case VKT_STRATEGY_REPLICATED: st = strategy_replicated_create(s); break;
@@ -394,6 +434,13 @@ vkt_status vkt_strategy_create(const vkt_strategy_desc *desc, vkt_strategy **out
     }
     *out = s;
     return VKT_OK;
+}
+
+int strategy_rank_of(const vkt_strategy *s, int g) {
+    int r = 0;
+    while (r + 1 < s->nranks && g >= s->rank_first[r + 1])
+        r++;
+    return r;
 }
 
 void vkt_strategy_destroy(vkt_strategy *s) {

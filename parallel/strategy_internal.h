@@ -63,7 +63,16 @@ struct vkt_strategy {
     uint32_t run_B, run_step; // the running step
     int64_t run_t0;
     uint64_t seed; // vkt_strategy_init's: dropout masks are drawn from it
+    // Across ranks (desc.world of more than one rank): this rank, the ranks, and the run's devices
+    // in rank order: rank r's devices are the global devices [rank_first[r], rank_first[r + 1]),
+    // this rank's device d is global device gfirst + d, gdev in all. Alone: 0, 1, 0, ndev.
+    vkt_world *world; // NULL alone
+    int rank, nranks, gfirst, gdev;
+    int rank_first[VKT_MAX_DEVICES + 1];
 };
+
+// The rank holding global device g.
+int strategy_rank_of(const vkt_strategy *s, int g);
 
 // Sets net's phase for the next recording: training at step (rows from row0 of the whole batch)
 // or evaluation (train false).

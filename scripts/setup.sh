@@ -2,7 +2,8 @@
 # setup.sh: installs the Debian packages vktrain needs, and only those that are missing, so a
 # second run installs nothing and returns at once. Usage: scripts/setup.sh [run|test]
 #   run  (default) building and training: compiler, Vulkan loader/headers, volk, glslc, lavapipe,
-#        GLFW, cJSON, zlib, stb, Fashion-MNIST, fortunes (the default text of byte-level language
+#        GLFW, cJSON, zlib, stb, Open MPI (openmpi-bin for mpirun, libopenmpi-dev: runs across
+#        processes and machines, parallel/world.c), Fashion-MNIST, fortunes (the default text of byte-level language
 #        models, /usr/share/games/fortunes: docs/DATA.md), a font
 #   test everything above plus what the suite needs: the validation layer, SwiftShader (a second
 #        Vulkan driver from a second vendor, in chromium-common), Xvfb and x11-apps for window
@@ -20,7 +21,7 @@ set -euo pipefail
 mode=${1:-run}
 pkgs=(cmake ninja-build gcc libc6-dev pkg-config glslc libvulkan1 libvulkan-dev libvulkan-volk-dev
       mesa-vulkan-drivers vulkan-validationlayers libglfw3-dev libcjson-dev zlib1g-dev libstb-dev
-      dataset-fashion-mnist fortunes fonts-dejavu-core)
+      dataset-fashion-mnist fortunes fonts-dejavu-core openmpi-bin libopenmpi-dev)
 if [ "$mode" = test ]; then
     pkgs+=(chromium-common xvfb x11-apps x11-utils libxtst6 python3 python3-numpy python3-torch
           libopenblas0-pthread libopenblas64-pthread-dev clang libclang-rt-14-dev)

@@ -26,6 +26,7 @@
 #include "network.h"
 #include "trace.h"
 #include "vktrain.h"
+#include "world.h"
 
 #define VKT_MAX_DEVICES 16
 
@@ -68,6 +69,12 @@ typedef struct vkt_strategy_desc {
     // (ZeRO stage 1: the gradients reduce-scattered, the updated parameters all-gathered;
     // docs/PARALLELISM.md). Refused by the other strategies.
     bool shard_optimizer;
+    // The processes of the run (world.h; NULL or a world of one: this process alone). devices[]
+    // are this rank's; the strategy lays the model over every rank's devices in rank order
+    // (replicated: replicas; layers: stages). Every rank creates the strategy, steps, evaluates,
+    // reads and writes tensors in the same order (the calls are collective); the batch handed to
+    // a step or evaluation is the whole batch on every rank.
+    vkt_world *world;
 } vkt_strategy_desc;
 
 // What a run measured per device (accumulated over steps since the last reset).
