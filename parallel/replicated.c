@@ -19,6 +19,12 @@
 // the host all-gathers them, and a third submit copies every other range's parameters in. The
 // ranges are element ranges: where replicas lay tensors out differently (alignment), they map to
 // each replica's own offsets tensor by tensor.
+//
+// Across ranks (desc.world): the replicas are every rank's devices in rank order, the batch is
+// sharded over all of them, and each bucket's sum over this rank's devices is summed over the
+// ranks (vkt_world_allreduce_f32: in rank order at rank 0, the same bits on every rank) before it
+// is copied back. The ranks' devices may pad tensors differently, so a bucket crosses ranks
+// packed densely, tensor after tensor in model order; its layers are rank 0's buckets.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +46,7 @@ typedef struct bucket {
 } bucket;
 
 typedef struct repl {
-    float share[VKT_MAX_DEVICES];
+    float share[VKT_MAX_DEVICES]; // every replica's of the run (across ranks: global devices)
     int nbuckets;
     bucket b[MAX_BUCKETS]; // b[0] holds the last layers
     // Host-visible, in replica 0's layout on every device: the sums are taken element by element.
@@ -56,13 +62,45 @@ typedef struct repl {
     bool shard;
     uint64_t bound[VKT_MAX_DEVICES + 1], xb[VKT_MAX_DEVICES + 1];
     double comm_prev_ns;
+    float *dense; // across ranks: the largest bucket packed densely
 } repl;
 
-static void shard_rows(const repl *r, int n, uint32_t B, uint32_t *rows) {
-    vkt_plan_shard_rows(r->share, n, B, rows);
+// This rank's devices' rows of a batch of B (*row0: the rows of the ranks before it).
+static void shard_rows(const vkt_strategy *s, const repl *r, uint32_t B, uint32_t *rows,
+                       uint32_t *row0) {
+    uint32_t all[VKT_MAX_DEVICES];
+    vkt_plan_shard_rows(r->share, s->gdev, B, all);
+    *row0 = 0;
+    for (int g = 0; g < s->gfirst; g++)
+        *row0 += all[g];
+    for (int d = 0; d < s->ndev; d++)
+        rows[d] = all[s->gfirst + d];
 }
 
-static void make_buckets(vkt_strategy *s, repl *r) {
+// Across ranks: a bucket's sums over this rank's devices (in bufs[0], replica 0's layout) packed
+// densely, summed over the ranks, and put back.
+static vkt_status world_sum_bucket(vkt_strategy *s, repl *r, const bucket *b, float *sums) {
+    const vkt_net *n0 = s->net[0];
+    size_t at = 0;
+    for (int i = 0; i < vkt_net_tensor_count(n0); i++) {
+        const vkt_net_tensor *t = vkt_net_get_tensor(n0, i);
+        if (t->state || t->layer < b->lo || t->layer >= b->hi) continue;
+        memcpy(r->dense + at, (char *)sums + (t->offset - b->off), t->count * 4);
+        at += t->count;
+    }
+    VKT_TRY(vkt_world_allreduce_f32(s->world, r->dense, at, "a bucket of gradients"));
+    at = 0;
+    for (int i = 0; i < vkt_net_tensor_count(n0); i++) {
+        const vkt_net_tensor *t = vkt_net_get_tensor(n0, i);
+        if (t->state || t->layer < b->lo || t->layer >= b->hi) continue;
+        memcpy((char *)sums + (t->offset - b->off), r->dense + at, t->count * 4);
+        at += t->count;
+    }
+    return VKT_OK;
+}
+
+// Across ranks every rank takes rank 0's buckets (their layers), whatever its own padding.
+static vkt_status make_buckets(vkt_strategy *s, repl *r) {
     vkt_net *net = s->net[0];
     const vkt_model_desc *m = s->desc.model;
     int hi = m->nlayers;
@@ -76,6 +114,18 @@ static void make_buckets(vkt_strategy *s, repl *r) {
             hi = l;
         }
     }
+    if (!s->world) return VKT_OK;
+    int lh[2 * MAX_BUCKETS + 1] = {r->nbuckets};
+    for (int k = 0; k < r->nbuckets; k++)
+        lh[1 + 2 * k] = r->b[k].lo, lh[2 + 2 * k] = r->b[k].hi;
+    VKT_TRY(vkt_world_bcast(s->world, lh, sizeof lh, 0, "the gradient buckets"));
+    r->nbuckets = lh[0];
+    for (int k = 0; k < r->nbuckets; k++) {
+        bucket *b = &r->b[k];
+        b->lo = lh[1 + 2 * k], b->hi = lh[2 + 2 * k];
+        vkt_net_param_range(net, b->lo, b->hi, &b->off, &b->bytes);
+    }
+    return VKT_OK;
 }
 
 // Records the copies of bucket b's gradients between replica d's gradients and its exchange
@@ -181,13 +231,12 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
                             uint32_t step, double *loss_sum) {
     repl *r = s->impl;
     int n = s->ndev;
-    uint32_t rows[VKT_MAX_DEVICES];
-    shard_rows(r, n, B, rows);
+    uint32_t rows[VKT_MAX_DEVICES], row0;
+    shard_rows(s, r, B, rows, &row0);
     int64_t t0 = vkt_trace_now_ns();
     const vkt_model_desc *m = s->desc.model;
     uint64_t tgt_per = vkt_model_targets_per_sample(m);
     float scale = 1.0f / (float)B;
-    uint32_t row0 = 0;
     // Record and submit every bucket of every device; the devices run while the host reduces.
     for (int d = 0; d < n; d++) {
         vkt_net *net = s->net[d];
@@ -247,6 +296,17 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
             VKT_TRY(vkt_comm_reduce_scatter_sum(r->comm, bufs, b->bytes / 4, bnd, &sumsq));
         } else {
             VKT_TRY(vkt_comm_allreduce_sum(r->comm, bufs, b->bytes / 4));
+            if (s->world) {
+                uint64_t sent0 = 0, recv0 = 0;
+                vkt_world_stats ws;
+                vkt_world_get_stats(s->world, &ws);
+                sent0 = ws.bytes_sent, recv0 = ws.bytes_received;
+                VKT_TRY(world_sum_bucket(s, r, b, bufs[0]));
+                for (int d = 1; d < n; d++)
+                    memcpy(bufs[d], bufs[0], b->bytes);
+                vkt_world_get_stats(s->world, &ws);
+                s->stats[0].bytes_moved += ws.bytes_sent - sent0 + ws.bytes_received - recv0;
+            }
         }
         int64_t c1 = vkt_trace_now_ns();
         for (int d = 0; d < n; d++) {
@@ -306,6 +366,7 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
         }
     }
     if (r->shard) VKT_TRY(gather_params(s, r, step));
+    if (s->world) VKT_TRY(vkt_world_allreduce_f64(s->world, &total, 1, "the step's loss"));
     // Each replica updated its running statistics from its own shard (per-device batch
     // statistics, as DDP without SyncBatchNorm); device 0's are kept, as DDP's broadcast_buffers.
     VKT_TRY(strategy_broadcast_state(s));
@@ -319,11 +380,10 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
 static vkt_status repl_eval(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                             double *loss_sum, uint64_t *correct) {
     repl *r = s->impl;
-    uint32_t rows[VKT_MAX_DEVICES];
-    shard_rows(r, s->ndev, B, rows);
+    uint32_t rows[VKT_MAX_DEVICES], row0;
+    shard_rows(s, r, B, rows, &row0);
     const vkt_model_desc *m = s->desc.model;
     uint64_t tgt_per = vkt_model_targets_per_sample(m);
-    uint32_t row0 = 0;
     *loss_sum = 0;
     *correct = 0;
     for (int d = 0; d < s->ndev; d++) {
@@ -338,6 +398,12 @@ static vkt_status repl_eval(vkt_strategy *s, const float *x, const void *targets
         }
         row0 += rows[d];
     }
+    if (s->world) { // every rank's rows: the whole batch's
+        double v[2] = {*loss_sum, (double)*correct};
+        VKT_TRY(vkt_world_allreduce_f64(s->world, v, 2, "the evaluation's loss"));
+        *loss_sum = v[0];
+        *correct = (uint64_t)v[1];
+    }
     return VKT_OK;
 }
 
@@ -350,6 +416,7 @@ static void repl_destroy(vkt_strategy *s) {
         vkt_buffer_destroy(r->xchg[d]);
     }
     vkt_comm_destroy(r->comm);
+    free(r->dense);
     free(r);
     s->impl = NULL;
 }
@@ -382,9 +449,52 @@ static vkt_status measure_speed(vkt_strategy *s, int d, uint32_t rows, double *s
     return VKT_OK;
 }
 
+// Across ranks: every rank's shares (this rank's in r->share[0..ndev) when given: manual or
+// measured; else equal), in global device order.
+static vkt_status world_shares(vkt_strategy *s, repl *r, bool given) {
+    float mine[VKT_MAX_DEVICES], all[VKT_MAX_DEVICES * VKT_MAX_DEVICES];
+    for (int i = 0; i < VKT_MAX_DEVICES; i++)
+        mine[i] = i < s->ndev ? (given ? r->share[i] : 1) : 0;
+    VKT_TRY(vkt_world_allgather(s->world, mine, sizeof mine, all, "every rank's batch shares"));
+    for (int q = 0; q < s->nranks; q++)
+        for (int i = s->rank_first[q]; i < s->rank_first[q + 1]; i++)
+            r->share[i] = all[q * VKT_MAX_DEVICES + i - s->rank_first[q]];
+    return VKT_OK;
+}
+
+// Across ranks: the plan over every rank's devices, this rank's at their global places and the
+// others' as its first device without a limit (only this rank's devices are checked here; each
+// rank checks its own); the fitting plan's entries moved to this rank's device indices.
+static vkt_status world_plan(vkt_strategy *s, const repl *r, vkt_plan_input *pi, vkt_plan *p) {
+    vkt_plan_input loc = *pi;
+    for (int g = s->gdev - 1; g >= 0; g--) {
+        int d = g - s->gfirst, src = d >= 0 && d < s->ndev ? d : 0;
+        pi->limit[g] = d == src ? loc.limit[src] : UINT64_MAX / 4;
+        pi->align[g] = loc.align[src];
+        pi->max_alloc[g] = loc.max_alloc[src];
+        pi->upload_areas[g] = loc.upload_areas[src];
+        pi->balance[g] = loc.balance[0] < 0 ? -1 : r->share[g];
+    }
+    pi->ndevices = s->gdev;
+    vkt_plan_replicated(pi, p);
+    for (int d = 0; d < s->ndev; d++) {
+        int g = s->gfirst + d;
+        if (p->need[g].total > pi->limit[g])
+            return vkt_fail(VKT_ERR_DEVICE_MEMORY,
+                            "rank %d: %s needs %.1f MiB for its replica of model %s at %u rows, "
+                            "more than its %.1f MiB: replication needs the whole model on every "
+                            "device; --strategy layers splits it over the ranks",
+                            s->rank, s->stats[d].label, p->need[g].total / 1048576.0,
+                            s->desc.model->name, p->net_rows[g], pi->limit[g] / 1048576.0);
+        p->net_rows[d] = p->net_rows[g];
+    }
+    p->fits = true;
+    return VKT_OK;
+}
+
 vkt_status strategy_replicated_create(vkt_strategy *s) {
     const vkt_strategy_desc *d = &s->desc;
-    if (d->ndevices < 2)
+    if (s->gdev < 2)
         return vkt_fail(VKT_ERR_ARG, "--strategy replicated needs at least two devices in --device "
                                      "(the same one twice gives two logical devices)");
     repl *r = calloc(1, sizeof *r);
@@ -400,6 +510,7 @@ vkt_status strategy_replicated_create(vkt_strategy *s) {
         for (int i = 0; i < d->ndevices; i++)
             r->share[i] = d->balance[i];
     VKT_TRY(strategy_open_devices(s));
+    if (s->world) VKT_TRY(world_shares(s, r, manual));
 
     // Check every replica fits before allocating anything (the plan's refusal): replication
     // needs the whole model on every device, so the message points at the strategy that splits
@@ -408,7 +519,10 @@ vkt_status strategy_replicated_create(vkt_strategy *s) {
     strategy_plan_input(s, &pi); // the shares as given: equal, manual or measured (auto)
     pi.shard_optimizer = r->shard = d->shard_optimizer;
     vkt_plan p;
-    vkt_plan_replicated(&pi, &p);
+    if (s->world)
+        VKT_TRY(world_plan(s, r, &pi, &p));
+    else
+        vkt_plan_replicated(&pi, &p);
     if (!p.fits) return strategy_refuse(s, &p, &pi);
     if (r->shard) { // the plan's shards: at bounds every device can view
         uint64_t amax = 16;
@@ -428,7 +542,14 @@ vkt_status strategy_replicated_create(vkt_strategy *s) {
                            .optim_hi = r->bound[i + 1]};
         VKT_TRY(vkt_net_create(s->dev[i], s->ops[i], &nd, &s->net[i]));
     }
-    make_buckets(s, r);
+    VKT_TRY(make_buckets(s, r));
+    if (s->world) {
+        uint64_t most = 0;
+        for (int k = 0; k < r->nbuckets; k++)
+            if (r->b[k].bytes > most) most = r->b[k].bytes;
+        r->dense = malloc(most ? most : 4);
+        if (!r->dense) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    }
     uint64_t packed = vkt_net_packed_bytes(s->net[0]); // what the plan counted for the exchange
     for (int i = 0; i < s->ndev; i++) {
         // Replicas of devices with different offset alignments pad their tensors differently
@@ -454,6 +575,7 @@ vkt_status strategy_replicated_create(vkt_strategy *s) {
             VKT_TRY(measure_speed(s, i, probe, &sec));
             r->share[i] = (float)(1.0 / (sec > 1e-9 ? sec : 1e-9));
         }
+        if (s->world) VKT_TRY(world_shares(s, r, true));
     }
     s->vt = &repl_vtbl;
     return VKT_OK;

@@ -436,6 +436,9 @@ vkt_status vkt_strategy_create(const vkt_strategy_desc *desc, vkt_strategy **out
     return VKT_OK;
 }
 
+int vkt_strategy_rank(const vkt_strategy *s) { return s->rank; }
+int vkt_strategy_ranks(const vkt_strategy *s) { return s->nranks; }
+
 int strategy_rank_of(const vkt_strategy *s, int g) {
     int r = 0;
     while (r + 1 < s->nranks && g >= s->rank_first[r + 1])
@@ -512,8 +515,12 @@ vkt_status strategy_broadcast_state(vkt_strategy *s) {
         if (!t->state) continue;
         float *v = malloc(t->count * 4);
         if (!v) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-        vkt_status st = vkt_net_read_tensor(src, VKT_STORE_PARAM, i, v);
-        for (int d = 1; d < s->ndev && st == VKT_OK; d++)
+        vkt_status st = VKT_OK;
+        if (s->rank == 0) st = vkt_net_read_tensor(src, VKT_STORE_PARAM, i, v);
+        // Across ranks: rank 0's first replica's, to every other rank's replicas.
+        if (s->world && st == VKT_OK)
+            st = vkt_world_bcast(s->world, v, t->count * 4, 0, "the running statistics");
+        for (int d = s->rank == 0 ? 1 : 0; d < s->ndev && st == VKT_OK; d++)
             st = vkt_net_write_tensor(s->net[d], VKT_STORE_PARAM, i, v);
         free(v);
         VKT_TRY(st);

@@ -204,9 +204,11 @@ static vkt_status wait_req(vkt_world *w, MPI_Request *req, int peer, bool receiv
                             peer);
         }
         // Spin briefly (a reply is often microseconds away), then sleep: on the CPU drivers the
-        // device is the host's own cores.
+        // device is the host's own cores. Not long: MPI moves a large message a fragment per
+        // call here (1 ms sleeps made 200 MB take 17 s over shared memory), so the sleeps stay
+        // short while a transfer may be flowing and grow only after 50 ms of waiting.
         if (spin > 64) {
-            struct timespec ts = {0, spin > 2000 ? 1000000 : 50000};
+            struct timespec ts = {0, t - t0 < 50000000 ? 20000 : 200000};
             nanosleep(&ts, NULL);
         }
     }

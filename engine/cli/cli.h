@@ -23,6 +23,10 @@ typedef struct cli_run_options {
     const char *view_device; // the viewer's own device (--view-device)
     double exit_after;       // --exit-after: the window closes by itself
     bool json, quiet, view, nesterov, strategy_given;
+    // Under mpirun: the job (NULL otherwise), --device-per-rank's list, --rank-timeout.
+    vkt_world *world;
+    const char *device_per_rank;
+    double rank_timeout;
 } cli_run_options;
 
 // Parses the run options; returns 0, or the exit status (2) after printing why.

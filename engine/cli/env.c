@@ -53,4 +53,8 @@ static uint64_t crash_after_bytes(void) {
     return v ? strtoull(v, NULL, 10) : UINT64_MAX;
 }
 
+bool cli_env_under_mpirun(void) {
+    return var("OMPI_COMM_WORLD_SIZE") || var("PMI_SIZE") || var("PMIX_RANK");
+}
+
 void cli_env_install_hooks(void) { vkt_test_set_crash_hook(crash_after_bytes); }

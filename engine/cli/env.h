@@ -26,5 +26,8 @@ void cli_env_read(cli_env *e);
 // Installs the process-wide test hooks the variables ask for (VKT_TEST_CRASH_AFTER_BYTES, read
 // again at every file written, so that a variable set later, after a fork(), counts too).
 void cli_env_install_hooks(void);
+// Whether this process was started by mpirun (Open MPI's OMPI_COMM_WORLD_SIZE, or PMI_SIZE /
+// PMIX_RANK of MPICH and other launchers): train then joins the job (world.h).
+bool cli_env_under_mpirun(void);
 
 #endif

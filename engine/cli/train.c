@@ -381,6 +381,17 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
         } else if (!strcmp(a, "--device")) {
             TAKES_VALUE;
             c->device_spec = v;
+        } else if (!strcmp(a, "--device-per-rank")) {
+            TAKES_VALUE;
+            c->device_per_rank = v;
+        } else if (!strcmp(a, "--rank-timeout")) {
+            TAKES_VALUE;
+            char *end;
+            c->rank_timeout = strtod(v, &end);
+            if (*end || !(c->rank_timeout > 0) || c->rank_timeout > 1e6) {
+                fprintf(stderr, "vktrain: --rank-timeout takes seconds above 0, not \"%s\"\n", v);
+                return 2;
+            }
         } else if (!strcmp(a, "--strategy")) {
             TAKES_VALUE;
             strategy = v;
@@ -546,15 +557,55 @@ int cli_open(int argc, char **argv, cli_run_options *c, vkt_context **ctx) {
     return rc;
 }
 
+// --device-per-rank A,B,...: this rank's entry (one per rank; devices of one rank joined by '+',
+// "llvmpipe+llvmpipe") as a --device list.
+static bool rank_devices(const cli_run_options *c, char *spec, size_t size) {
+    int rank = c->world ? vkt_world_rank(c->world) : 0,
+        ranks = c->world ? vkt_world_size(c->world) : 1;
+    if (c->device_spec) {
+        fprintf(stderr, "vktrain: give --device or --device-per-rank, not both\n");
+        return false;
+    }
+    const char *p = c->device_per_rank;
+    int n = 1;
+    for (const char *q = p; *q; q++)
+        n += *q == ',';
+    if (n != ranks) {
+        fprintf(stderr,
+                "vktrain: --device-per-rank \"%s\" names %d rank%s and the run has %d (mpirun "
+                "-np): one entry per rank, a rank's devices joined by '+'\n",
+                p, n, n == 1 ? "" : "s", ranks);
+        return false;
+    }
+    for (int r = 0; r < rank; r++)
+        p = strchr(p, ',') + 1;
+    size_t len = strcspn(p, ",");
+    if (len == 0 || len >= size) {
+        fprintf(stderr, "vktrain: --device-per-rank: rank %d's entry is %s\n", rank,
+                len ? "too long" : "empty");
+        return false;
+    }
+    for (size_t i = 0; i < len; i++)
+        spec[i] = p[i] == '+' ? ',' : p[i];
+    spec[len] = '\0';
+    return true;
+}
+
 // Opens the context, resolves --device and the strategy's per-device options.
 int cli_resolve_devices(cli_run_options *c, vkt_context **ctx) {
     vkt_strategy_desc *sd = &c->o.strategy;
     if (cli_open_context(ctx) != VKT_OK) return cli_fail(vkt_error());
-    if (vkt_context_select(*ctx, c->device_spec, sd->devices, VKT_MAX_DEVICES, &sd->ndevices) !=
+    char spec[1024];
+    const char *device_spec = c->device_spec;
+    if (c->device_per_rank && !rank_devices(c, spec, sizeof spec)) return 2;
+    if (c->device_per_rank) device_spec = spec;
+    if (vkt_context_select(*ctx, device_spec, sd->devices, VKT_MAX_DEVICES, &sd->ndevices) !=
         VKT_OK)
         return cli_fail(vkt_error());
     sd->ctx = *ctx;
-    if (!c->strategy_given && sd->ndevices > 1) sd->kind = VKT_STRATEGY_REPLICATED;
+    sd->world = c->world;
+    bool ranks = c->world && vkt_world_size(c->world) > 1;
+    if (!c->strategy_given && (sd->ndevices > 1 || ranks)) sd->kind = VKT_STRATEGY_REPLICATED;
     if (sd->kind == VKT_STRATEGY_SINGLE && sd->ndevices > 1) {
         fprintf(stderr,
                 "vktrain: --strategy single runs on one device, and --device lists %d; use "
@@ -589,6 +640,12 @@ int cli_resolve_devices(cli_run_options *c, vkt_context **ctx) {
         int nstages = sd->kind == VKT_STRATEGY_LAYERS_TENSOR && sd->tensor_size > 1
                           ? sd->ndevices / sd->tensor_size
                           : sd->ndevices;
+        if (c->world && vkt_world_size(c->world) > 1) { // the stages of every rank
+            nstages = 1;
+            for (const char *q = c->split; *q; q++)
+                nstages += *q == ',';
+            if (nstages > VKT_MAX_DEVICES) nstages = VKT_MAX_DEVICES;
+        }
         if (!parse_list("--split", c->split, nstages, f)) return 2;
         for (int i = 0; i < nstages; i++) {
             if (f[i] < 1 || f[i] != floorf(f[i])) {
@@ -762,12 +819,46 @@ static bool stop_requested(void *user) {
     return g_stop_signal != 0;
 }
 
+// Under mpirun: joins the job; every rank but 0 is quiet (rank 0 prints the run's progress and
+// result). Returns 0 or the exit status.
+static int join_world(cli_run_options *c) {
+    if (c->device_per_rank && !cli_env_under_mpirun()) {
+        fprintf(stderr, "vktrain: --device-per-rank is for runs started by mpirun (mpirun -np N "
+                        "vktrain train ...); use --device here\n");
+        return 2;
+    }
+    if (!cli_env_under_mpirun()) return 0;
+    if (vkt_world_init(NULL, NULL, c->rank_timeout > 0 ? c->rank_timeout : 60, &c->world) != VKT_OK)
+        return cli_fail(vkt_error());
+    if (vkt_world_size(c->world) > 1 && c->view) {
+        fprintf(stderr, "vktrain: --view shows one process's devices; under mpirun write --trace "
+                        "FILE (every rank's devices) and open it with vktrain view FILE\n");
+        return 2;
+    }
+    if (vkt_world_rank(c->world) != 0) c->quiet = true, c->json = false;
+    return 0;
+}
+
+// A failure on one rank ends the job: the other ranks may be waiting for this one.
+static int world_end(cli_run_options *c, int rc) {
+    if (!c->world) return rc;
+    if (rc != 0 && vkt_world_size(c->world) > 1) vkt_world_abort(c->world, rc);
+    vkt_world_finalize(c->world);
+    c->world = NULL;
+    return rc;
+}
+
 int cmd_train(int argc, char **argv) {
     int64_t cli_start = vkt_trace_now_ns(); // the context's opening counts to the first step
     cli_run_options c;
-    vkt_context *ctx;
-    int rc = cli_open(argc, argv, &c, &ctx);
+    vkt_context *ctx = NULL;
+    int rc = cli_parse_run_options(argc, argv, &c);
     if (rc) return rc;
+    if ((rc = join_world(&c)) != 0) return world_end(&c, rc);
+    if ((rc = cli_resolve_devices(&c, &ctx)) != 0) {
+        vkt_context_destroy(ctx);
+        return world_end(&c, rc);
+    }
     printer pr = {.tty = isatty(STDOUT_FILENO),
                   .json = c.json,
                   .quiet = c.quiet,
@@ -794,8 +885,17 @@ int cmd_train(int argc, char **argv) {
     else
         st = vkt_train_run(&c.o, &r);
     rc = 0;
-    if (st != VKT_OK) rc = cli_fail(vkt_error());
-    if (trace && c.trace_path && r.steps > 0) {
+    if (st != VKT_OK) {
+        if (c.world && vkt_world_size(c.world) > 1) {
+            char msg[2048];
+            snprintf(msg, sizeof msg, "rank %d (%s): %s", vkt_world_rank(c.world),
+                     vkt_world_where(c.world), vkt_error());
+            rc = cli_fail(msg);
+        } else {
+            rc = cli_fail(vkt_error());
+        }
+    }
+    if (trace && c.trace_path && r.steps > 0 && (!c.world || vkt_world_rank(c.world) == 0)) {
         if (vkt_trace_write(trace, c.trace_path) != VKT_OK) rc = cli_fail(vkt_error());
     }
     if (rc == 0) {
@@ -821,7 +921,7 @@ int cmd_train(int argc, char **argv) {
     }
     vkt_trace_destroy(trace);
     vkt_context_destroy(ctx);
-    return rc;
+    return world_end(&c, rc);
 }
 
 int cmd_eval(int argc, char **argv) {

@@ -335,6 +335,7 @@ static vkt_status read_for_checkpoint(vkt_strategy *s, vkt_net_store store, int 
     for (int d = 0; d < nt->ndim; d++)
         t->shape[d] = nt->shape[d];
     VKT_TRY(vkt_strategy_read(s, store, i, *buf));
+    if (vkt_strategy_rank(s) != 0) return VKT_OK; // across ranks, rank 0 writes the file
     // A non-finite value is never saved: a checkpoint that cannot be loaded back is no checkpoint
     // (vkt_checkpoint_load refuses one), and a diverged run must not replace a good one.
     for (uint64_t k = 0; k < nt->count; k++)
@@ -447,7 +448,8 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
                 k++;
             }
         }
-        if (st == VKT_OK) st = vkt_checkpoint_write(optim_path, t, k, meta, nmeta);
+        if (st == VKT_OK && vkt_strategy_rank(s) == 0)
+            st = vkt_checkpoint_write(optim_path, t, k, meta, nmeta);
         for (int i = 0; i < nb; i++)
             free(bufs[i]);
         nb = 0;
@@ -456,11 +458,13 @@ vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_
         for (int i = 0; i < n && st == VKT_OK; i++)
             st = read_for_checkpoint(s, VKT_STORE_PARAM, i, vkt_strategy_tensor(s, i)->name,
                                      pos->step, &t[i], &bufs[nb++]);
-        if (st == VKT_OK) st = vkt_checkpoint_write(path, t, n, meta, nmeta);
+        if (st == VKT_OK && vkt_strategy_rank(s) == 0)
+            st = vkt_checkpoint_write(path, t, n, meta, nmeta);
     }
     for (int i = 0; i < nb; i++)
         free(bufs[i]);
-    if (st == VKT_OK) remove_stale_optim(path, has_optim ? optim_base : "");
+    if (st == VKT_OK && vkt_strategy_rank(s) == 0)
+        remove_stale_optim(path, has_optim ? optim_base : "");
     free(t);
     free(bufs);
     free(names);
@@ -723,6 +727,23 @@ static vkt_status load_text(run *r) {
     return check_fits(r, &r->test);
 }
 
+// Across ranks: rank 0's data set to every rank (which then draws the same batches from it).
+static vkt_status bcast_dataset(vkt_world *w, vkt_dataset *d) {
+    if (vkt_world_size(w) == 1) return VKT_OK;
+    uint32_t head[4] = {d->n, d->features, d->classes, d->targets};
+    VKT_TRY(vkt_world_bcast(w, head, sizeof head, 0, "the data set's size"));
+    VKT_TRY(vkt_world_bcast(w, d->source, sizeof d->source, 0, "the data set's name"));
+    uint64_t tps = head[3] ? head[3] : 1;
+    if (vkt_world_rank(w) != 0) {
+        d->n = head[0], d->features = head[1], d->classes = head[2], d->targets = head[3];
+        d->x = malloc((size_t)d->n * d->features * 4 + 4);
+        d->y = malloc((size_t)d->n * tps * 4 + 4);
+        if (!d->x || !d->y) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory for the data");
+    }
+    VKT_TRY(vkt_world_bcast(w, d->x, (size_t)d->n * d->features * 4, 0, "the data set"));
+    return vkt_world_bcast(w, d->y, (size_t)d->n * tps * 4, 0, "the data set's labels");
+}
+
 static vkt_status load_data(run *r, bool need_train) {
     const vkt_train_opts *o = r->o;
     bool in_memory = o->train_set || (!need_train && o->test_set);
@@ -759,16 +780,21 @@ static vkt_status load_data(run *r, bool need_train) {
         if (need_train) VKT_TRY(check_fits(r, &r->train));
         return r->have_test ? check_fits(r, &r->test) : VKT_OK;
     }
+    vkt_world *w = o->strategy.world;
+    bool reads = !w || vkt_world_rank(w) == 0; // across ranks, rank 0 reads the files
     if (o->npy_x) {
-        VKT_TRY(vkt_dataset_load_npy(o->npy_x, o->npy_y, need_train ? &r->train : &r->test));
+        if (reads)
+            VKT_TRY(vkt_dataset_load_npy(o->npy_x, o->npy_y, need_train ? &r->train : &r->test));
         r->have_test = !need_train;
     } else {
-        if (need_train) VKT_TRY(vkt_dataset_load_mnist_dir(o->data_dir, true, &r->train));
-        VKT_TRY(vkt_dataset_load_mnist_dir(o->data_dir, false, &r->test));
+        if (need_train && reads) VKT_TRY(vkt_dataset_load_mnist_dir(o->data_dir, true, &r->train));
+        if (reads) VKT_TRY(vkt_dataset_load_mnist_dir(o->data_dir, false, &r->test));
         r->have_test = true;
     }
     if (need_train) vkt_dataset_limit(&r->train, o->limit_train);
     if (r->have_test) vkt_dataset_limit(&r->test, o->limit_test);
+    if (w && need_train) VKT_TRY(bcast_dataset(w, &r->train));
+    if (w && r->have_test) VKT_TRY(bcast_dataset(w, &r->test));
     // Both sets: a test label past the model's classes would read as a NaN loss.
     if (need_train) VKT_TRY(check_fits(r, &r->train));
     return r->have_test ? check_fits(r, &r->test) : VKT_OK;
@@ -1067,7 +1093,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     oo.strategy.model = r.m; // the checkpoints' "model" metadata
     st = vkt_lr_check(&o->lr, o->optim.lr, total_steps);
     if (st == VKT_OK && o->resume_path) st = check_resume(o->resume_path, &oo.lr, o);
-    if (st == VKT_OK && o->metrics_path)
+    if (st == VKT_OK && o->metrics_path && vkt_strategy_rank(r.s) == 0) // rank 0 writes them
         st = metrics_open(&r, o->metrics_path, o->resume_path != NULL, pos.step);
     if (st != VKT_OK) {
         vkt_batcher_free(&b);

@@ -155,6 +155,10 @@ vkt_status vkt_strategy_eval(vkt_strategy *s, const float *x, const void *target
 vkt_status vkt_strategy_predict(vkt_strategy *s, const float *x, uint32_t B, float *out);
 
 int vkt_strategy_device_count(const vkt_strategy *s);
+// Across ranks (desc.world): this process's rank and the ranks of the run; alone 0 and 1. Rank 0
+// writes what the run writes (checkpoints, metrics); every rank's device calls are collective.
+int vkt_strategy_rank(const vkt_strategy *s);
+int vkt_strategy_ranks(const vkt_strategy *s);
 // The layers [*lo, *hi) that device d holds under --strategy layers; false otherwise.
 bool vkt_strategy_stage(const vkt_strategy *s, int d, int *lo, int *hi);
 void vkt_strategy_stats(const vkt_strategy *s, int i, vkt_device_stats *out);
