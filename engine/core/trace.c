@@ -216,6 +216,19 @@ vkt_status vkt_trace_set_clock(vkt_trace *t, int pid, int64_t offset_ns, int64_t
     return VKT_OK;
 }
 
+vkt_status vkt_trace_set_device_label(vkt_trace *t, int pid, const char *label) {
+    LOCK(t);
+    if (pid < 0 || pid >= t->ndev) {
+        int n = t->ndev;
+        UNLOCK(t);
+        return vkt_fail(VKT_ERR_ARG, "trace device %d does not exist (the trace has %d)", pid, n);
+    }
+    snprintf(t->devs[pid].pub.label, sizeof t->devs[pid].pub.label, "%s", label ? label : "");
+    t->version++;
+    UNLOCK(t);
+    return VKT_OK;
+}
+
 vkt_status vkt_trace_calibrate(vkt_trace *t, int pid, vkt_device *dev) {
     if (pid < 0 || pid >= vkt_trace_device_count(t))
         return vkt_fail(VKT_ERR_ARG, "trace device %d does not exist (the trace has %d)", pid,

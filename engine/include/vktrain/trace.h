@@ -96,8 +96,11 @@ vkt_status vkt_trace_calibrate(vkt_trace *t, int pid, vkt_device *dev);
 // Sets the clock offset directly (for devices calibrated elsewhere, and tests).
 vkt_status vkt_trace_set_clock(vkt_trace *t, int pid, int64_t offset_ns, int64_t uncertainty_ns,
                                const char *method);
-// The measurement behind vkt_trace_calibrate (engine/core/clock.c): host_ns = device_ns + *offset_ns,
-// within +- *uncertainty_ns; *method is a static string naming how it was measured.
+// Renames device pid (label copied; cut to the label's size). Fails with VKT_ERR_ARG for a bad
+// pid. (vkt_trace_gather_world names each device by its rank this way.)
+vkt_status vkt_trace_set_device_label(vkt_trace *t, int pid, const char *label);
+// The measurement behind vkt_trace_calibrate (engine/core/clock.c): host_ns = device_ns +
+// *offset_ns, within +- *uncertainty_ns; *method is a static string naming how it was measured.
 vkt_status vkt_device_clock_offset(vkt_device *dev, int64_t *offset_ns, int64_t *uncertainty_ns,
                                    const char **method);
 

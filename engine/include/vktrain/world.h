@@ -83,6 +83,29 @@ typedef struct vkt_world_stats {
 } vkt_world_stats;
 void vkt_world_get_stats(const vkt_world *w, vkt_world_stats *out);
 
+// ---------------------------------------------------------------------------------------------
+// One trace for the run (parallel/trace_world.c)
+
+typedef struct vkt_trace vkt_trace; // trace.h
+// Gathers every rank's trace into rank 0's t, so that rank 0's vkt_trace_write writes one
+// timeline of the whole run. Collective: every rank calls it once, at the end of the run, with
+// no thread still appending to t, before rank 0 writes the trace.
+// Each rank r > 0 sends its devices (label, driver, memory limit, clock, the trainer's summary),
+// their events and their counters; its host counters (VKT_TRACE_HOST: loss, accuracy, ...) are
+// not sent, rank 0's are the run's. Rank 0 appends rank r's devices, in rank order, as new
+// devices labelled "rank R <label>" ("rank 1 #0 llvmpipe ..."), its events and counters moved to
+// them and to rank 0's clock by vkt_world_clock_offset: rank r's time t becomes t - offset. A
+// device's clock then maps its own clock to rank 0's: a calibrated one keeps its method, with
+// offset - (rank offset) and its uncertainty plus the rank's; an uncalibrated one (its times were
+// rank r's host clock) gets method "mpi_ping_pong", offset -(rank offset) and the rank's
+// uncertainty. Rank 0's own devices are relabelled "rank 0 <label>"; nothing else of them changes.
+// A NULL world or a world of one rank: nothing happens. Other ranks' traces are left as they were.
+// Fails with the world's error (a rank that died or hangs: VKT_ERR_TIMEOUT naming it),
+// VKT_ERR_HOST_MEMORY, or, at rank 0, VKT_ERR_FORMAT when a rank's trace arrives malformed or
+// empty (that rank failed to pack it; its own error says why). Rank 0 checks every rank's trace
+// before it changes t; only running out of host memory can leave part of them appended.
+vkt_status vkt_trace_gather_world(vkt_trace *t, vkt_world *w);
+
 #ifdef __cplusplus
 }
 #endif
