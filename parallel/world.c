@@ -384,7 +384,7 @@ vkt_status vkt_world_gather_blobs(vkt_world *w, const void *mine, size_t bytes, 
     }
     char *buf = malloc(total ? total : 1);
     if (!buf) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory for %s", what);
-    memcpy(buf, mine, bytes);
+    if (bytes) memcpy(buf, mine, bytes);
     size_t at = bytes;
     for (int r = 1; r < w->size; r++) {
         vkt_status st = recv_tagged(w, r, TAG_GATHER, buf + at, lens[r], what, w->timeout_s);

@@ -1,6 +1,6 @@
 # check.bash: sourced by the shell tests (tests/*.sh; this file is not one): the failure counter
 # and check(), which prints "ok   NAME" or "FAIL NAME" for a status and counts the failures;
-# need_torch; jfield and same_tensors, for results and checkpoints; expect_error, for the
+# need_torch; jfield, same_tensors and close_tensors, for results and checkpoints; expect_error, for the
 # refusals of $bin (the test's binary; its output goes to $work/out and $work/err).
 fails=0
 check() { # check NAME CONDITION-STATUS
@@ -38,4 +38,35 @@ expect_error() {
     else
         echo "FAIL $name (exit $rc): $(cat "$work/err")"; fails=$((fails + 1))
     fi
+}
+# close_tensors A B: within the strategies' tolerance: parameters |a - b| <= 2e-4 + 2e-3 |b|, optimizer state relative to its
+# tensor's largest value; the same names and shapes.
+close_tensors() { # close_tensors A B
+    python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def load(p):
+    d = open(p, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k == "__metadata__": continue
+        b = d[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
+        fmt = "<%d%s" % (len(b) // (4 if v["dtype"] == "F32" else 8), "f" if v["dtype"] == "F32" else "q")
+        out[k] = (v["shape"], struct.unpack(fmt, b))
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys(), (sorted(a), sorted(b))
+worst = worst_opt = 0
+for k in a:
+    assert a[k][0] == b[k][0], (k, a[k][0], b[k][0])
+    x, y = a[k][1], b[k][1]
+    mx = max(abs(v) for v in y) if y else 0
+    param = "exp_avg" not in k and "momentum" not in k
+    for u, v in zip(x, y):
+        tol = 2e-4 + 2e-3 * abs(v) if param else 1e-4 * mx + 2e-3 * abs(v)
+        assert abs(u - v) <= tol, (k, u, v)
+        if param: worst = max(worst, abs(u - v))
+        else: worst_opt = max(worst_opt, abs(u - v) / mx)
+print("%d tensors agree: parameters within %.2e, optimizer state within %.2e of its largest"
+      % (len(a), worst, worst_opt))
+PY
 }

@@ -22,7 +22,7 @@ declare -A level=([core]=0 [ops]=1 [nn]=2 [parallel]=3 [run]=4 [viewer]=4 [cli]=
 # Public headers (engine/include/vktrain/) and the layer each belongs to.
 declare -A public=([vktrain.h]=core [trace.h]=core [ops.h]=ops [layer.h]=nn [model.h]=nn
                    [network.h]=nn [strategy.h]=parallel [plan.h]=parallel [data.h]=run
-                   [checkpoint.h]=run [train.h]=run)
+                   [checkpoint.h]=run [train.h]=run [world.h]=parallel)
 
 layer_of_dir() {
     case "$1" in

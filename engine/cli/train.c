@@ -895,7 +895,12 @@ int cmd_train(int argc, char **argv) {
             rc = cli_fail(vkt_error());
         }
     }
-    if (trace && c.trace_path && r.steps > 0 && (!c.world || vkt_world_rank(c.world) == 0)) {
+    // Every rank's timeline into rank 0's trace (collective), which rank 0 writes.
+    if (rc == 0 && trace && c.trace_path && r.steps > 0 && c.world &&
+        vkt_trace_gather_world(trace, c.world) != VKT_OK)
+        rc = cli_fail(vkt_error());
+    if (rc == 0 && trace && c.trace_path && r.steps > 0 &&
+        (!c.world || vkt_world_rank(c.world) == 0)) {
         if (vkt_trace_write(trace, c.trace_path) != VKT_OK) rc = cli_fail(vkt_error());
     }
     if (rc == 0) {

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# test_cli_mpi.sh: `mpirun -np N vktrain train` (one run over N processes, docs/PARALLELISM.md
+# "Across processes") over loopback, as CI runs it (root, oversubscribed cores).
+#   - replicated, 2 ranks of one lavapipe each: the in-process 2-device parameters bit for bit,
+#     and the single-device run's within the strategies' tolerance after 20 steps; 3 ranks
+#     (lavapipe, SwiftShader, lavapipe + lavapipe: four replicas, two drivers); fashion_cnn
+#     (batch norm: rank 0's running statistics) on 2 ranks;
+#   - rank 0 alone writes the metrics (one line a step, not one per rank) and the checkpoint;
+#   - layers over 2 ranks within tolerance of single, and wide_mlp, whose hidden layer alone
+#     is more than --mem-limit 64M, trains as layers over 2 ranks where replicated refuses
+#     naming the rank;
+#   - faults: kill -9 of rank 1 mid-run ends the job within 30 s with a message naming rank 1,
+#     and the last checkpoint resumes on 3 ranks and on one process; a rank stopped (SIGSTOP)
+#     ends the job within --rank-timeout plus a margin, naming the silent rank;
+#   - refusals: --device-per-rank with the wrong count of entries, outside mpirun, tensor
+#     across ranks.
+# Args: VKTRAIN_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1 src=$2
+. "$(dirname "$0")/check.bash"
+work=$(mktemp -d)
+trap 'pkill -9 -f "$work" 2> /dev/null; rm -rf "$work"' EXIT
+if ! command -v mpirun > /dev/null; then
+    echo "FAIL: mpirun is missing (scripts/setup.sh installs openmpi-bin and libopenmpi-dev)"
+    exit 1
+fi
+"$bin" --help | grep -q -- --device-per-rank
+check "vktrain was built with the MPI backend (--help names --device-per-rank)" $?
+# Open MPI as root on one machine: more ranks than cores, loopback only. CMA (single-copy
+# shared memory) is refused in some containers and then crawls: copies through shared memory.
+mpi() { # mpi N ARGS...: one run over N ranks
+    local n=$1; shift
+    mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp \
+        --mca btl_vader_single_copy_mechanism none -np "$n" "$bin" "$@"
+}
+mlp=$src/assets/models/fashion_mlp.json
+cnn=$src/assets/models/fashion_cnn.json
+common="--limit-train 1280 --limit-test 256 --batch 64 --max-steps 20 --seed 3 --quiet"
+
+# --- replicated ---------------------------------------------------------------------------------
+"$bin" train --model "$mlp" $common --device llvmpipe --save "$work/single.safetensors"
+check "fashion_mlp, single device, 20 steps" $?
+"$bin" train --model "$mlp" $common --device llvmpipe,llvmpipe --strategy replicated \
+    --save "$work/inproc2.safetensors"
+check "fashion_mlp, replicated over 2 devices in one process" $?
+mpi 2 train --model "$mlp" $common --device llvmpipe --strategy replicated \
+    --save "$work/mpi2.safetensors" --metrics "$work/mpi2.jsonl"
+check "fashion_mlp, replicated over 2 ranks" $?
+same_tensors "$work/mpi2.safetensors" "$work/inproc2.safetensors"
+check "2 ranks: the in-process 2-device parameters bit for bit" $?
+close_tensors "$work/mpi2.safetensors" "$work/single.safetensors"
+check "2 ranks: within tolerance of the single device" $?
+[ "$(grep -c '"type": *"step"' "$work/mpi2.jsonl")" -eq 20 ]
+check "rank 0 alone writes the metrics: 20 step lines ($(grep -c '"type": *"step"' "$work/mpi2.jsonl"))" $?
+mpi 3 train --model "$mlp" $common --device-per-rank llvmpipe,swiftshader,llvmpipe+llvmpipe \
+    --strategy replicated --save "$work/mpi3.safetensors"
+check "fashion_mlp, replicated over 3 ranks (lavapipe, SwiftShader, 2 x lavapipe)" $?
+close_tensors "$work/mpi3.safetensors" "$work/single.safetensors"
+check "3 ranks, two drivers: within tolerance of the single device" $?
+# Batch norm: each replica normalises its shard (DDP without SyncBatchNorm), so the reference is
+# the same replicas in one process.
+"$bin" train --model "$cnn" $common --device llvmpipe,swiftshader --strategy replicated \
+    --save "$work/cnn1.safetensors"
+check "fashion_cnn, replicated over lavapipe + SwiftShader in one process" $?
+mpi 2 train --model "$cnn" $common --device-per-rank llvmpipe,swiftshader --strategy replicated \
+    --save "$work/cnn2.safetensors"
+check "fashion_cnn, replicated over 2 ranks (lavapipe, SwiftShader)" $?
+close_tensors "$work/cnn2.safetensors" "$work/cnn1.safetensors"
+check "fashion_cnn, 2 ranks: within tolerance of the same replicas in one process (running statistics too)" $?
+
+# --- layers -------------------------------------------------------------------------------------
+mpi 2 train --model "$mlp" $common --device-per-rank llvmpipe,swiftshader --strategy layers \
+    --micro-batches 4 --save "$work/layers2.safetensors"
+check "fashion_mlp, layers over 2 ranks (lavapipe, SwiftShader), 4 micro-batches" $?
+close_tensors "$work/layers2.safetensors" "$work/single.safetensors"
+check "layers over 2 ranks: within tolerance of the single device" $?
+wide=$src/assets/models/wide_mlp.json
+wcommon="--model $wide --limit-train 256 --limit-test 64 --batch 32 --max-steps 3 --quiet --mem-limit 64M --device llvmpipe"
+mpi 2 train $wcommon --strategy layers --json > "$work/wide.json" 2> "$work/wide.err"
+check "wide_mlp (a layer above --mem-limit 64M) trains as layers over 2 ranks" $?
+mpi 2 train $wcommon --strategy replicated > "$work/out" 2> "$work/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "rank [01].*needs.*--strategy layers" "$work/err"
+check "wide_mlp: replicated over 2 ranks refuses, naming the rank (exit $rc): $(grep -m1 vktrain: "$work/err" | head -c 300)" $?
+
+# --- faults -------------------------------------------------------------------------------------
+# A long run that checkpoints every epoch (20 steps); rank 1 is killed once the first exists.
+long="--model $mlp --limit-train 1280 --batch 64 --epochs 200 --seed 3 --quiet --no-eval"
+mpi 2 train $long --device llvmpipe --save "$work/ck.safetensors" > "$work/kill.out" 2>&1 &
+job=$!
+for _ in $(seq 600); do [ -f "$work/ck.safetensors" ] && break; sleep 0.1; done
+sleep 0.5
+rank1=$(pgrep -f "$work/ck.safetensors" | while read -r p; do
+    tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && echo $p; done | head -1)
+t0=$(date +%s.%N)
+[ -n "$rank1" ] && kill -9 "$rank1"
+check "rank 1 found and killed mid-run (pid ${rank1:-none})" $?
+for _ in $(seq 300); do kill -0 $job 2> /dev/null || break; sleep 0.1; done
+elapsed=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
+if kill -0 $job 2> /dev/null; then kill -9 $job; fi
+wait $job; rc=$?
+python3 -c "import sys; sys.exit(0 if $elapsed < 30 else 1)" && [ $rc -ne 0 ] && grep -qi "rank 1" "$work/kill.out"
+check "the job ended ${elapsed} s after kill -9 (exit $rc) naming rank 1: $(grep -im1 'rank 1' "$work/kill.out" | head -c 200)" $?
+step=$(python3 -c "import json,struct; d=open('$work/ck.safetensors','rb').read(); n=struct.unpack('<Q',d[:8])[0]; print(json.loads(d[8:8+n])['__metadata__']['step'])")
+[ "$step" -ge 20 ]
+check "the last checkpoint is at step $step" $?
+resume_to=$((step + 20))
+mpi 3 train $long --device llvmpipe --resume "$work/ck.safetensors" --max-steps $resume_to \
+    --save "$work/r3.safetensors"
+check "the checkpoint resumes on 3 ranks (to step $resume_to)" $?
+"$bin" train $long --device llvmpipe --resume "$work/ck.safetensors" --max-steps $resume_to \
+    --save "$work/r1.safetensors"
+check "the checkpoint resumes on one process" $?
+close_tensors "$work/r3.safetensors" "$work/r1.safetensors"
+check "3 ranks resumed within tolerance of one process resumed" $?
+
+mpi 2 train $long --device llvmpipe --rank-timeout 5 > "$work/stop.out" 2>&1 &
+job=$!
+sleep 6
+rank1=$(pgrep -f -- "--rank-timeout 5" | while read -r p; do
+    tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && echo $p; done | head -1)
+t0=$(date +%s.%N)
+[ -n "$rank1" ] && kill -STOP "$rank1"
+for _ in $(seq 300); do kill -0 $job 2> /dev/null || break; sleep 0.1; done
+elapsed=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
+if kill -0 $job 2> /dev/null; then pkill -9 -f -- "--rank-timeout 5"; kill -9 $job; fi
+wait $job; rc=$?
+python3 -c "import sys; sys.exit(0 if $elapsed < 25 else 1)" && [ $rc -ne 0 ] &&
+    grep -q "rank 1 \(sent\|took\) nothing for 5 s" "$work/stop.out"
+check "a stopped rank 1 ends the job after ${elapsed} s (--rank-timeout 5, exit $rc): $(grep -m1 'rank 1 \(sent\|took\)' "$work/stop.out" | head -c 300)" $?
+
+# --- refusals -----------------------------------------------------------------------------------
+mpi 2 train --model "$mlp" $common --device-per-rank llvmpipe > "$work/out" 2> "$work/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "names 1 rank and the run has 2" "$work/err"
+check "--device-per-rank with one entry for 2 ranks is refused (exit $rc)" $?
+expect_error "--device-per-rank outside mpirun" "started by mpirun" train --model "$mlp" \
+    --device-per-rank llvmpipe,llvmpipe
+mpi 2 train --model "$mlp" $common --device llvmpipe --strategy tensor > "$work/out" 2> "$work/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "replicated or layers" "$work/err"
+check "tensor across ranks is refused (exit $rc): $(grep -m1 vktrain: "$work/err" | head -c 200)" $?
+
+echo "test_cli_mpi: $fails failed"
+[ $fails -eq 0 ]
