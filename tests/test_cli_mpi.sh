@@ -6,9 +6,9 @@
 #     (lavapipe, SwiftShader, lavapipe + lavapipe: four replicas, two drivers); fashion_cnn
 #     (batch norm: rank 0's running statistics) on 2 ranks;
 #   - rank 0 alone writes the metrics (one line a step, not one per rank) and the checkpoint;
-#   - layers over 2 ranks within tolerance of single, and wide_mlp, whose hidden layer alone
-#     is more than --mem-limit 64M, trains as layers over 2 ranks where replicated refuses
-#     naming the rank;
+#   - layers over 2 ranks within tolerance of single, and wide_mlp (a replica needs 101 MiB, its
+#     largest layer 76 MiB) trains under --mem-limit 90M as layers over 2 ranks where
+#     replicated refuses naming the rank, as `plan --device-per-rank` foresees;
 #   - faults: kill -9 of rank 1 mid-run ends the job within 30 s with a message naming rank 1,
 #     and the last checkpoint resumes on 3 ranks and on one process; a rank stopped (SIGSTOP)
 #     ends the job within --rank-timeout plus a margin, naming the silent rank;
@@ -75,9 +75,21 @@ check "fashion_mlp, layers over 2 ranks (lavapipe, SwiftShader), 4 micro-batches
 close_tensors "$work/layers2.safetensors" "$work/single.safetensors"
 check "layers over 2 ranks: within tolerance of the single device" $?
 wide=$src/assets/models/wide_mlp.json
-wcommon="--model $wide --limit-train 256 --limit-test 64 --batch 32 --max-steps 3 --quiet --mem-limit 64M --device llvmpipe"
+wcommon="--model $wide --limit-train 256 --limit-test 64 --batch 32 --max-steps 3 --quiet --mem-limit 90M --device llvmpipe"
+"$bin" plan --model "$wide" --batch 32 --mem-limit 90M --device-per-rank llvmpipe,llvmpipe \
+    > "$work/plan.txt"
+grep -q "^recommended: layers" "$work/plan.txt" && grep -q "^tensor: not applicable" "$work/plan.txt" &&
+    grep -q "rank 1 #1 llvmpipe" "$work/plan.txt"
+check "plan --device-per-rank: ranks labelled, tensor not across ranks, layers recommended: $(grep '^recommended' "$work/plan.txt" | head -c 200)" $?
 mpi 2 train $wcommon --strategy layers --json > "$work/wide.json" 2> "$work/wide.err"
-check "wide_mlp (a layer above --mem-limit 64M) trains as layers over 2 ranks" $?
+check "wide_mlp (a replica above --mem-limit 90M) trains as layers over 2 ranks" $?
+python3 -c "
+import json, sys
+r = json.loads(open('$work/wide.json').read().strip().splitlines()[-1])
+peaks = [d['peak_memory_bytes'] for d in r['devices']]
+print('rank 0 peaks', peaks)
+sys.exit(0 if peaks and max(peaks) <= 90 * 2**20 else 1)"
+check "wide_mlp layers over 2 ranks: rank 0's device peak under 90 MiB" $?
 mpi 2 train $wcommon --strategy replicated > "$work/out" 2> "$work/err"
 rc=$?
 [ $rc -ne 0 ] && grep -q "rank [01].*needs.*--strategy layers" "$work/err"

@@ -105,11 +105,44 @@ static void plan_print(const vkt_plan *p, const vkt_plan_input *in, const char *
                p->reductions);
 }
 
+// --device-per-rank A,B+C: the run mpirun would start, its ranks' devices one list (rank r's
+// devices in order, rank_of[] each one's rank); *nranks 1 without the flag.
+static void ranks_as_devices(cli_run_options *c, char *spec, size_t size, int *rank_of,
+                             int *nranks) {
+    *nranks = 1;
+    memset(rank_of, 0, VKT_MAX_DEVICES * sizeof *rank_of);
+    if (!c->device_per_rank) return;
+    snprintf(spec, size, "%s", c->device_per_rank);
+    int dev = 0;
+    for (char *q = spec; *q; q++) {
+        if (*q == '+') *q = ',';
+        if (*q == ',') {
+            if (dev + 1 < VKT_MAX_DEVICES) dev++;
+            if (c->device_per_rank[q - spec] == ',') (*nranks)++;
+        }
+        rank_of[dev] = *nranks - 1;
+    }
+    c->device_spec = spec;
+    c->device_per_rank = NULL;
+}
+
 int cmd_plan(int argc, char **argv) {
     cli_run_options c;
     vkt_context *ctx;
-    int rc = cli_open(argc, argv, &c, &ctx);
+    int rc = cli_parse_run_options(argc, argv, &c);
     if (rc) return rc;
+    char spec[1024];
+    int rank_of[VKT_MAX_DEVICES], nranks;
+    if (c.device_per_rank && c.device_spec) {
+        fprintf(stderr, "vktrain: give --device or --device-per-rank, not both\n");
+        return 2;
+    }
+    ranks_as_devices(&c, spec, sizeof spec, rank_of, &nranks);
+    rc = cli_resolve_devices(&c, &ctx);
+    if (rc) {
+        vkt_context_destroy(ctx);
+        return rc;
+    }
     vkt_model_desc model;
     if (vkt_model_load(c.o.model_path, &model) != VKT_OK) {
         vkt_context_destroy(ctx);
@@ -128,7 +161,12 @@ int cmd_plan(int argc, char **argv) {
         vkt_plan_input_device(&in, i, vkt_context_device_info(ctx, sd->devices[i]), sd->mem_limit);
         in.balance[i] = sd->balance[i]; // < 0: --balance auto
         in.split[i] = sd->split[i];
-        vkt_strategy_device_label(ctx, sd->devices, sd->ndevices, i, labels[i], sizeof labels[i]);
+        char own[300];
+        vkt_strategy_device_label(ctx, sd->devices, sd->ndevices, i, own, sizeof own);
+        if (nranks > 1)
+            snprintf(labels[i], sizeof labels[i], "rank %d %s", rank_of[i], own);
+        else
+            snprintf(labels[i], sizeof labels[i], "%s", own);
         label_of[i] = labels[i];
     }
     // plans[3]: replicated with --shard-optimizer, shown after plain replicated (order).
@@ -147,6 +185,15 @@ int cmd_plan(int argc, char **argv) {
     lin.tensor_size = sd->tensor_size > 1 ? sd->tensor_size : 2;
     vkt_plan_layers(&lin, &plans[5]);
     vkt_plan_tensor(&lin, &plans[6]);
+    // Across ranks: replicated and layers (parallel/world.c); the rest stay within a process.
+    for (int k = 0; k < NPLANS && nranks > 1; k++) {
+        if (k == 1 || k == 2) continue;
+        plans[k].possible = false;
+        plans[k].fits = false;
+        snprintf(plans[k].note, sizeof plans[k].note,
+                 k == 0 ? "the run has %d ranks" : "within one process only, not across %d ranks",
+                 nranks);
+    }
     // What `train --strategy X` says when X does not fit (the same function words it there).
     char refusal[NPLANS][1024];
     for (int i = 0; i < NPLANS; i++)
@@ -240,11 +287,13 @@ int cmd_plan(int argc, char **argv) {
         cJSON_AddStringToObject(o, "model", model.name);
         cJSON_AddNumberToObject(o, "parameters", (double)vkt_model_param_count(&model));
         cJSON_AddNumberToObject(o, "batch", c.o.batch);
+        cJSON_AddNumberToObject(o, "ranks", nranks);
         cJSON *devs = cJSON_AddArrayToObject(o, "devices");
         for (int i = 0; i < sd->ndevices; i++) {
             cJSON *j = cJSON_CreateObject();
             cJSON_AddNumberToObject(j, "position", i);
             cJSON_AddNumberToObject(j, "index", sd->devices[i]);
+            cJSON_AddNumberToObject(j, "rank", rank_of[i]);
             cJSON_AddStringToObject(j, "name", vkt_context_device_info(ctx, sd->devices[i])->name);
             cJSON_AddStringToObject(j, "label", labels[i]);
             cJSON_AddNumberToObject(j, "memory_limit_bytes", (double)in.limit[i]);
@@ -266,6 +315,16 @@ int cmd_plan(int argc, char **argv) {
                c.o.optim.kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd");
         for (int k = 0; k < NPLANS; k++)
             plan_print(&plans[order[k]], order[k] >= 5 ? &lin : &in, label_of, refusal[order[k]]);
+        if (nranks > 1 && plans[1].possible) {
+            // Each bucket's sum goes to rank 0 and back (parallel/replicated.c): rank 0 moves
+            // 2 (R - 1) gradient sets a step over the network, every other rank 2.
+            uint64_t g = vkt_model_param_count(&model) * 4;
+            char m0[32], m1[32];
+            printf("across %d ranks: replicated sends and receives %s a step over the network on "
+                   "rank 0, %s on every other rank; layers sends the activations and gradients "
+                   "that cross a rank boundary (moves above)\n",
+                   nranks, mib(2 * (uint64_t)(nranks - 1) * g, m0), mib(2 * g, m1));
+        }
         printf("recommended: %s: %s\n", rec, why);
     }
     vkt_model_free(&model);
