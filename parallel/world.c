@@ -61,6 +61,11 @@ vkt_status vkt_world_bcast(vkt_world *w, void *buf, size_t bytes, int root, cons
     (void)w, (void)buf, (void)bytes, (void)root, (void)what;
     NO_MPI;
 }
+vkt_status vkt_world_group_sum_f32(vkt_world *w, const int *ranks, int n, int tag, float *buf,
+                                   size_t count, const char *what) {
+    (void)w, (void)ranks, (void)n, (void)tag, (void)buf, (void)count, (void)what;
+    NO_MPI;
+}
 vkt_status vkt_world_allgather(vkt_world *w, const void *mine, size_t bytes, void *all,
                                const char *what) {
     (void)w, (void)mine, (void)bytes, (void)all, (void)what;
@@ -93,7 +98,14 @@ _Static_assert(sizeof(MPI_Request) <= sizeof(((vkt_world_req *)0)->mpi),
                "vkt_world_req.mpi holds an MPI_Request");
 
 // Tags of the world's own messages (users' are below 2^20).
-enum { TAG_REDUCE = 1 << 20, TAG_RESULT, TAG_BCAST, TAG_GATHER, TAG_GATHER_LEN, TAG_CLOCK };
+enum {
+    TAG_REDUCE = 1 << 20,
+    TAG_RESULT = TAG_REDUCE + 1,
+    TAG_BCAST,
+    TAG_GATHER,
+    TAG_GATHER_LEN,
+    TAG_CLOCK
+};
 // Messages are cut into pieces MPI's int counts can hold.
 #define PIECE ((size_t)1 << 30)
 
@@ -301,19 +313,22 @@ vkt_status vkt_world_waitall(vkt_world *w, vkt_world_req *reqs, int n) {
 // who is missing speaks first.
 static double follower_timeout(const vkt_world *w) { return w->timeout_s * 2 + 5; }
 
-// Sums of n elements of `size` bytes (f32 or f64) in rank order at rank 0, sent back.
-static vkt_status allreduce(vkt_world *w, void *buf, size_t n, bool f64, const char *what) {
-    if (w->size == 1 || n == 0) return VKT_OK;
+// Sums of n elements (f32 or f64) over the ranks group[0..ng), in that order at group[0], sent
+// back to the others; tags tag (the parts) and tag + 1 (the sums). This rank is in the group.
+static vkt_status group_sum(vkt_world *w, const int *group, int ng, int tag, void *buf, size_t n,
+                            bool f64, const char *what) {
+    if (ng <= 1 || n == 0) return VKT_OK;
     size_t es = f64 ? 8 : 4, bytes = n * es;
-    if (w->rank != 0) {
-        VKT_TRY(send_tagged(w, 0, TAG_REDUCE, buf, bytes, what, follower_timeout(w)));
-        return recv_tagged(w, 0, TAG_RESULT, buf, bytes, what, follower_timeout(w));
+    int root = group[0];
+    if (w->rank != root) {
+        VKT_TRY(send_tagged(w, root, tag, buf, bytes, what, follower_timeout(w)));
+        return recv_tagged(w, root, tag + 1, buf, bytes, what, follower_timeout(w));
     }
     void *part = malloc(bytes);
     if (!part) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory for %s", what);
     vkt_status st = VKT_OK;
-    for (int r = 1; r < w->size && st == VKT_OK; r++) {
-        st = recv_tagged(w, r, TAG_REDUCE, part, bytes, what, w->timeout_s);
+    for (int k = 1; k < ng && st == VKT_OK; k++) {
+        st = recv_tagged(w, group[k], tag, part, bytes, what, w->timeout_s);
         if (st != VKT_OK) break;
         if (f64) {
             double *a = buf;
@@ -328,9 +343,35 @@ static vkt_status allreduce(vkt_world *w, void *buf, size_t n, bool f64, const c
         }
     }
     free(part);
-    for (int r = 1; r < w->size && st == VKT_OK; r++)
-        st = send_tagged(w, r, TAG_RESULT, buf, bytes, what, w->timeout_s);
+    for (int k = 1; k < ng && st == VKT_OK; k++)
+        st = send_tagged(w, group[k], tag + 1, buf, bytes, what, w->timeout_s);
     return st;
+}
+
+static vkt_status allreduce(vkt_world *w, void *buf, size_t n, bool f64, const char *what) {
+    int all[VKT_WORLD_MAX_RANKS];
+    if (w->size > VKT_WORLD_MAX_RANKS)
+        return vkt_fail(VKT_ERR_ARG, "at most %d ranks", VKT_WORLD_MAX_RANKS);
+    for (int r = 0; r < w->size; r++)
+        all[r] = r;
+    return group_sum(w, all, w->size, TAG_REDUCE, buf, n, f64, what);
+}
+
+vkt_status vkt_world_group_sum_f32(vkt_world *w, const int *ranks, int n, int tag, float *buf,
+                                   size_t count, const char *what) {
+    if (tag < 0 || tag + 1 >= TAG_REDUCE)
+        return vkt_fail(VKT_ERR_ARG, "group tags are from 0 to 2^20 - 2");
+    bool in = false;
+    for (int k = 0; k < n; k++) {
+        for (int j = 0; j < k; j++)
+            if (ranks[j] == ranks[k])
+                return vkt_fail(VKT_ERR_ARG, "rank %d twice in a group", ranks[k]);
+        if (ranks[k] < 0 || ranks[k] >= w->size)
+            return vkt_fail(VKT_ERR_ARG, "no rank %d in a world of %d", ranks[k], w->size);
+        in |= ranks[k] == w->rank;
+    }
+    if (!in) return vkt_fail(VKT_ERR_ARG, "rank %d sums with a group it is not in", w->rank);
+    return group_sum(w, ranks, n, tag, buf, count, false, what);
 }
 
 vkt_status vkt_world_allreduce_f32(vkt_world *w, float *buf, size_t n, const char *what) {

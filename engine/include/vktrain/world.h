@@ -61,6 +61,12 @@ vkt_status vkt_world_waitall(vkt_world *w, vkt_world_req *reqs, int n);
 // at rank 0; every rank gets rank 0's result.
 vkt_status vkt_world_allreduce_f32(vkt_world *w, float *buf, size_t n, const char *what);
 vkt_status vkt_world_allreduce_f64(vkt_world *w, double *buf, size_t n, const char *what);
+// The same sums over the ranks ranks[0..n) only (this rank among them), in that order at
+// ranks[0]; messages tagged tag and tag + 1 (0 <= tag < 2^20 - 1), so that groups summing at the
+// same time from different threads keep apart. Every rank of the group calls it.
+#define VKT_WORLD_MAX_RANKS 1024
+vkt_status vkt_world_group_sum_f32(vkt_world *w, const int *ranks, int n, int tag, float *buf,
+                                   size_t count, const char *what);
 // root's bytes to every rank.
 vkt_status vkt_world_bcast(vkt_world *w, void *buf, size_t bytes, int root, const char *what);
 // Every rank's `bytes` bytes, in rank order, to every rank: all[r * bytes ...].
