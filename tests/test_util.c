@@ -4,6 +4,10 @@
 #include "data.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,4 +193,62 @@ vkt_status vt_words_text(uint32_t windows, vkt_text *text, vkt_dataset *ds) {
     free(bytes);
     if (st == VKT_OK) st = vkt_text_validation(text, 128, windows, ds);
     return st;
+}
+
+bool vt_under_mpirun(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_RANK") || getenv("PMIX_RANK");
+}
+
+int vt_mpirun_self(const char *name, int np, const char *arg, double deadline_s) {
+    char self[4096], n[16];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) {
+        fprintf(stderr, "%s: FAIL: cannot find this test's binary: %s\n", name, strerror(errno));
+        return -1;
+    }
+    self[len] = 0;
+    snprintf(n, sizeof n, "%d", np);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        setpgid(0, 0);
+        // Copies through shared memory: single-copy (CMA) is refused in some containers, where
+        // large messages then crawl (docs/PARALLELISM.md).
+        execlp("mpirun", "mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
+               "btl_vader_single_copy_mechanism", "none", "-np", n, self, arg, (char *)NULL);
+        fprintf(stderr,
+                "%s: FAIL: cannot run mpirun (%s): install openmpi-bin (scripts/setup.sh "
+                "does)\n",
+                name, strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) {
+            if (WIFEXITED(status)) return WEXITSTATUS(status);
+            fprintf(stderr, "%s: FAIL: mpirun -np %d %s died of signal %d\n", name, np, arg,
+                    WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+            return -1;
+        }
+        if (r < 0) return -1;
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 > deadline_s) {
+            fprintf(stderr, "%s: FAIL: mpirun -np %d %s ran past %.0f s; ending it\n", name, np,
+                    arg, deadline_s);
+            kill(-pid, SIGTERM);
+            sleep(2);
+            kill(-pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
 }

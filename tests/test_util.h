@@ -73,6 +73,14 @@ int vt_find_device(vt *t, const char *needle);
 // *ds (vkt_text_validation). Free both (vkt_text_free, vkt_dataset_free).
 struct vkt_text;
 struct vkt_dataset;
+// Tests of runs over several processes: whether this process is a rank of an mpirun job, and
+// `mpirun -np np SELF arg` (this test's own binary, on loopback, as root where it runs as root,
+// more ranks than cores), in a process group of its own that is ended whole past deadline_s.
+// Returns mpirun's exit status, or -1 when it could not start, died of a signal or ran past the
+// deadline (each said on stderr, with name).
+bool vt_under_mpirun(void);
+int vt_mpirun_self(const char *name, int np, const char *arg, double deadline_s);
+
 vkt_status vt_words_text(uint32_t windows, struct vkt_text *text, struct vkt_dataset *ds);
 
 #endif
