@@ -23,14 +23,10 @@
 //
 // Tolerance: |p - p_single| <= 2e-4 + 2e-3 |p_single| (as tests/test_parallel.c): the stages sum
 // the same products as one device in other orders (micro-batches, another driver's matmul).
-#include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "strategy.h"
 #include "test_util.h"
@@ -434,49 +430,8 @@ static int run_rank(const config *c) {
 // ---------------------------------------------------------------------------------------------
 // Without mpirun: every configuration under mpirun
 
-// mpirun -np ranks self k, in a process group of its own (ended whole past the deadline). Returns
-// its exit status, or -1 when it could not be started or ran past the deadline.
-static int launch(const char *self, int k, int ranks) {
-    char np[16], idx[16];
-    snprintf(np, sizeof np, "%d", ranks);
-    snprintf(idx, sizeof idx, "%d", k);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        setpgid(0, 0);
-        execlp("mpirun", "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", np, self, idx,
-               (char *)NULL);
-        fprintf(stderr,
-                "test_mpi_layers: FAIL: cannot run mpirun (%s): install openmpi-bin "
-                "(scripts/setup.sh does)\n",
-                strerror(errno));
-        _exit(127);
-    }
-    setpgid(pid, pid);
-    double deadline = now_s() + CONFIG_TIMEOUT_S;
-    for (;;) {
-        int status;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        if (r < 0) return -1;
-        if (now_s() > deadline) {
-            fprintf(stderr, "test_mpi_layers: FAIL: configuration %d ran past %d s; ending it\n", k,
-                    CONFIG_TIMEOUT_S);
-            kill(-pid, SIGTERM);
-            sleep(2);
-            kill(-pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
-        }
-        struct timespec ts = {0, 50000000};
-        nanosleep(&ts, NULL);
-    }
-}
-
 int main(int argc, char **argv) {
-    if (getenv("OMPI_COMM_WORLD_SIZE")) {
+    if (vt_under_mpirun()) {
         int k = argc > 1 ? atoi(argv[1]) : -1;
         if (k < 0 || k >= NCONFIGS) {
             fprintf(stderr, "test_mpi_layers: under mpirun, give a configuration 0..%d\n",
@@ -494,7 +449,9 @@ int main(int argc, char **argv) {
     double t0 = now_s();
     for (int k = 0; k < NCONFIGS; k++) {
         double t1 = now_s();
-        int rc = launch(argv[0], k, configs[k].ranks);
+        char idx[16];
+        snprintf(idx, sizeof idx, "%d", k);
+        int rc = vt_mpirun_self("test_mpi_layers", configs[k].ranks, idx, CONFIG_TIMEOUT_S);
         printf("test_mpi_layers: [%s] %s (%.1f s)\n", rc == 0 ? "ok" : "FAIL", configs[k].name,
                now_s() - t1);
         if (rc != 0) {

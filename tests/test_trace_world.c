@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_util.h"
@@ -301,8 +300,8 @@ static int child(int argc, char **argv, const char *keep) {
 // ctest's process: start the ranks
 
 int main(int argc, char **argv) {
-    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_RANK"))
-        return child(argc, argv, argc > 2 && strcmp(argv[1], "child") == 0 ? argv[2] : NULL);
+    if (vt_under_mpirun())
+        return child(argc, argv, argc > 1 && strcmp(argv[1], "child") != 0 ? argv[1] : NULL);
     setvbuf(stdout, NULL, _IONBF, 0);
     checks c = {"test_trace_world", 0, 0};
     const char *keep = argc > 2 && strcmp(argv[1], "--keep") == 0 ? argv[2] : NULL;
@@ -327,42 +326,9 @@ int main(int argc, char **argv) {
           "ranks' trace cannot be tested");
 
     if (vkt_world_available()) {
-        char self[4096];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n > 0)
-            self[n] = 0;
-        else
-            snprintf(self, sizeof self, "%s", argv[0]);
-        char np[8];
-        snprintf(np, sizeof np, "%d", NRANKS);
-        char *args[] = {"mpirun",
-                        "--allow-run-as-root",
-                        "--oversubscribe",
-                        "-np",
-                        np,
-                        self,
-                        "child",
-                        (char *)keep,
-                        NULL};
-        fflush(stdout), fflush(stderr);
-        pid_t pid = fork();
-        if (pid == 0) {
-            execvp("mpirun", args);
-            fprintf(stderr,
-                    "FAIL test_trace_world: cannot run mpirun: %s (scripts/setup.sh installs "
-                    "openmpi-bin)\n",
-                    strerror(errno));
-            _exit(127);
-        }
-        int status = 0;
-        CHECK(&c, pid > 0 && waitpid(pid, &status, 0) == pid, "cannot start mpirun: %s",
-              strerror(errno));
-        CHECK(&c, pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "mpirun -np %d %s child %s (exit status %d, signal %d): see the ranks' output above",
-              NRANKS, self,
-              WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "did not start" : "failed",
-              WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        int rc = vt_mpirun_self("test_trace_world", NRANKS, keep ? keep : "child", 120);
+        CHECK(&c, rc == 0, "mpirun -np %d (this test) child: exit %d: see the ranks' output above",
+              NRANKS, rc);
     }
     printf("test_trace_world: %d checks, %d failed\n", c.checks, c.failures);
     return c.failures ? 1 : 0;
