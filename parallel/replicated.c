@@ -481,7 +481,7 @@ static vkt_status world_plan(vkt_strategy *s, const repl *r, vkt_plan_input *pi,
         int g = s->gfirst + d;
         if (p->need[g].total > pi->limit[g])
             return vkt_fail(VKT_ERR_DEVICE_MEMORY,
-                            "rank %d: %s needs %.1f MiB for its replica of model %s at %u rows, "
+                            "rank %d's %s needs %.1f MiB for its replica of model %s at %u rows, "
                             "more than its %.1f MiB: replication needs the whole model on every "
                             "device; --strategy layers splits it over the ranks",
                             s->rank, s->stats[d].label, p->need[g].total / 1048576.0,

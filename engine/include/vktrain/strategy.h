@@ -53,7 +53,8 @@ typedef struct vkt_strategy_desc {
     vkt_optim_desc optim;
     // replicated: relative share of each device in every batch; all 0 = equal
     float balance[VKT_MAX_DEVICES];
-    // layers: layer counts per stage (all 0 = automatic), micro-batches, schedule
+    // layers: layer counts per stage (all 0 = automatic; across ranks every stage of the run,
+    // the same list on every rank), micro-batches, schedule
     int split[VKT_MAX_DEVICES];
     int micro_batches;
     vkt_schedule schedule;
@@ -117,6 +118,8 @@ void vkt_strategy_device_label(const vkt_context *ctx, const int *devices, int n
 // Parameters as one list, in model order, whatever the placement (checkpoints use it).
 int vkt_strategy_tensor_count(const vkt_strategy *s);
 const vkt_net_tensor *vkt_strategy_tensor(const vkt_strategy *s, int i);
+// Across ranks both are collective (every rank calls them for the same i): read fills dst on
+// rank 0 only (layers: the owning rank sends it there); write takes the same src on every rank.
 vkt_status vkt_strategy_read(vkt_strategy *s, vkt_net_store store, int i, float *dst);
 vkt_status vkt_strategy_write(vkt_strategy *s, vkt_net_store store, int i, const float *src);
 const vkt_optim_desc *vkt_strategy_optim(const vkt_strategy *s);
