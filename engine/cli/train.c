@@ -724,6 +724,7 @@ static void print_json(const vkt_train_result *r, const char *kind, double conte
     cJSON_AddNumberToObject(o, "train_seconds", r->train_seconds);
     cJSON_AddStringToObject(o, "device", r->device);
     cJSON_AddStringToObject(o, "strategy", r->strategy);
+    cJSON_AddNumberToObject(o, "ranks", r->ranks > 0 ? r->ranks : 1);
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
     for (int i = 0; i < r->ndevices; i++) {
         const vkt_device_stats *d = &r->devices[i];
@@ -904,10 +905,12 @@ int cmd_train(int argc, char **argv) {
         if (vkt_trace_write(trace, c.trace_path) != VKT_OK) rc = cli_fail(vkt_error());
     }
     if (rc == 0) {
+        char ranks[64] = "";
+        if (r.ranks > 1) snprintf(ranks, sizeof ranks, " over %d ranks, rank 0's devices", r.ranks);
         if (!c.quiet)
-            printf("trained %s on %s (%s%s): %d epochs, %llu steps, %.0f samples/s\n",
+            printf("trained %s on %s (%s%s%s): %d epochs, %llu steps, %.0f samples/s\n",
                    c.o.model_path, r.device, r.strategy,
-                   c.o.strategy.shard_optimizer ? ", optimizer state sharded" : "", r.epochs,
+                   c.o.strategy.shard_optimizer ? ", optimizer state sharded" : "", ranks, r.epochs,
                    (unsigned long long)r.steps, r.samples_per_sec);
         double context_s = r.first_step.start_ns ? (r.first_step.start_ns - cli_start) * 1e-9 : 0;
         if (!c.quiet && r.first_step.start_ns)

@@ -1048,6 +1048,7 @@ static void fill_result(run *r, vkt_train_result *res) {
     snprintf(res->device, sizeof res->device, "%s", vkt_strategy_devices(r->s));
     snprintf(res->strategy, sizeof res->strategy, "%s", vkt_strategy_name(r->o->strategy.kind));
     res->ndevices = vkt_strategy_device_count(r->s);
+    res->ranks = vkt_strategy_ranks(r->s);
     for (int i = 0; i < res->ndevices; i++)
         vkt_strategy_stats(r->s, i, &res->devices[i]);
 }

@@ -161,7 +161,8 @@ typedef struct vkt_train_result {
     double train_seconds;
     char device[1024];
     char strategy[32];
-    int ndevices;
+    int ndevices; // this process's devices (devices[] are theirs)
+    int ranks;    // the processes of the run (1 without mpirun)
     vkt_device_stats devices[VKT_MAX_DEVICES];
     vkt_first_step first_step; // of this call's first step (a resumed run: its first here)
     bool interrupted;          // should_stop ended the run early
