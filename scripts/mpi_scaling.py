@@ -10,7 +10,7 @@ communication and bytes moved, and how much of the reduction the overlap hides, 
     but the last as hidden), and
   - the trace's: how much of each `comm:allreduce` interval on the host lies inside the device's
     own busy intervals (`--trace`, rank 0's first device), i.e. what really ran beside compute.
-Each configuration runs --repeats times (2); the table gives the run of most samples/s, because
+Each configuration runs --repeats times (3); the table gives the run of most samples/s, because
 the machine is shared. Before each run it waits (up to --idle-wait s) for the CPUs to be idle,
 and it records what share of the CPUs other processes took during the run.
 
@@ -31,7 +31,7 @@ the measured per-rank batch; one device per rank):
     the step ends when the last bucket is reduced: step = T1 + (end of the last reduction - the
     last bucket ready).
 
-usage: python3 scripts/mpi_scaling.py BUILD/vktrain [--json OUT.json] [--repeats 2] [--skip 5]
+usage: python3 scripts/mpi_scaling.py BUILD/vktrain [--json OUT.json] [--repeats 3] [--skip 5]
            [--cnn-steps 50] [--gpt-steps 30] [--cnn-batch 64] [--gpt-batch 8] [--idle-wait 30]
            [--fit-only IN.json]
 """
@@ -446,7 +446,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("binary")
     ap.add_argument("--json", help="write everything measured and predicted here")
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip", type=int, default=5, help="start-up steps left out")
     ap.add_argument("--cnn-steps", type=int, default=50)
     ap.add_argument("--gpt-steps", type=int, default=30)
