@@ -227,6 +227,15 @@ static vkt_status gather_params(vkt_strategy *s, repl *r, uint32_t step) {
     return VKT_OK;
 }
 
+// Whether device d records bucket k without timestamps: where a submit with timestamps signals
+// only when the queue runs dry (lavapipe, vkt_device_info.timestamps_delay_signal), a timed
+// bucket would finish, as the host sees it, with the last one, and no reduction would overlap a
+// later bucket's backward. The last bucket keeps them (nothing waits on it early). Untimed
+// buckets count the time between the host seeing the previous one done and this one.
+static bool untimed_bucket(const vkt_strategy *s, const repl *r, int d, int k) {
+    return k + 1 < r->nbuckets && vkt_device_get_info(s->dev[d])->timestamps_delay_signal;
+}
+
 static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                             uint32_t step, double *loss_sum) {
     repl *r = s->impl;
@@ -237,8 +246,12 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
     const vkt_model_desc *m = s->desc.model;
     uint64_t tgt_per = vkt_model_targets_per_sample(m);
     float scale = 1.0f / (float)B;
+    // When device d's buckets began (their submit) and its last bucket seen done, for the buckets
+    // recorded without timestamps (untimed_bucket).
+    int64_t seen[VKT_MAX_DEVICES];
     // Record and submit every bucket of every device; the devices run while the host reduces.
     for (int d = 0; d < n; d++) {
+        seen[d] = vkt_trace_now_ns();
         vkt_net *net = s->net[d];
         uint32_t R = rows[d];
         if (R) {
@@ -249,7 +262,7 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
         for (int k = 0; k < r->nbuckets; k++) {
             vkt_cmd *cmd = r->cmd[d][k];
             const bucket *b = &r->b[k];
-            VKT_TRY(vkt_cmd_begin(cmd, true));
+            VKT_TRY(vkt_cmd_begin(cmd, !untimed_bucket(s, r, d, k)));
             if (k == 0) {
                 vkt_net_record_zero_grads(net, cmd);
                 if (R) {
@@ -281,6 +294,15 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
             for (int e = 0; e < d; e++)
                 s->stats[e].wait_ns += (double)(w1 - w0);
             VKT_TRY(strategy_account_cmd(s, d, r->cmd[d][k], (int)step));
+            if (untimed_bucket(s, r, d, k)) { // its time as the host saw it
+                s->stats[d].busy_ns += (double)(w1 - seen[d]);
+                if (s->desc.trace)
+                    vkt_trace_add_event(s->desc.trace, s->trace_pid[d],
+                                        k == 0 ? "bwd:bucket 0 (with the forward, untimed)"
+                                               : "bwd:bucket (untimed)",
+                                        VKT_CAT_BACKWARD, seen[d], w1 - seen[d], (int)step);
+            }
+            seen[d] = w1;
             bufs[d] = (float *)((char *)vkt_buffer_mapped(r->xchg[d]) + b->off);
         }
         if (!b->bytes) continue;
@@ -313,8 +335,11 @@ static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets
             s->stats[d].comm_ns += (double)(c1 - c0);
             // Out, and back: every sum, or the sums of its range.
             s->stats[d].bytes_moved += b->bytes + (r->shard ? (bnd[d + 1] - bnd[d]) * 4 : b->bytes);
-            // A bucket reduced while later buckets still run is hidden by the overlap.
-            if (k + 1 < r->nbuckets)
+            // Hidden by the overlap when the device was still running its later buckets as the
+            // reduction ended (it runs them back to back, so it ran throughout); else exposed.
+            uint64_t done = 0;
+            VKT_TRY(vkt_device_completed(s->dev[d], &done));
+            if (done < vkt_cmd_submitted(r->cmd[d][r->nbuckets - 1]))
                 s->stats[d].comm_hidden_ns += (double)(c1 - c0);
             else
                 s->stats[d].busy_ns += (double)(c1 - c0); // exposed: the device waits on it

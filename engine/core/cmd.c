@@ -167,6 +167,7 @@ static void end_timed(vkt_cmd *c) {
 }
 
 bool vkt_cmd_timed(const vkt_cmd *c) { return c->timestamps; }
+uint64_t vkt_cmd_submitted(const vkt_cmd *c) { return c->submitted; }
 
 vkt_status vkt_cmd_begin(vkt_cmd *c, bool timestamps) {
     vkt_device *dev = c->dev;

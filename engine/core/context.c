@@ -191,6 +191,7 @@ static vkt_status describe_device(vkt_physical *p, int index) {
     info->vendor_id = props.properties.vendorID;
     info->device_id = props.properties.deviceID;
     info->driver_id = (uint32_t)driver.driverID;
+    info->timestamps_delay_signal = driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
     info->type = map_type(props.properties.deviceType);
     info->api_version = props.properties.apiVersion;
     info->driver_version = props.properties.driverVersion;

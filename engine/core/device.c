@@ -295,6 +295,12 @@ vkt_status vkt_device_wait_value(vkt_device *dev, uint64_t value, uint64_t timeo
     return VKT_OK;
 }
 
+vkt_status vkt_device_completed(vkt_device *dev, uint64_t *value) {
+    VKT_VK(dev->vk.vkGetSemaphoreCounterValue(dev->handle, dev->timeline, value),
+           "reading the device's timeline");
+    return VKT_OK;
+}
+
 vkt_status vkt_device_wait_idle(vkt_device *dev) {
     return vkt_device_wait_value(dev, dev->timeline_value, VKT_WAIT_MS);
 }

@@ -145,6 +145,10 @@ vkt_status vkt_device_submit(vkt_device *dev, VkCommandBuffer cb, uint64_t *valu
 vkt_status vkt_device_wait_value(vkt_device *dev, uint64_t value, uint64_t timeout_ms);
 // Waits for everything submitted to the device so far.
 vkt_status vkt_device_wait_idle(vkt_device *dev);
+// The timeline value the device has reached (every submit up to it has finished).
+vkt_status vkt_device_completed(vkt_device *dev, uint64_t *value);
+// The timeline value of the stream's last submit (0: never submitted).
+uint64_t vkt_cmd_submitted(const vkt_cmd *c);
 // Allocates device memory against the device's limit (accounting included) / frees it.
 vkt_status vkt_device_alloc(vkt_device *dev, VkMemoryRequirements req, uint32_t type_index,
                             const char *what, VkDeviceMemory *out);

@@ -81,6 +81,12 @@ typedef struct vkt_device_info {
     bool external_memory_host;      // VK_EXT_external_memory_host
     bool cooperative_matrix;        // VK_KHR_cooperative_matrix
     bool shader_float64;
+    // A submit whose command buffer writes timestamps signals only once the queue has run dry
+    // (lavapipe, measured on Mesa 22.3.6: four submits of copies, each with one timestamp pair,
+    // all signalled at the end of the fourth; without timestamps each at its own end; SwiftShader
+    // signals each at its own end either way). Work that overlaps a host task with later submits
+    // records those submits without timestamps there.
+    bool timestamps_delay_signal;
     uint8_t uuid[16]; // pipelineCacheUUID, for caches keyed by driver build
 } vkt_device_info;
 
