@@ -34,6 +34,21 @@
 // as one process). Tensors are the whole model's on every rank; a read is collective and fills
 // dst on rank 0 only. A step that failed on one rank leaves the others to fail by the world's
 // timeout, naming it; the run then ends (vkt_world_abort).
+//
+// Pipelines (--pipelines P, T = 1): data x pipeline parallelism. The run's G devices (global, in
+// rank order) form P pipelines of S = G / P stages, pipeline p on devices [pS, (p+1)S). Each
+// step's batch is sharded over the pipelines in equal shares (vkt_plan_shard_rows; the loss
+// still scaled by 1/B of the whole batch) and each pipeline cuts its shard into M micro-batches.
+// After the backward, stage s of every pipeline sums its gradients with stage s of the others
+// through the host, in pipeline order: this rank's devices of the stage first, then (the stage
+// spanning ranks) a world group sum over those ranks with the stage's own tag, so that stage
+// threads never mix; with one device of a stage per rank that is the one-process order, bit for
+// bit. --clip's norm is pipeline 0's stages' (once per stage) and the update the same
+// everywhere. Evaluation and prediction are sharded over the pipelines too (each pipeline's last
+// stage reports its shard; across ranks its rank sends it). The plan is one pipeline's (S stages
+// at the shard's rows), checked against the smallest device of each stage over the pipelines
+// (a refusal names that device). Tensors are pipeline 0's stages' (reads from pipeline 0; a
+// write goes to every pipeline's copy). Running statistics (batchnorm) stay each pipeline's own.
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -48,7 +63,8 @@
 #define MAX_MICRO 4096
 
 // Tags of the messages between ranks (below 2^20, world.h): what they carry, and the micro-batch.
-enum { TAG_ACTIVATION = 0, TAG_GRADIENT = 1 << 12, TAG_TENSOR = 2 << 12 };
+// TAG_GRADSUM + 2 s, + 1: stage s's gradients summed over the pipelines (vkt_world_group_sum_f32).
+enum { TAG_ACTIVATION = 0, TAG_GRADIENT = 1 << 12, TAG_TENSOR = 2 << 12, TAG_GRADSUM = 3 << 12 };
 _Static_assert(MAX_MICRO <= 1 << 12, "a micro-batch's index fits below its tag's kind");
 
 typedef struct op {
@@ -57,7 +73,8 @@ typedef struct op {
 } op;
 
 typedef struct layers_impl {
-    int S, M, T; // stages, micro-batches, devices per stage (T > 1: layers,tensor)
+    int S, M, T; // stages (of a pipeline), micro-batches, devices per stage (T > 1: layers,tensor)
+    int P;       // pipelines (T = 1 when P > 1)
     int lo[VKT_MAX_DEVICES], hi[VKT_MAX_DEVICES]; // each device's stage's layers
     int slots[VKT_MAX_DEVICES];
     uint32_t mb_max;
@@ -73,9 +90,10 @@ typedef struct layers_impl {
     tp_map *map;
     bool forward_only, accuracy;
     float *predict_out;
-    uint32_t correct[MAX_MICRO];
-    // --clip: each stage's squared gradient norm (its first device's, its group's sum), met by
-    // every device before the update: the global norm is the stages' sum.
+    uint32_t correct[VKT_MAX_DEVICES][MAX_MICRO];
+    // --clip: each stage's squared gradient norm (its first device's, its group's sum; T = 1:
+    // each global device's), met by every device before the update: the global norm is the sum
+    // of stages 0..S-1 (pipeline 0's).
     double norm_part[VKT_MAX_DEVICES];
     int norm_arrived;
     bool norm_done;
@@ -90,20 +108,34 @@ typedef struct layers_impl {
     const float *x;
     const void *targets;
     uint32_t B, step;
-    uint32_t rows[MAX_MICRO], row0[MAX_MICRO];
-    double loss[MAX_MICRO];
-    // Across ranks: this rank's first stage (0 alone), every stage's layers, each device's buffer
-    // for a micro-batch received from another rank, and its sends not yet waited for.
+    // Each pipeline's shard and micro-batches (row0: the first row in the whole batch), and what
+    // its last stage reported.
+    uint32_t prows[VKT_MAX_DEVICES], prow0[VKT_MAX_DEVICES];
+    uint32_t rows[VKT_MAX_DEVICES][MAX_MICRO], row0[VKT_MAX_DEVICES][MAX_MICRO];
+    double loss[VKT_MAX_DEVICES][MAX_MICRO];
+    // Across ranks: this rank's first global device (0 alone), every stage's layers, each device's
+    // buffer for a micro-batch received from another rank, and its sends not yet waited for.
     int g0;
     int glo[VKT_MAX_DEVICES], ghi[VKT_MAX_DEVICES];
     float *recv_host[VKT_MAX_DEVICES];
     vkt_world_req *reqs[VKT_MAX_DEVICES];
     int nreqs[VKT_MAX_DEVICES];
+    // Pipelines: each device's trained gradients packed in tensor order (gcount floats), the
+    // meeting of each stage's devices on this rank (glocal of them, the first gfirst_dev), and
+    // the ranks holding each stage (granks[s][0..ngranks[s]), ascending).
+    float *gpack[VKT_MAX_DEVICES];
+    uint64_t gcount[VKT_MAX_DEVICES];
+    int glocal[VKT_MAX_DEVICES], gfirst_dev[VKT_MAX_DEVICES], garrived[VKT_MAX_DEVICES];
+    bool gdone[VKT_MAX_DEVICES];
+    int granks[VKT_MAX_DEVICES][VKT_MAX_DEVICES], ngranks[VKT_MAX_DEVICES];
 } layers_impl;
 
 static int slot_of(const layers_impl *L, int d, int mb) { return mb % L->slots[d]; }
-// The (global) stage of this rank's device d.
-static int stage_of(const layers_impl *L, int d) { return L->g0 + d / L->T; }
+// The stage of this rank's device d (in its pipeline), and its pipeline.
+static int stage_of(const layers_impl *L, int d) {
+    return L->T > 1 ? d / L->T : (L->g0 + d) % L->S;
+}
+static int pipe_of(const layers_impl *L, int d) { return L->T > 1 ? 0 : (L->g0 + d) / L->S; }
 
 // ---------------------------------------------------------------------------------------------
 // Schedules
@@ -177,12 +209,8 @@ static void set_flag(layers_impl *L, bool *flag) {
     pthread_mutex_unlock(&L->mu);
 }
 
-// Host copy in or out of a view, counted as communication.
-static vkt_status transfer(vkt_strategy *s, int d, vkt_view v, float *host, uint64_t bytes,
-                           bool to_device, const char *name) {
-    int64_t t0 = vkt_trace_now_ns();
-    vkt_status st = to_device ? vkt_buffer_write(v.buffer, v.offset, host, bytes)
-                              : vkt_buffer_read(v.buffer, v.offset, host, bytes);
+// Device d's host communication from t0 until now, moving `bytes`.
+static void account_comm(vkt_strategy *s, int d, int64_t t0, uint64_t bytes, const char *name) {
     int64_t t1 = vkt_trace_now_ns();
     s->stats[d].comm_ns += (double)(t1 - t0);
     s->stats[d].busy_ns += (double)(t1 - t0); // the device's row is occupied by the transfer
@@ -191,6 +219,15 @@ static vkt_status transfer(vkt_strategy *s, int d, vkt_view v, float *host, uint
     if (s->desc.trace)
         vkt_trace_add_event(s->desc.trace, s->trace_pid[d], name, VKT_CAT_COMMUNICATION, t0,
                             t1 - t0, (int)L->step);
+}
+
+// Host copy in or out of a view, counted as communication.
+static vkt_status transfer(vkt_strategy *s, int d, vkt_view v, float *host, uint64_t bytes,
+                           bool to_device, const char *name) {
+    int64_t t0 = vkt_trace_now_ns();
+    vkt_status st = to_device ? vkt_buffer_write(v.buffer, v.offset, host, bytes)
+                              : vkt_buffer_read(v.buffer, v.offset, host, bytes);
+    account_comm(s, d, t0, bytes, name);
     return st;
 }
 
@@ -210,13 +247,14 @@ static vkt_status gather_norms(vkt_strategy *s) {
 }
 
 // Device d's stage's squared gradient norm (part, the same on every device of the stage); waits
-// for every stage's (every rank's) and gives their sum, in stage order. False when another device
-// failed.
+// for every stage's (every rank's) and gives their sum, in stage order: pipeline 0's stages', so
+// that every pipeline takes the same bits. False when another device failed.
 static bool meet_norms(vkt_strategy *s, int d, float part, float *total) {
     layers_impl *L = s->impl;
     int64_t t0 = vkt_trace_now_ns();
     pthread_mutex_lock(&L->mu);
-    if (d % L->T == 0) L->norm_part[stage_of(L, d)] = part;
+    if (L->T > 1 && d % L->T == 0) L->norm_part[stage_of(L, d)] = part;
+    if (L->T == 1) L->norm_part[L->g0 + d] = part; // pipeline 0's are stages 0..S-1
     bool complete = ++L->norm_arrived == s->ndev;
     pthread_mutex_unlock(&L->mu);
     if (complete) {
@@ -286,20 +324,84 @@ static vkt_status wait_sends(vkt_strategy *s, int d) {
     return st;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Pipelines: each stage's gradients summed over the pipelines
+
+// Device d's trained gradients (its micro-batches' done) to the host, summed with those of its
+// stage in every other pipeline, in pipeline order, and back: this rank's devices of the stage
+// meet, the last to arrive sums theirs into the first's pack and, the stage spanning ranks, sums
+// that over its ranks (vkt_world_group_sum_f32, the stage's own tags). False (VKT_OK) when
+// another device failed.
+static vkt_status sum_over_pipelines(vkt_strategy *s, int d, bool *ok) {
+    layers_impl *L = s->impl;
+    vkt_net *net = s->net[d];
+    int st = stage_of(L, d), nt = vkt_net_tensor_count(net);
+    uint64_t n = L->gcount[d], at = 0;
+    *ok = false;
+    int64_t t0 = vkt_trace_now_ns();
+    for (int i = 0; i < nt; i++) {
+        const vkt_net_tensor *t = vkt_net_get_tensor(net, i);
+        if (t->state) continue;
+        VKT_TRY(vkt_net_read_tensor(net, VKT_STORE_GRAD, i, L->gpack[d] + at));
+        at += t->count;
+    }
+    VKT_ASSERT(at == n);
+    account_comm(s, d, t0, n * 4, "comm:grad_out");
+    pthread_mutex_lock(&L->mu);
+    bool last = ++L->garrived[st] == L->glocal[st];
+    pthread_mutex_unlock(&L->mu);
+    float *acc = L->gpack[L->gfirst_dev[st]];
+    if (last) {
+        int64_t c0 = vkt_trace_now_ns();
+        for (int e = L->gfirst_dev[st] + 1; e < s->ndev; e++) {
+            if (stage_of(L, e) != st) continue;
+            const float *b = L->gpack[e];
+            for (uint64_t j = 0; j < n; j++)
+                acc[j] += b[j];
+        }
+        vkt_status gs = VKT_OK;
+        if (s->world && L->ngranks[st] > 1 && n > 0) // n: the same on every rank
+            gs = vkt_world_group_sum_f32(s->world, L->granks[st], L->ngranks[st],
+                                         TAG_GRADSUM + 2 * st, acc, n,
+                                         "a stage's gradients summed over the pipelines");
+        account_comm(s, d, c0, 0, "comm:grad_sum");
+        if (gs != VKT_OK) {
+            stage_fail(L, gs);
+            return VKT_OK;
+        }
+        set_flag(L, &L->gdone[st]);
+    } else if (!wait_flag(s, d, &L->gdone[st], 0)) {
+        return VKT_OK;
+    }
+    t0 = vkt_trace_now_ns();
+    at = 0;
+    for (int i = 0; i < nt; i++) {
+        const vkt_net_tensor *t = vkt_net_get_tensor(net, i);
+        if (t->state) continue;
+        VKT_TRY(vkt_net_write_tensor(net, VKT_STORE_GRAD, i, acc + at));
+        at += t->count;
+    }
+    account_comm(s, d, t0, n * 4, "comm:grad_in");
+    *ok = true;
+    return VKT_OK;
+}
+
 static vkt_status run_stage(vkt_strategy *s, int d) {
     layers_impl *L = s->impl;
     vkt_net *net = s->net[d];
     vkt_cmd *cmd = s->cmd[d];
     const vkt_model_desc *m = s->desc.model;
-    int st = stage_of(L, d), T = L->T;
+    int st = stage_of(L, d), pp = pipe_of(L, d), T = L->T;
     bool first = st == 0, last = st == L->S - 1, train = !L->forward_only;
     // Rank 0 of the last stage reports what every rank of it computed alike.
     bool reports = last && d % T == 0;
     // A neighbour stage on another rank (the previous one of this rank's first device, the next
     // one of its last).
     bool prev_remote = !first && d - T < 0, next_remote = !last && d + T >= s->ndev;
-    int prev_rank = prev_remote ? strategy_rank_of(s, st - 1) : -1;
-    int next_rank = next_remote ? strategy_rank_of(s, st + 1) : -1;
+    int prev_rank = prev_remote ? strategy_rank_of(s, L->g0 + d - T) : -1;
+    int next_rank = next_remote ? strategy_rank_of(s, L->g0 + d + T) : -1;
+    const uint32_t *rows = L->rows[pp], *row0 = L->row0[pp];
+    bool zeroed = false; // this step's gradients zeroed (recorded)
     uint32_t in = vkt_net_in_features(net), out = vkt_net_out_features(net);
     uint64_t tgt_per = vkt_model_targets_per_sample(m);
     float scale = train ? 1.0f / (float)L->B : 1.0f;
@@ -307,14 +409,14 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
     for (int i = 0; i < nops; i++) {
         op o = train ? L->sched[d][i] : (op){false, i};
         int k = o.mb, slot = slot_of(L, d, k);
-        uint32_t R = L->rows[k];
+        uint32_t R = rows[k];
         if (R == 0) { // fewer rows than micro-batches: nothing to do, but neighbours wait on it
             set_flag(L, o.backward ? &L->bwd_done[d * L->M + k] : &L->fwd_done[d * L->M + k]);
             continue;
         }
         if (!o.backward) {
             if (first) {
-                VKT_TRY(strategy_upload_input(net, slot, L->x + (uint64_t)L->row0[k] * in, R));
+                VKT_TRY(strategy_upload_input(net, slot, L->x + (uint64_t)row0[k] * in, R));
             } else if (prev_remote) {
                 uint64_t bytes = (uint64_t)R * in * 4;
                 VKT_TRY(recv_remote(s, d, prev_rank, TAG_ACTIVATION | k, bytes,
@@ -329,14 +431,14 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
             }
             if (last && L->targets)
                 VKT_TRY(strategy_upload_targets(
-                    net, slot, (const char *)L->targets + (uint64_t)L->row0[k] * tgt_per * 4, R));
+                    net, slot, (const char *)L->targets + (uint64_t)row0[k] * tgt_per * 4, R));
             VKT_TRY(vkt_cmd_begin(cmd, train));
-            if (train && i == 0) vkt_net_record_zero_grads(net, cmd);
+            if (train && !zeroed) vkt_net_record_zero_grads(net, cmd), zeroed = true;
             if (last && L->accuracy) {
                 vkt_cmd_fill(cmd, vkt_net_correct(net), 0);
                 vkt_cmd_barrier(cmd);
             }
-            strategy_set_phase(s, net, train, train ? L->step : 0, train ? L->row0[k] : 0);
+            strategy_set_phase(s, net, train, train ? L->step : 0, train ? row0[k] : 0);
             vkt_net_record_forward(net, cmd, slot, R);
             if (last && L->targets) vkt_net_record_loss(net, cmd, slot, R, scale);
             if (last && L->accuracy) vkt_net_record_accuracy(net, cmd, slot, R);
@@ -354,8 +456,8 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
                                  (uint64_t)R * out * 4, true, "comm:recv_gradient"));
             }
             VKT_TRY(vkt_cmd_begin(cmd, true));
-            if (i == 0) vkt_net_record_zero_grads(net, cmd);
-            strategy_set_phase(s, net, true, L->step, L->row0[k]);
+            if (!zeroed) vkt_net_record_zero_grads(net, cmd), zeroed = true;
+            strategy_set_phase(s, net, true, L->step, row0[k]);
             vkt_net_record_backward(net, cmd, slot, R, !first);
         }
         VKT_TRY(vkt_net_status(net));
@@ -364,15 +466,15 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
         VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
         if (train) VKT_TRY(strategy_account(s, d, (int)L->step));
         if (!o.backward) {
-            if (reports && L->targets) VKT_TRY(strategy_read_loss(net, slot, R, &L->loss[k]));
+            if (reports && L->targets) VKT_TRY(strategy_read_loss(net, slot, R, &L->loss[pp][k]));
             if (reports && L->accuracy) {
                 vkt_view v = vkt_net_correct(net);
-                VKT_TRY(vkt_buffer_read(v.buffer, v.offset, &L->correct[k], 4));
+                VKT_TRY(vkt_buffer_read(v.buffer, v.offset, &L->correct[pp][k], 4));
             }
             if (reports && L->predict_out) {
                 vkt_view v = vkt_net_output(net, slot);
                 VKT_TRY(vkt_buffer_read(v.buffer, v.offset,
-                                        L->predict_out + (uint64_t)L->row0[k] * out,
+                                        L->predict_out + (uint64_t)row0[k] * out,
                                         (uint64_t)R * out * 4));
             }
             float *host = L->act_host[d] + (uint64_t)k * L->mb_max * out;
@@ -399,7 +501,22 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
     // The host buffers of this pass's sends stay untouched until every send was taken.
     if (L->nreqs[d]) VKT_TRY(wait_sends(s, d));
     if (!train) return VKT_OK;
-    // Every micro-batch's gradient is in: one update, clipped by the norm of every stage's.
+    if (!zeroed) { // a pipeline given no rows (a batch smaller than the pipelines): no gradient
+        VKT_TRY(vkt_cmd_begin(cmd, true));
+        vkt_net_record_zero_grads(net, cmd);
+        VKT_TRY(vkt_net_status(net));
+        VKT_TRY(vkt_cmd_end(cmd));
+        VKT_TRY(vkt_cmd_submit(cmd));
+        VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
+        VKT_TRY(strategy_account(s, d, (int)L->step));
+    }
+    // Every micro-batch's gradient is in (every pipeline's, summed): one update, clipped by the
+    // norm of every stage's.
+    if (L->P > 1) {
+        bool ok;
+        VKT_TRY(sum_over_pipelines(s, d, &ok));
+        if (!ok) return VKT_OK;
+    }
     float sumsq = 0;
     if (s->desc.optim.clip > 0) {
         VKT_TRY(vkt_cmd_begin(cmd, true));
@@ -435,13 +552,20 @@ static void *stage_thread(void *p) {
     return NULL;
 }
 
-// Cuts B rows into M micro-batches of near-equal size (the first B % M get one more row).
+// Shards B rows over the pipelines (equal shares) and cuts each shard into M micro-batches of
+// near-equal size (the first shard % M get one more row).
 static void cut_batch(layers_impl *L, uint32_t B) {
-    uint32_t base = B / L->M, extra = B % L->M, r0 = 0;
-    for (int k = 0; k < L->M; k++) {
-        L->rows[k] = base + ((uint32_t)k < extra ? 1 : 0);
-        L->row0[k] = r0;
-        r0 += L->rows[k];
+    float equal[VKT_MAX_DEVICES] = {0};
+    vkt_plan_shard_rows(equal, L->P, B, L->prows);
+    uint32_t r0 = 0;
+    for (int p = 0; p < L->P; p++) {
+        L->prow0[p] = r0;
+        uint32_t base = L->prows[p] / L->M, extra = L->prows[p] % L->M;
+        for (int k = 0; k < L->M; k++) {
+            L->rows[p][k] = base + ((uint32_t)k < extra ? 1 : 0);
+            L->row0[p][k] = r0;
+            r0 += L->rows[p][k];
+        }
     }
 }
 
@@ -462,8 +586,11 @@ static vkt_status run_pass(vkt_strategy *s, const float *x, const void *targets,
     for (int d = 0; d < s->ndev; d++)
         L->nreqs[d] = 0; // a failed pass's sends are abandoned: the run ends
     cut_batch(L, B);
-    for (int k = 0; k < L->M; k++)
-        L->loss[k] = 0, L->correct[k] = 0;
+    for (int p = 0; p < L->P; p++)
+        for (int k = 0; k < L->M; k++)
+            L->loss[p][k] = 0, L->correct[p][k] = 0;
+    for (int g = 0; g < L->S; g++)
+        L->garrived[g] = 0, L->gdone[g] = false;
     for (int g = 0; g < L->S && L->T > 1; g++)
         tp_group_reset(L->group[g], step);
     pthread_t th[VKT_MAX_DEVICES];
@@ -483,6 +610,22 @@ static vkt_status run_pass(vkt_strategy *s, const float *x, const void *targets,
     return VKT_OK;
 }
 
+// The rank holding pipeline p's last stage (which reports its shard's results).
+static int reporting_rank(const vkt_strategy *s, int p) {
+    const layers_impl *L = s->impl;
+    return strategy_rank_of(s, (p + 1) * L->S * L->T - 1);
+}
+
+// Each pipeline's n results (vals[p n ..]) summed over its micro-batches: across ranks, sent from
+// the rank of its last stage to every rank, so that every rank returns the same bits.
+static vkt_status share_results(vkt_strategy *s, double *vals, int n, const char *what) {
+    layers_impl *L = s->impl;
+    for (int p = 0; p < L->P && s->world; p++)
+        VKT_TRY(vkt_world_bcast(s->world, vals + p * n, (size_t)n * sizeof *vals,
+                                reporting_rank(s, p), what));
+    return VKT_OK;
+}
+
 static vkt_status layers_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,
                               uint32_t step, double *loss_sum) {
     layers_impl *L = s->impl;
@@ -490,12 +633,14 @@ static vkt_status layers_step(vkt_strategy *s, const float *x, const void *targe
     L->predict_out = NULL;
     VKT_TRY(run_pass(s, x, targets, B, step));
     if (L->map) VKT_TRY(tp_map_sync_whole(s, L->map, step));
+    double part[VKT_MAX_DEVICES] = {0};
+    for (int p = 0; p < L->P; p++)
+        for (int k = 0; k < L->M; k++)
+            part[p] += L->loss[p][k];
+    VKT_TRY(share_results(s, part, 1, "the step's loss"));
     double total = 0;
-    for (int k = 0; k < L->M; k++)
-        total += L->loss[k];
-    // Across ranks the last stage's rank has it; every rank returns its bits.
-    if (s->world)
-        VKT_TRY(vkt_world_bcast(s->world, &total, sizeof total, s->nranks - 1, "the step's loss"));
+    for (int p = 0; p < L->P; p++)
+        total += part[p];
     *loss_sum = total;
     return VKT_OK;
 }
@@ -510,10 +655,15 @@ static vkt_status layers_pipe_eval(vkt_strategy *s, const float *x, const void *
     L->accuracy = s->desc.model->loss == VKT_LOSS_SOFTMAX_XENT;
     L->predict_out = NULL;
     VKT_TRY(run_pass(s, x, targets, B, 0));
+    double part[2 * VKT_MAX_DEVICES] = {0}; // each pipeline's loss and count
+    for (int p = 0; p < L->P; p++)
+        for (int k = 0; k < L->M; k++)
+            part[2 * p] += L->loss[p][k], part[2 * p + 1] += L->correct[p][k];
+    VKT_TRY(share_results(s, part, 2, "the evaluation's loss and count"));
     *loss_sum = 0;
     *correct = 0;
-    for (int k = 0; k < L->M; k++)
-        *loss_sum += L->loss[k], *correct += L->correct[k];
+    for (int p = 0; p < L->P; p++)
+        *loss_sum += part[2 * p], *correct += (uint64_t)part[2 * p + 1];
     return VKT_OK;
 }
 
@@ -527,31 +677,22 @@ static vkt_status layers_predict(vkt_strategy *s, const float *x, uint32_t B, fl
     return st;
 }
 
-// Across ranks: evaluation and prediction as pipelines, their results sent from the last stage's
-// rank to every rank.
-static vkt_status layers_world_eval(vkt_strategy *s, const float *x, const void *targets,
-                                    uint32_t B, double *loss_sum, uint64_t *correct) {
-    VKT_TRY(layers_pipe_eval(s, x, targets, B, loss_sum, correct));
-    struct {
-        double loss;
-        uint64_t correct;
-    } r = {*loss_sum, *correct};
-    VKT_TRY(
-        vkt_world_bcast(s->world, &r, sizeof r, s->nranks - 1, "the evaluation's loss and count"));
-    *loss_sum = r.loss;
-    *correct = r.correct;
+// Across ranks or over pipelines: prediction as pipelines, each pipeline's rows sent from its
+// last stage's rank to every rank.
+static vkt_status layers_world_predict(vkt_strategy *s, const float *x, uint32_t B, float *out) {
+    layers_impl *L = s->impl;
+    VKT_TRY(layers_predict(s, x, B, out));
+    size_t row = (size_t)s->desc.model->output_features;
+    for (int p = 0; p < L->P && s->world; p++)
+        VKT_TRY(vkt_world_bcast(s->world, out + L->prow0[p] * row, L->prows[p] * row * 4,
+                                reporting_rank(s, p), "the predictions"));
     return VKT_OK;
 }
 
-static vkt_status layers_world_predict(vkt_strategy *s, const float *x, uint32_t B, float *out) {
-    VKT_TRY(layers_predict(s, x, B, out));
-    return vkt_world_bcast(s->world, out, (size_t)B * s->desc.model->output_features * 4,
-                           s->nranks - 1, "the predictions");
-}
-
-// Tensor i of the whole model lives on stage owner[i] (local[i] in its net, on its rank). A read
-// is collective: the owner reads it and, if it is not rank 0, sends it there, first with its
-// status; rank 0 returns it in dst, the others return VKT_OK with dst untouched.
+// Tensor i of the whole model lives on stage owner[i] (local[i] in its net, on its rank; over
+// pipelines, pipeline 0's stage, global device owner[i]). A read is collective: the owner reads
+// it and, if it is not rank 0, sends it there, first with its status; rank 0 returns it in dst,
+// the others return VKT_OK with dst untouched. Alone, the owner reads it.
 static vkt_status layers_world_read(vkt_strategy *s, vkt_net_store store, int i, float *dst) {
     layers_impl *L = s->impl;
     int g = s->owner[i], owner = strategy_rank_of(s, g);
@@ -584,13 +725,17 @@ static vkt_status layers_world_read(vkt_strategy *s, vkt_net_store store, int i,
     return vkt_world_recv(s->world, owner, TAG_TENSOR, dst, bytes, t->name);
 }
 
-// Every rank is given the same src; the owner writes it.
+// Every rank is given the same src; the owner writes it, and the same stage of every other
+// pipeline (its net lists the same tensors).
 static vkt_status layers_world_write(vkt_strategy *s, vkt_net_store store, int i,
                                      const float *src) {
     layers_impl *L = s->impl;
-    int g = s->owner[i];
-    if (strategy_rank_of(s, g) != s->rank) return VKT_OK;
-    return vkt_net_write_tensor(s->net[g - L->g0], store, s->local[i], src);
+    for (int p = 0; p < L->P; p++) {
+        int g = p * L->S + s->owner[i];
+        if (strategy_rank_of(s, g) == s->rank)
+            VKT_TRY(vkt_net_write_tensor(s->net[g - L->g0], store, s->local[i], src));
+    }
+    return VKT_OK;
 }
 
 static vkt_status layers_tensor_read(vkt_strategy *s, vkt_net_store store, int i, float *dst) {
@@ -616,8 +761,8 @@ static vkt_status layers_eval(vkt_strategy *s, const float *x, const void *targe
     *loss_sum = 0;
     *correct = 0;
     float *buf = L->scratch;
-    for (int k = 0; k < L->M; k++) {
-        uint32_t R = L->rows[k];
+    for (int k = 0; k < L->M; k++) { // one pipeline
+        uint32_t R = L->rows[0][k];
         if (!R) continue;
         for (int d = 0; d < L->S; d++) {
             vkt_net *net = s->net[d];
@@ -625,12 +770,12 @@ static vkt_status layers_eval(vkt_strategy *s, const float *x, const void *targe
             bool last = d == L->S - 1;
             uint32_t in = vkt_net_in_features(net);
             if (d == 0)
-                VKT_TRY(strategy_upload_input(net, 0, x + (uint64_t)L->row0[k] * in, R));
+                VKT_TRY(strategy_upload_input(net, 0, x + (uint64_t)L->row0[0][k] * in, R));
             else
                 VKT_TRY(strategy_upload_input(net, 0, buf, R));
             if (last)
                 VKT_TRY(strategy_upload_targets(
-                    net, 0, (const char *)targets + (uint64_t)L->row0[k] * tgt_per * 4, R));
+                    net, 0, (const char *)targets + (uint64_t)L->row0[0][k] * tgt_per * 4, R));
             VKT_TRY(vkt_cmd_begin(cmd, false));
             if (last) {
                 vkt_cmd_fill(cmd, vkt_net_correct(net), 0);
@@ -687,6 +832,7 @@ static void layers_destroy(vkt_strategy *s) {
         free(L->grad_host[d]);
         free(L->recv_host[d]);
         free(L->reqs[d]);
+        free(L->gpack[d]);
     }
     free(L->scratch);
     free(L->fwd_done);
@@ -706,8 +852,9 @@ static const strategy_vtbl layers_tensor_vtbl = {.step = layers_step,
                                                  .write = layers_tensor_write,
                                                  .init = layers_tensor_init,
                                                  .predict = layers_predict};
+// Across ranks, or over several pipelines in one process.
 static const strategy_vtbl layers_world_vtbl = {.step = layers_step,
-                                                .eval = layers_world_eval,
+                                                .eval = layers_pipe_eval,
                                                 .destroy = layers_destroy,
                                                 .read = layers_world_read,
                                                 .write = layers_world_write,
@@ -755,6 +902,26 @@ static vkt_status make_stages(vkt_strategy *s) {
     }
     L->scratch = malloc((size_t)L->mb_max * widest * 4);
     if (!L->scratch) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    if (L->P == 1) return VKT_OK;
+    // Pipelines: each device's packed gradients, its stage's meeting and the stage's ranks.
+    for (int g = 0; g < L->S; g++) {
+        L->glocal[g] = 0, L->gfirst_dev[g] = -1, L->ngranks[g] = 0;
+        for (int p = 0; p < L->P; p++) {
+            int r = strategy_rank_of(s, p * L->S + g);
+            if (!L->ngranks[g] || L->granks[g][L->ngranks[g] - 1] != r)
+                L->granks[g][L->ngranks[g]++] = r;
+        }
+    }
+    for (int i = 0; i < s->ndev; i++) {
+        int g = stage_of(L, i);
+        if (L->gfirst_dev[g] < 0) L->gfirst_dev[g] = i;
+        L->glocal[g]++;
+        for (int t = 0; t < vkt_net_tensor_count(s->net[i]); t++)
+            if (!vkt_net_get_tensor(s->net[i], t)->state)
+                L->gcount[i] += vkt_net_get_tensor(s->net[i], t)->count;
+        L->gpack[i] = malloc((size_t)(L->gcount[i] ? L->gcount[i] : 1) * 4);
+        if (!L->gpack[i]) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    }
     return VKT_OK;
 }
 
@@ -764,7 +931,7 @@ typedef struct rank_facts {
     int32_t ok;
     char err[400];
     uint32_t batch, nlayers, input_features, output_features;
-    int32_t micro, schedule, clip, ndev;
+    int32_t micro, schedule, clip, ndev, pipelines;
     uint64_t params;
     int32_t split[VKT_MAX_DEVICES];
     uint64_t limit[VKT_MAX_DEVICES], align[VKT_MAX_DEVICES], max_alloc[VKT_MAX_DEVICES];
@@ -786,6 +953,45 @@ static vkt_status world_agree(vkt_strategy *s, vkt_status st, rank_facts *f, ran
     return VKT_OK;
 }
 
+// One pipeline's plan (its S stages at the shard's rows) from the run's G devices (run, labels:
+// every device's facts and name): stage g's limit and largest allocation are the smallest of its
+// devices over the pipelines, its alignment the largest, so that what fits the plan fits every
+// pipeline's devices; a refusal names the device of the stage with the least memory. One
+// pipeline: the run's own. where: what the run is, for a refusal that does not apply.
+static vkt_status pipeline_plan(const vkt_strategy *s, const vkt_plan_input *run,
+                                const char *const *labels, const char *where, vkt_plan_input *pi,
+                                vkt_plan *p) {
+    const layers_impl *L = s->impl;
+    int n = L->S * L->T;
+    const char *names[VKT_MAX_DEVICES];
+    *pi = *run;
+    pi->ndevices = n;
+    pi->batch = (run->batch + (uint32_t)L->P - 1) / (uint32_t)L->P; // the largest shard
+    for (int g = 0; g < n; g++) {
+        int least = g;
+        for (int q = 1; q < L->P; q++) {
+            int e = q * n + g;
+            if (run->limit[e] < run->limit[least]) least = e;
+            if (run->align[e] > pi->align[g]) pi->align[g] = run->align[e];
+            uint64_t a = run->max_alloc[e]; // 0: no bound
+            if (a && (!pi->max_alloc[g] || a < pi->max_alloc[g])) pi->max_alloc[g] = a;
+        }
+        pi->limit[g] = run->limit[least];
+        names[g] = labels[least];
+    }
+    vkt_plan_layers(pi, p);
+    if (!p->possible) return vkt_fail(VKT_ERR_ARG, "%s: %s", where, p->note);
+    if (!p->fits) { // the plan's words and numbers, the device named (with its rank)
+        char msg[1024];
+        vkt_plan_refusal(p, pi, names, msg, sizeof msg);
+        if (L->P == 1) return vkt_fail(VKT_ERR_DEVICE_MEMORY, "%s", msg);
+        return vkt_fail(VKT_ERR_DEVICE_MEMORY,
+                        "--pipelines %d (each pipeline %d of the %d devices, at %u rows): %s", L->P,
+                        n, run->ndevices, pi->batch, msg);
+    }
+    return VKT_OK;
+}
+
 // The plan of every rank's devices in rank order (the same on every rank), after each rank
 // opened its own.
 static vkt_status world_plan(vkt_strategy *s, vkt_status opened, vkt_plan_input *pi, vkt_plan *p) {
@@ -800,7 +1006,8 @@ static vkt_status world_plan(vkt_strategy *s, vkt_status opened, vkt_plan_input 
                       .micro = d->micro_batches > 0 ? d->micro_batches : 1,
                       .schedule = (int32_t)d->schedule,
                       .clip = d->optim.clip > 0,
-                      .ndev = s->ndev};
+                      .ndev = s->ndev,
+                      .pipelines = ((layers_impl *)s->impl)->P};
     int nt = vkt_model_tensors(m, 0, m->nlayers, s->tensors, MAX_TENSORS);
     for (int i = 0; i < nt && i < MAX_TENSORS; i++)
         f->params += s->tensors[i].count;
@@ -820,45 +1027,44 @@ static vkt_status world_plan(vkt_strategy *s, vkt_status opened, vkt_plan_input 
         if (a->batch != b->batch || a->nlayers != b->nlayers || a->params != b->params ||
             a->input_features != b->input_features || a->output_features != b->output_features ||
             a->micro != b->micro || a->schedule != b->schedule || a->clip != b->clip ||
-            memcmp(a->split, b->split, sizeof a->split) != 0)
+            a->pipelines != b->pipelines || memcmp(a->split, b->split, sizeof a->split) != 0)
             st = vkt_fail(VKT_ERR_ARG,
                           "--strategy layers across ranks: rank %d was given another model, batch, "
-                          "--micro-batches, --schedule, --clip or --split than rank 0 (%u layers "
-                          "and %llu parameters, batch %u, %d micro-batches against %u, %llu, %u, "
-                          "%d); every rank must run the same training",
+                          "--micro-batches, --pipelines, --schedule, --clip or --split than rank 0 "
+                          "(%u layers and %llu parameters, batch %u, %d micro-batches, %d "
+                          "pipelines against %u, %llu, %u, %d, %d); every rank must run the same "
+                          "training",
                           r, b->nlayers, (unsigned long long)b->params, b->batch, b->micro,
-                          a->nlayers, (unsigned long long)a->params, a->batch, a->micro);
+                          b->pipelines, a->nlayers, (unsigned long long)a->params, a->batch,
+                          a->micro, a->pipelines);
     }
     if (st == VKT_OK) {
-        strategy_plan_input(s, pi);
-        pi->ndevices = s->gdev;
+        vkt_plan_input run;
+        strategy_plan_input(s, &run);
+        run.ndevices = s->gdev;
         const char *labels[VKT_MAX_DEVICES];
         for (int r = 0; r < s->nranks; r++)
             for (int g = s->rank_first[r]; g < s->rank_first[r + 1]; g++) {
                 int k = g - s->rank_first[r];
-                pi->limit[g] = all[r].limit[k];
-                pi->align[g] = all[r].align[k];
-                pi->max_alloc[g] = all[r].max_alloc[k];
-                pi->upload_areas[g] = false;
-                pi->balance[g] = 0;
-                pi->split[g] = d->split[g];
+                run.limit[g] = all[r].limit[k];
+                run.align[g] = all[r].align[k];
+                run.max_alloc[g] = all[r].max_alloc[k];
+                run.upload_areas[g] = false;
+                run.balance[g] = 0;
+                run.split[g] = d->split[g];
                 labels[g] = all[r].label[k];
             }
-        vkt_plan_layers(pi, p);
-        if (!p->possible) {
-            st = vkt_fail(VKT_ERR_ARG, "--strategy layers over the %d devices of %d ranks: %s",
-                          s->gdev, s->nranks, p->note);
-        } else if (!p->fits) { // the plan's words and numbers, the device named with its rank
-            char msg[1024];
-            vkt_plan_refusal(p, pi, labels, msg, sizeof msg);
-            st = vkt_fail(VKT_ERR_DEVICE_MEMORY, "%s", msg);
-        }
+        char where[128];
+        snprintf(where, sizeof where, "--strategy layers over the %d devices of %d ranks", s->gdev,
+                 s->nranks);
+        st = pipeline_plan(s, &run, labels, where, pi, p);
     }
     free(f);
     return st;
 }
 
-// Across ranks: the whole model's tensors, each on the stage holding its layer.
+// Across ranks or over pipelines: the whole model's tensors, each on the stage (of pipeline 0)
+// holding its layer.
 static vkt_status world_tensors(vkt_strategy *s) {
     layers_impl *L = s->impl;
     const vkt_model_desc *m = s->desc.model;
@@ -873,8 +1079,11 @@ static vkt_status world_tensors(vkt_strategy *s) {
             g++;
         s->owner[i] = g;
         s->local[i] = -1;
-        if (g >= L->g0 && g < L->g0 + s->ndev) {
-            s->local[i] = vkt_net_find_tensor(s->net[g - L->g0], s->tensors[i].name);
+        // Its index in the stage's net: the same in every pipeline's copy held here.
+        for (int p = 0; p < L->P && s->local[i] < 0; p++) {
+            int e = p * L->S + g;
+            if (e < L->g0 || e >= L->g0 + s->ndev) continue;
+            s->local[i] = vkt_net_find_tensor(s->net[e - L->g0], s->tensors[i].name);
             VKT_ASSERT(s->local[i] >= 0);
         }
     }
@@ -901,10 +1110,26 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
         return vkt_fail(VKT_ERR_ARG, "--strategy layers needs at least two devices in --device "
                                      "(the same one twice gives two logical devices)");
     int M = d->micro_batches > 0 ? d->micro_batches : 1;
+    int P = d->pipelines > 0 ? d->pipelines : 1;
     if (M > MAX_MICRO) return vkt_fail(VKT_ERR_ARG, "at most %d micro-batches", MAX_MICRO);
+    if (P > 1 && tensor)
+        return vkt_fail(VKT_ERR_ARG,
+                        "--pipelines %d applies to --strategy layers, not to "
+                        "layers,tensor (use --pipelines 1)",
+                        P);
+    if (P > 1 && (s->gdev % P || s->gdev / P < 2))
+        return vkt_fail(VKT_ERR_ARG,
+                        "--pipelines %d needs the run's devices to divide into %d pipelines of at "
+                        "least two stages each; the run has %d devices%s",
+                        P, P, s->gdev, s->world ? " (every rank's together)" : "");
     if ((uint32_t)M > d->batch)
         return vkt_fail(VKT_ERR_ARG, "--micro-batches %d is more than the batch of %u rows", M,
                         d->batch);
+    if ((uint64_t)M * (uint64_t)P > d->batch)
+        return vkt_fail(VKT_ERR_ARG,
+                        "--micro-batches %d in each of --pipelines %d is more than the batch of "
+                        "%u rows (each pipeline's shard is about %u rows)",
+                        M, P, d->batch, d->batch / (uint32_t)P);
     layers_impl *L = calloc(1, sizeof *L);
     if (!L) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     s->impl = L;
@@ -912,10 +1137,12 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv, NULL);
     L->T = T;
+    L->P = P;
     L->g0 = s->gfirst;
-    L->S = s->gdev / T;
+    L->S = s->gdev / T / P;
     L->M = M;
-    L->mb_max = (d->batch + M - 1) / M;
+    uint32_t shard = (d->batch + (uint32_t)P - 1) / (uint32_t)P; // the largest
+    L->mb_max = (shard + M - 1) / M;
     for (int i = 0; i < d->ndevices; i++)
         L->slots[i] = vkt_plan_stage_slots(L->S, stage_of(L, i), M, d->schedule);
     vkt_status opened = strategy_open_devices(s);
@@ -926,16 +1153,21 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
         VKT_TRY(world_plan(s, opened, &pi, &p));
     } else {
         VKT_TRY(opened);
-        strategy_plan_input(s, &pi);
-        vkt_plan_layers(&pi, &p);
-        if (!p.possible)
-            return vkt_fail(VKT_ERR_ARG, "--strategy %s: %s", vkt_strategy_name(d->kind), p.note);
-        if (!p.fits) return strategy_refuse(s, &p, &pi); // the plan's words and numbers
+        vkt_plan_input run;
+        strategy_plan_input(s, &run);
+        const char *labels[VKT_MAX_DEVICES];
+        for (int i = 0; i < s->ndev; i++)
+            labels[i] = s->stats[i].label;
+        char where[64];
+        snprintf(where, sizeof where, "--strategy %s", vkt_strategy_name(d->kind));
+        VKT_TRY(pipeline_plan(s, &run, labels, where, &pi, &p));
     }
     for (int g = 0; g < L->S; g++)
         L->glo[g] = p.lo[g * T], L->ghi[g] = p.hi[g * T];
-    for (int i = 0; i < s->ndev; i++)
-        L->lo[i] = p.lo[L->g0 + i], L->hi[i] = p.hi[L->g0 + i];
+    for (int i = 0; i < s->ndev; i++) { // a pipeline's device: the plan's of its stage
+        int e = T > 1 ? i : stage_of(L, i);
+        L->lo[i] = p.lo[e], L->hi[i] = p.hi[e];
+    }
     vkt_status st = VKT_OK;
     for (int k = 0; k < T && tensor && st == VKT_OK; k++)
         st = vkt_tensor_model(m, k, T, &L->model[k]);
@@ -950,6 +1182,10 @@ vkt_status strategy_layers_create(vkt_strategy *s) {
         }
         if (st == VKT_OK) st = tp_map_create(s, T, &L->map);
         if (st == VKT_OK) s->vt = &layers_tensor_vtbl;
+    }
+    if (!s->world && P > 1) {
+        if (st == VKT_OK) st = world_tensors(s);
+        if (st == VKT_OK) s->vt = &layers_world_vtbl;
     }
     if (s->world) {
         if (st == VKT_OK) st = world_tensors(s);

@@ -9,7 +9,14 @@
 //     micro-batches), and over two stages on rank 0 and one on rank 1 (1F1B, 4 micro-batches,
 //     --clip: a local neighbour and a remote one in the same run);
 //   - fashion_cnn over two stages on rank 0 and one on rank 1 (GPipe, 1 micro-batch: batchnorm
-//     normalises each micro-batch by itself, so only a whole batch is single's), clipped.
+//     normalises each micro-batch by itself, so only a whole batch is single's), clipped;
+//   - --pipelines 2 (data x pipeline): fashion_mlp over 4 ranks of one llvmpipe each (pipelines
+//     {0,1} and {2,3}: each pipeline spans two ranks, each stage's gradients are summed over
+//     ranks {0,2} or {1,3}; GPipe, 2 micro-batches), and over 2 ranks of two llvmpipe each (a
+//     pipeline per rank, each stage summed over both ranks; 1F1B, 2 micro-batches, --clip). Rank
+//     0's one-process reference is then --pipelines 2 over 4 llvmpipe in one process, which is
+//     also held to the single-device run (with and without --clip), and the bytes each device
+//     moved include its stage's gradients out and back every step.
 // Each rank checks that the step losses, the evaluation (loss and correct count) and the
 // predictions it got are rank 0's bits. Rank 0 then reads the whole model through the collective
 // vkt_strategy_read (every rank calls it; rank 0's dst is filled) and runs, in its own process,
@@ -19,7 +26,9 @@
 // clipped, as the device sums the squared norm in an order of its own). The first configuration
 // also checks a collective vkt_strategy_write of a tensor that lives on the last rank, and the
 // refusals: layers,tensor across ranks, and a model that does not fit (the message names the
-// rank of the device).
+// rank of the device); the first --pipelines configuration also checks the write (to every
+// pipeline's copy, read back from pipeline 0's) and refuses pipelines that do not divide the
+// devices and pipelines that do not fit.
 //
 // Tolerance: |p - p_single| <= 2e-4 + 2e-3 |p_single| (as tests/test_parallel.c): the stages sum
 // the same products as one device in other orders (micro-batches, another driver's matmul).
@@ -54,6 +63,7 @@ typedef struct config {
     vkt_schedule sched;
     float clip;
     bool extra; // also the collective write and the refusals
+    int pipelines;
 } config;
 
 static const config configs[] = {
@@ -64,7 +74,8 @@ static const config configs[] = {
      4,
      VKT_SCHEDULE_GPIPE,
      0,
-     true},
+     true,
+     1},
     {"fashion_mlp, 3 ranks x llvmpipe, 1f1b M=4, clip",
      3,
      {"llvmpipe", "llvmpipe", "llvmpipe"},
@@ -72,7 +83,8 @@ static const config configs[] = {
      4,
      VKT_SCHEDULE_1F1B,
      0.5f,
-     false},
+     false,
+     1},
     {"fashion_mlp, llvmpipe | swiftshader, 1f1b M=3",
      2,
      {"llvmpipe", "swiftshader"},
@@ -80,7 +92,8 @@ static const config configs[] = {
      3,
      VKT_SCHEDULE_1F1B,
      0,
-     false},
+     false,
+     1},
     {"fashion_mlp, llvmpipe x2 | llvmpipe, 1f1b M=4, clip",
      2,
      {"llvmpipe,llvmpipe", "llvmpipe"},
@@ -88,7 +101,8 @@ static const config configs[] = {
      4,
      VKT_SCHEDULE_1F1B,
      0.5f,
-     false},
+     false,
+     1},
     {"fashion_cnn, llvmpipe x2 | llvmpipe, gpipe M=1, clip",
      2,
      {"llvmpipe,llvmpipe", "llvmpipe"},
@@ -96,7 +110,26 @@ static const config configs[] = {
      1,
      VKT_SCHEDULE_GPIPE,
      0.5f,
-     false},
+     false,
+     1},
+    {"fashion_mlp, 4 ranks x llvmpipe, 2 pipelines of 2, gpipe M=2",
+     4,
+     {"llvmpipe", "llvmpipe", "llvmpipe", "llvmpipe"},
+     "fashion_mlp",
+     2,
+     VKT_SCHEDULE_GPIPE,
+     0,
+     true,
+     2},
+    {"fashion_mlp, llvmpipe x2 | llvmpipe x2, 2 pipelines of 2, 1f1b M=2, clip",
+     2,
+     {"llvmpipe,llvmpipe", "llvmpipe,llvmpipe"},
+     "fashion_mlp",
+     2,
+     VKT_SCHEDULE_1F1B,
+     0.5f,
+     false,
+     2},
 };
 #define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
 
@@ -162,6 +195,7 @@ static vkt_strategy_desc desc_for(vt *t, const config *c, const vkt_model_desc *
                            .batch = BATCH,
                            .micro_batches = c->micro,
                            .schedule = c->sched,
+                           .pipelines = c->pipelines,
                            .world = w};
     d.optim = vkt_optim_default(VKT_OPTIM_SGD);
     d.optim.lr = 0.05f;
@@ -197,7 +231,7 @@ static vkt_status train(vkt_strategy *s, const vkt_model_desc *m, const data *dt
 static vkt_status train_here(vt *t, const config *c, const vkt_model_desc *m, const data *dt,
                              vkt_strategy_kind kind, const char *devices, result *out) {
     vkt_strategy_desc d = desc_for(t, c, m, kind, NULL);
-    if (kind == VKT_STRATEGY_SINGLE) d.micro_batches = 0;
+    if (kind == VKT_STRATEGY_SINGLE) d.micro_batches = d.pipelines = 0;
     VKT_TRY_TEST(vkt_context_select(t->ctx, devices, d.devices, VKT_MAX_DEVICES, &d.ndevices));
     vkt_strategy *s;
     VKT_TRY_TEST(vkt_strategy_create(&d, &s));
@@ -282,15 +316,22 @@ static void check_ranks_agree(vt *t, vkt_world *w, const char *what, const resul
 
 // Each device moved its boundaries' activations and gradients (to and from a neighbour on this
 // rank or another alike): both ways for every training step, forward for the evaluation and the
-// prediction.
-static void check_bytes(vt *t, vkt_strategy *s, const vkt_model_desc *m, int rank) {
+// prediction; each row once, in whichever pipeline has it. Over pipelines, also its stage's
+// trained gradients to the host and their sums back, every step.
+static void check_bytes(vt *t, vkt_strategy *s, const vkt_model_desc *m, int rank, int pipelines) {
     for (int i = 0; i < vkt_strategy_device_count(s); i++) {
         int lo, hi;
         if (!vkt_strategy_stage(s, i, &lo, &hi)) continue;
         uint64_t per_row = 0; // floats a row carries across the stage's boundaries
         if (lo > 0) per_row += m->layers[lo].in_features;
         if (hi < m->nlayers) per_row += m->layers[hi - 1].out_features;
-        uint64_t want = (2ull * STEPS + 2) * BATCH * per_row * 4;
+        uint64_t rows = BATCH / (uint64_t)(pipelines > 1 ? pipelines : 1); // BATCH divides
+        uint64_t want = (2ull * STEPS + 2) * rows * per_row * 4;
+        for (int k = 0; k < vkt_strategy_tensor_count(s) && pipelines > 1; k++) {
+            const vkt_net_tensor *tn = vkt_strategy_tensor(s, k);
+            if (!tn->state && tn->layer >= lo && tn->layer < hi)
+                want += 2ull * STEPS * tn->count * 4;
+        }
         vkt_device_stats ds;
         vkt_strategy_stats(s, i, &ds);
         VT_CHECK(t, ds.bytes_moved == want && ds.comm_ns > 0,
@@ -299,9 +340,10 @@ static void check_bytes(vt *t, vkt_strategy *s, const vkt_model_desc *m, int ran
     }
 }
 
-// A tensor of the last rank's stage written from every rank (each given the same values) and
-// read back at rank 0.
-static void check_write(vt *t, vkt_strategy *s, vkt_world *w) {
+// A tensor of the last stage written from every rank (each given the same values) and read back
+// at rank 0; over pipelines, every pipeline's copy written.
+static void check_write(vt *t, vkt_strategy *s, vkt_world *w, const vkt_model_desc *m,
+                        const data *dt, int pipelines) {
     int i = vkt_strategy_tensor_count(s) - 1;
     const vkt_net_tensor *tn = vkt_strategy_tensor(s, i);
     float *v = malloc(tn->count * 4), *back = malloc(tn->count * 4);
@@ -317,6 +359,20 @@ static void check_write(vt *t, vkt_strategy *s, vkt_world *w) {
                  "vkt_strategy_read filled dst on rank %d (only rank 0's is)", vkt_world_rank(w));
     free(v);
     free(back);
+    if (pipelines < 2) return;
+    // Every pipeline got the write: a batch whose halves are the same rows predicts the same
+    // bits in both (pipeline 0 has the first half, pipeline 1 the second).
+    size_t half = (size_t)BATCH / 2 * m->input_features, nout = (size_t)BATCH * m->output_features;
+    float *x = malloc(half * 2 * 4), *out = calloc(nout, 4);
+    memcpy(x, batch_x(dt, 0), half * 4);
+    memcpy(x + half, batch_x(dt, 0), half * 4);
+    VT_OK(t, vkt_strategy_predict(s, x, BATCH, out));
+    VT_CHECK(t, memcmp(out, out + nout / 2, nout / 2 * 4) == 0,
+             "rank %d: after a write of %s, pipeline 1 predicts other bits than pipeline 0 for "
+             "the same rows",
+             vkt_world_rank(w), tn->name);
+    free(x);
+    free(out);
 }
 
 // What cannot run across ranks is refused on every rank, in words that say why.
@@ -337,6 +393,26 @@ static void check_refusals(vt *t, const config *c, const vkt_model_desc *m, vkt_
     st = vkt_strategy_create(&d, &s);
     VT_CHECK(t, st == VKT_ERR_DEVICE_MEMORY && strstr(vkt_error(), "rank "),
              "a model that fits no rank's device: status %d, %s", (int)st, vkt_error());
+    if (vkt_world_rank(w) == 0) printf("test_mpi_layers: refused: %s\n", vkt_error());
+    vkt_strategy_destroy(s);
+    if (c->pipelines < 2) return;
+    // Pipelines that do not divide the run's devices, and ones that do not fit.
+    s = NULL;
+    d.mem_limit = 0;
+    d.pipelines = 3;
+    st = vkt_strategy_create(&d, &s);
+    VT_CHECK(t, st == VKT_ERR_ARG && strstr(vkt_error(), "--pipelines 3"),
+             "--pipelines 3 over 4 devices: status %d, %s", (int)st, vkt_error());
+    if (vkt_world_rank(w) == 0) printf("test_mpi_layers: refused: %s\n", vkt_error());
+    vkt_strategy_destroy(s);
+    s = NULL;
+    d.pipelines = c->pipelines;
+    d.mem_limit = 256 << 10;
+    st = vkt_strategy_create(&d, &s);
+    VT_CHECK(t,
+             st == VKT_ERR_DEVICE_MEMORY && strstr(vkt_error(), "--pipelines") &&
+                 strstr(vkt_error(), "rank "),
+             "pipelines that fit no rank's device: status %d, %s", (int)st, vkt_error());
     if (vkt_world_rank(w) == 0) printf("test_mpi_layers: refused: %s\n", vkt_error());
     vkt_strategy_destroy(s);
 }
@@ -389,8 +465,8 @@ static int run_rank(const config *c) {
     }
     if (st != VKT_OK) vkt_world_abort(w, 1); // the others wait for this rank
     check_ranks_agree(t, w, c->name, &got, m.output_features);
-    check_bytes(t, s, &m, rank);
-    if (c->extra) check_write(t, s, w);
+    check_bytes(t, s, &m, rank, c->pipelines);
+    if (c->extra) check_write(t, s, w, &m, &dt, c->pipelines);
     vkt_strategy_destroy(s);
     if (c->extra) check_refusals(t, c, &m, w, c->devices[rank]);
 
@@ -414,6 +490,10 @@ static int run_rank(const config *c) {
         // (shaders/sumsq.comp): its last bits, and so the clipped steps', vary from run to run.
         if (here.all && c->clip > 0) compare_near(t, what, &here, &got, m.output_features);
         if (here.all && c->clip == 0) compare_same(t, what, &here, &got, m.output_features);
+        if (here.all && c->pipelines > 1) { // data x pipeline in one process against single
+            snprintf(what, sizeof what, "%s, one process over %s", c->name, all);
+            compare_near(t, what, &ref, &here, m.output_features);
+        }
         printf("test_mpi_layers: %s: the references in %.1f s\n", c->name, now_s() - t1);
         result_free(&ref);
         result_free(&here);

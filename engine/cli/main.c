@@ -87,6 +87,8 @@ static void usage(FILE *f) {
         "                          first T devices the first)\n"
         "  --balance equal|auto|3,1  (replicated)   --split auto|3,2  --micro-batches M\n"
         "  --schedule gpipe|1f1b (layers)          --mem-limit SIZE (per device, e.g. 512M)\n"
+        "  --pipelines P           (layers) P pipelines of G/P stages each, the batch sharded\n"
+        "                          over them, each stage's gradients summed across them\n"
         "  --shard-optimizer       (replicated) each device keeps the optimizer state of 1/n of\n"
         "                          the parameters (ZeRO-1): optimizer memory per device / n,\n"
         "                          parameters and gradients whole; the updated parameters are\n"

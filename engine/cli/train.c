@@ -405,6 +405,10 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             TAKES_VALUE;
             if (!parse_u64(a, v, 1, 4096, &u)) return 2;
             o->strategy.micro_batches = (int)u;
+        } else if (!strcmp(a, "--pipelines")) {
+            TAKES_VALUE;
+            if (!parse_u64(a, v, 1, VKT_MAX_DEVICES, &u)) return 2;
+            o->strategy.pipelines = (int)u;
         } else if (!strcmp(a, "--schedule")) {
             TAKES_VALUE;
             schedule = v;

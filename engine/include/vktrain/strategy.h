@@ -58,6 +58,11 @@ typedef struct vkt_strategy_desc {
     int split[VKT_MAX_DEVICES];
     int micro_batches;
     vkt_schedule schedule;
+    // layers: data x pipeline parallelism, P pipelines (0 or 1: one) of G / P stages each over
+    // the run's G devices (pipeline p: devices [p G/P, (p+1) G/P)); each step's batch sharded
+    // over them in equal shares, stage s's gradients summed with stage s's of every pipeline
+    // (in pipeline order), the same update everywhere
+    int pipelines;
     // layers,tensor: devices per stage, each holding a slice of the stage's split layers (the
     // stages' groups are consecutive in devices[]: stage 0 is devices 0..tensor_size-1);
     // replicated,tensor: devices per replica, the same way
