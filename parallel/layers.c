@@ -64,7 +64,14 @@
 
 // Tags of the messages between ranks (below 2^20, world.h): what they carry, and the micro-batch.
 // TAG_GRADSUM + 2 s, + 1: stage s's gradients summed over the pipelines (vkt_world_group_sum_f32).
-enum { TAG_ACTIVATION = 0, TAG_GRADIENT = 1 << 12, TAG_TENSOR = 2 << 12, TAG_GRADSUM = 3 << 12 };
+// TAG_STATESUM + 2 s, + 1: stage s's running statistics, pipeline 0's, to the other pipelines.
+enum {
+    TAG_ACTIVATION = 0,
+    TAG_GRADIENT = 1 << 12,
+    TAG_TENSOR = 2 << 12,
+    TAG_GRADSUM = 3 << 12,
+    TAG_STATESUM = 4 << 12
+};
 _Static_assert(MAX_MICRO <= 1 << 12, "a micro-batch's index fits below its tag's kind");
 
 typedef struct op {
@@ -123,11 +130,14 @@ typedef struct layers_impl {
     // Pipelines: each device's trained gradients packed in tensor order (gcount floats), the
     // meeting of each stage's devices on this rank (glocal of them, the first gfirst_dev), and
     // the ranks holding each stage (granks[s][0..ngranks[s]), ascending).
-    float *gpack[VKT_MAX_DEVICES];
-    uint64_t gcount[VKT_MAX_DEVICES];
-    int glocal[VKT_MAX_DEVICES], gfirst_dev[VKT_MAX_DEVICES], garrived[VKT_MAX_DEVICES];
-    bool gdone[VKT_MAX_DEVICES];
+    // [0]: the gradients; [1]: the running statistics (buffers), pipeline 0's sent to the others
+    // after the update as DDP's broadcast_buffers (the others add zeros).
+    float *gpack[2][VKT_MAX_DEVICES];
+    uint64_t gcount[2][VKT_MAX_DEVICES];
+    int glocal[VKT_MAX_DEVICES], gfirst_dev[VKT_MAX_DEVICES], garrived[2][VKT_MAX_DEVICES];
+    bool gdone[2][VKT_MAX_DEVICES];
     int granks[VKT_MAX_DEVICES][VKT_MAX_DEVICES], ngranks[VKT_MAX_DEVICES];
+    bool has_state[VKT_MAX_DEVICES]; // stage s holds running statistics
 } layers_impl;
 
 static int slot_of(const layers_impl *L, int d, int mb) { return mb % L->slots[d]; }
@@ -330,58 +340,64 @@ static vkt_status wait_sends(vkt_strategy *s, int d) {
 // Device d's trained gradients (its micro-batches' done) to the host, summed with those of its
 // stage in every other pipeline, in pipeline order, and back: this rank's devices of the stage
 // meet, the last to arrive sums theirs into the first's pack and, the stage spanning ranks, sums
-// that over its ranks (vkt_world_group_sum_f32, the stage's own tags). False (VKT_OK) when
-// another device failed.
-static vkt_status sum_over_pipelines(vkt_strategy *s, int d, bool *ok) {
+// that over its ranks (vkt_world_group_sum_f32, the stage's own tags). state: the running
+// statistics instead, pipeline 0's only (the others give zeros, so the sum is its values
+// exactly). False (VKT_OK) when another device failed.
+static vkt_status sum_over_pipelines(vkt_strategy *s, int d, bool state, bool *ok) {
     layers_impl *L = s->impl;
     vkt_net *net = s->net[d];
-    int st = stage_of(L, d), nt = vkt_net_tensor_count(net);
-    uint64_t n = L->gcount[d], at = 0;
+    int st = stage_of(L, d), nt = vkt_net_tensor_count(net), w = state;
+    uint64_t n = L->gcount[w][d], at = 0;
+    vkt_net_store store = state ? VKT_STORE_PARAM : VKT_STORE_GRAD;
     *ok = false;
     int64_t t0 = vkt_trace_now_ns();
     for (int i = 0; i < nt; i++) {
         const vkt_net_tensor *t = vkt_net_get_tensor(net, i);
-        if (t->state) continue;
-        VKT_TRY(vkt_net_read_tensor(net, VKT_STORE_GRAD, i, L->gpack[d] + at));
+        if (t->state != state) continue;
+        if (state && pipe_of(L, d) != 0)
+            memset(L->gpack[w][d] + at, 0, t->count * 4);
+        else
+            VKT_TRY(vkt_net_read_tensor(net, store, i, L->gpack[w][d] + at));
         at += t->count;
     }
     VKT_ASSERT(at == n);
-    account_comm(s, d, t0, n * 4, "comm:grad_out");
+    account_comm(s, d, t0, n * 4, state ? "comm:state_out" : "comm:grad_out");
     pthread_mutex_lock(&L->mu);
-    bool last = ++L->garrived[st] == L->glocal[st];
+    bool last = ++L->garrived[w][st] == L->glocal[st];
     pthread_mutex_unlock(&L->mu);
-    float *acc = L->gpack[L->gfirst_dev[st]];
+    float *acc = L->gpack[w][L->gfirst_dev[st]];
     if (last) {
         int64_t c0 = vkt_trace_now_ns();
         for (int e = L->gfirst_dev[st] + 1; e < s->ndev; e++) {
             if (stage_of(L, e) != st) continue;
-            const float *b = L->gpack[e];
+            const float *b = L->gpack[w][e];
             for (uint64_t j = 0; j < n; j++)
                 acc[j] += b[j];
         }
         vkt_status gs = VKT_OK;
         if (s->world && L->ngranks[st] > 1 && n > 0) // n: the same on every rank
             gs = vkt_world_group_sum_f32(s->world, L->granks[st], L->ngranks[st],
-                                         TAG_GRADSUM + 2 * st, acc, n,
-                                         "a stage's gradients summed over the pipelines");
-        account_comm(s, d, c0, 0, "comm:grad_sum");
+                                         (state ? TAG_STATESUM : TAG_GRADSUM) + 2 * st, acc, n,
+                                         state ? "a stage's running statistics from pipeline 0"
+                                               : "a stage's gradients summed over the pipelines");
+        account_comm(s, d, c0, 0, state ? "comm:state_sum" : "comm:grad_sum");
         if (gs != VKT_OK) {
             stage_fail(L, gs);
             return VKT_OK;
         }
-        set_flag(L, &L->gdone[st]);
-    } else if (!wait_flag(s, d, &L->gdone[st], 0)) {
+        set_flag(L, &L->gdone[w][st]);
+    } else if (!wait_flag(s, d, &L->gdone[w][st], 0)) {
         return VKT_OK;
     }
     t0 = vkt_trace_now_ns();
     at = 0;
     for (int i = 0; i < nt; i++) {
         const vkt_net_tensor *t = vkt_net_get_tensor(net, i);
-        if (t->state) continue;
-        VKT_TRY(vkt_net_write_tensor(net, VKT_STORE_GRAD, i, acc + at));
+        if (t->state != state) continue;
+        VKT_TRY(vkt_net_write_tensor(net, store, i, acc + at));
         at += t->count;
     }
-    account_comm(s, d, t0, n * 4, "comm:grad_in");
+    account_comm(s, d, t0, n * 4, state ? "comm:state_in" : "comm:grad_in");
     *ok = true;
     return VKT_OK;
 }
@@ -514,7 +530,7 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
     // norm of every stage's.
     if (L->P > 1) {
         bool ok;
-        VKT_TRY(sum_over_pipelines(s, d, &ok));
+        VKT_TRY(sum_over_pipelines(s, d, false, &ok));
         if (!ok) return VKT_OK;
     }
     float sumsq = 0;
@@ -539,7 +555,11 @@ static vkt_status run_stage(vkt_strategy *s, int d) {
     VKT_TRY(vkt_cmd_end(cmd));
     VKT_TRY(vkt_cmd_submit(cmd));
     VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
-    return strategy_account(s, d, (int)L->step);
+    VKT_TRY(strategy_account(s, d, (int)L->step));
+    // Each pipeline's running statistics saw its shard only: pipeline 0's are kept everywhere.
+    bool ok = true;
+    if (L->P > 1 && L->has_state[stage_of(L, d)]) VKT_TRY(sum_over_pipelines(s, d, true, &ok));
+    return VKT_OK;
 }
 
 static void *stage_thread(void *p) {
@@ -590,7 +610,8 @@ static vkt_status run_pass(vkt_strategy *s, const float *x, const void *targets,
         for (int k = 0; k < L->M; k++)
             L->loss[p][k] = 0, L->correct[p][k] = 0;
     for (int g = 0; g < L->S; g++)
-        L->garrived[g] = 0, L->gdone[g] = false;
+        for (int w = 0; w < 2; w++)
+            L->garrived[w][g] = 0, L->gdone[w][g] = false;
     for (int g = 0; g < L->S && L->T > 1; g++)
         tp_group_reset(L->group[g], step);
     pthread_t th[VKT_MAX_DEVICES];
@@ -832,7 +853,7 @@ static void layers_destroy(vkt_strategy *s) {
         free(L->grad_host[d]);
         free(L->recv_host[d]);
         free(L->reqs[d]);
-        free(L->gpack[d]);
+        free(L->gpack[0][d]), free(L->gpack[1][d]);
     }
     free(L->scratch);
     free(L->fwd_done);
@@ -916,11 +937,15 @@ static vkt_status make_stages(vkt_strategy *s) {
         int g = stage_of(L, i);
         if (L->gfirst_dev[g] < 0) L->gfirst_dev[g] = i;
         L->glocal[g]++;
-        for (int t = 0; t < vkt_net_tensor_count(s->net[i]); t++)
-            if (!vkt_net_get_tensor(s->net[i], t)->state)
-                L->gcount[i] += vkt_net_get_tensor(s->net[i], t)->count;
-        L->gpack[i] = malloc((size_t)(L->gcount[i] ? L->gcount[i] : 1) * 4);
-        if (!L->gpack[i]) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        for (int t = 0; t < vkt_net_tensor_count(s->net[i]); t++) {
+            const vkt_net_tensor *nt = vkt_net_get_tensor(s->net[i], t);
+            L->gcount[nt->state][i] += nt->count;
+        }
+        if (L->gcount[1][i]) L->has_state[g] = true; // the same stage layers on every rank
+        for (int w = 0; w < 2; w++) {
+            L->gpack[w][i] = malloc((size_t)(L->gcount[w][i] ? L->gcount[w][i] : 1) * 4);
+            if (!L->gpack[w][i]) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        }
     }
     return VKT_OK;
 }

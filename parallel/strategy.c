@@ -407,6 +407,11 @@ vkt_status vkt_strategy_create(const vkt_strategy_desc *desc, vkt_strategy **out
                         "--shard-optimizer applies to --strategy replicated (each replica keeps "
                         "the optimizer state of its shard), not to --strategy %s",
                         vkt_strategy_name(desc->kind));
+    if (desc->pipelines > 1 && desc->kind != VKT_STRATEGY_LAYERS)
+        return vkt_fail(VKT_ERR_ARG,
+                        "--pipelines %d applies to --strategy layers (pipelines of stages, the "
+                        "batch sharded over them), not to --strategy %s",
+                        desc->pipelines, vkt_strategy_name(desc->kind));
     vkt_strategy *s = calloc(1, sizeof *s);
     if (!s) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     s->desc = *desc;

@@ -4,11 +4,14 @@
 #   - replicated, 2 ranks of one lavapipe each: the in-process 2-device parameters bit for bit,
 #     and the single-device run's within the strategies' tolerance after 20 steps; 3 ranks
 #     (lavapipe, SwiftShader, lavapipe + lavapipe: four replicas, two drivers); fashion_cnn
-#     (batch norm: rank 0's running statistics) on 2 ranks;
+#     (batch norm: rank 0's running statistics) on 2 and 3 ranks against the same replicas in
+#     one process;
 #   - rank 0 alone writes the metrics (one line a step, not one per rank) and the checkpoint;
-#   - layers over 2 ranks within tolerance of single, and wide_mlp (a replica needs 101 MiB, its
+#   - layers over 2 ranks (fashion_mlp) and 3 ranks (fashion_cnn) within tolerance of single, and wide_mlp (a replica needs 101 MiB, its
 #     largest layer 76 MiB) trains under --mem-limit 90M as layers over 2 ranks where
 #     replicated refuses naming the rank, as `plan --device-per-rank` foresees;
+#   - data x pipeline: fashion_cnn with --pipelines 2 over 2 ranks (a pipeline in each) and over
+#     4 ranks (pipelines spanning ranks) within tolerance of the same replicas in one process;
 #   - faults: kill -9 of rank 1 mid-run ends the job within 30 s with a message naming rank 1,
 #     and the last checkpoint resumes on 3 ranks and on one process; a rank stopped (SIGSTOP)
 #     ends the job within --rank-timeout plus a margin, naming the silent rank;
@@ -67,6 +70,14 @@ mpi 2 train --model "$cnn" $common --device-per-rank llvmpipe,swiftshader --stra
 check "fashion_cnn, replicated over 2 ranks (lavapipe, SwiftShader)" $?
 close_tensors "$work/cnn2.safetensors" "$work/cnn1.safetensors"
 check "fashion_cnn, 2 ranks: within tolerance of the same replicas in one process (running statistics too)" $?
+"$bin" train --model "$cnn" $common --device llvmpipe,swiftshader,llvmpipe --strategy replicated \
+    --save "$work/cnn1x3.safetensors"
+check "fashion_cnn, replicated over lavapipe, SwiftShader, lavapipe in one process" $?
+mpi 3 train --model "$cnn" $common --device-per-rank llvmpipe,swiftshader,llvmpipe \
+    --strategy replicated --save "$work/cnn3.safetensors"
+check "fashion_cnn, replicated over 3 ranks (lavapipe, SwiftShader, lavapipe)" $?
+close_tensors "$work/cnn3.safetensors" "$work/cnn1x3.safetensors"
+check "fashion_cnn, 3 ranks: within tolerance of the same replicas in one process" $?
 
 # --- layers -------------------------------------------------------------------------------------
 mpi 2 train --model "$mlp" $common --device-per-rank llvmpipe,swiftshader --strategy layers \
@@ -74,6 +85,35 @@ mpi 2 train --model "$mlp" $common --device-per-rank llvmpipe,swiftshader --stra
 check "fashion_mlp, layers over 2 ranks (lavapipe, SwiftShader), 4 micro-batches" $?
 close_tensors "$work/layers2.safetensors" "$work/single.safetensors"
 check "layers over 2 ranks: within tolerance of the single device" $?
+# Batch norm over whole batches (one micro-batch): the single device is the reference.
+"$bin" train --model "$cnn" $common --device llvmpipe --save "$work/cnn_single.safetensors"
+check "fashion_cnn, single device" $?
+mpi 3 train --model "$cnn" $common --device-per-rank llvmpipe,swiftshader,llvmpipe \
+    --strategy layers --micro-batches 1 --save "$work/cnn_layers3.safetensors"
+check "fashion_cnn, layers over 3 ranks (lavapipe, SwiftShader, lavapipe)" $?
+close_tensors "$work/cnn_layers3.safetensors" "$work/cnn_single.safetensors"
+check "fashion_cnn, layers over 3 ranks: within tolerance of the single device" $?
+# Data x pipeline (--pipelines 2, one micro-batch): each pipeline normalises its shard and keeps
+# pipeline 0's running statistics, as replicas do, so replicated over one pipeline's drivers in
+# one process is the reference.
+"$bin" train --model "$cnn" $common --device llvmpipe,swiftshader --strategy replicated \
+    --save "$work/cnn_rep_ls.safetensors"
+check "fashion_cnn, replicated over lavapipe + SwiftShader in one process" $?
+mpi 2 train --model "$cnn" $common --device-per-rank llvmpipe+swiftshader,llvmpipe+swiftshader \
+    --strategy layers --pipelines 2 --micro-batches 1 --save "$work/pipe2.safetensors"
+check "fashion_cnn, --pipelines 2 over 2 ranks (a pipeline of lavapipe + SwiftShader in each)" $?
+close_tensors "$work/pipe2.safetensors" "$work/cnn_rep_ls.safetensors"
+check "--pipelines 2, a pipeline per rank: within tolerance of the replicas in one process" $?
+mpi 4 train --model "$cnn" $common --device-per-rank llvmpipe,swiftshader,llvmpipe,swiftshader \
+    --strategy layers --pipelines 2 --micro-batches 1 --save "$work/pipe4.safetensors"
+check "fashion_cnn, --pipelines 2 over 4 ranks (each pipeline spans two ranks)" $?
+close_tensors "$work/pipe4.safetensors" "$work/cnn_rep_ls.safetensors"
+check "--pipelines 2, pipelines spanning ranks: within tolerance of the replicas in one process" $?
+"$bin" plan --model "$cnn" --batch 64 --device 0,0,0,0 --pipelines 2 > "$work/plan_pipe.txt"
+grep -q "pipelines 2: one pipeline of 2 stages at 32 rows" "$work/plan_pipe.txt"
+check "plan --pipelines 2: one pipeline's two stages at 32 rows" $?
+expect_error "--pipelines with replicated" "applies to --strategy layers" train --model "$mlp" \
+    --device llvmpipe,llvmpipe --strategy replicated --pipelines 2
 wide=$src/assets/models/wide_mlp.json
 wcommon="--model $wide --limit-train 256 --limit-test 64 --batch 32 --max-steps 3 --quiet --mem-limit 90M --device llvmpipe"
 "$bin" plan --model "$wide" --batch 32 --mem-limit 90M --device-per-rank llvmpipe,llvmpipe \

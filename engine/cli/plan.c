@@ -177,6 +177,34 @@ int cmd_plan(int argc, char **argv) {
     vkt_plan_single(&in, &plans[0]);
     vkt_plan_replicated(&in, &plans[1]);
     vkt_plan_layers(&in, &plans[2]);
+    // --pipelines P: the layers row is one pipeline's G / P stages at the largest shard's rows,
+    // each stage against its smallest device over the pipelines (as parallel/layers.c plans it).
+    int P = sd->pipelines > 1 ? sd->pipelines : 1;
+    vkt_plan_input pin = in;
+    if (P > 1 && sd->ndevices % P == 0 && sd->ndevices / P >= 2) {
+        int S = sd->ndevices / P;
+        pin.ndevices = S;
+        pin.batch = (c.o.batch + (uint32_t)P - 1) / (uint32_t)P;
+        for (int g = 0; g < S; g++)
+            for (int p = 1; p < P; p++) {
+                int d = p * S + g;
+                if (in.limit[d] < pin.limit[g]) pin.limit[g] = in.limit[d];
+                if (in.max_alloc[d] < pin.max_alloc[g]) pin.max_alloc[g] = in.max_alloc[d];
+                if (in.align[d] > pin.align[g]) pin.align[g] = in.align[d];
+            }
+        vkt_plan_layers(&pin, &plans[2]);
+        snprintf(plans[2].note, sizeof plans[2].note,
+                 "--pipelines %d: one pipeline of %d stages at %u rows shown; every pipeline's "
+                 "stage g needs the same (its smallest device's limit shown); each step sums every "
+                 "stage's gradients over the pipelines",
+                 P, S, pin.batch);
+    } else if (P > 1) {
+        plans[2].possible = plans[2].fits = false;
+        snprintf(plans[2].note, sizeof plans[2].note,
+                 "--pipelines %d needs the %d devices to divide into %d pipelines of at least two "
+                 "stages",
+                 P, sd->ndevices, P);
+    }
     vkt_plan_input zin = in;
     zin.shard_optimizer = true;
     vkt_plan_replicated(&zin, &plans[3]);
@@ -197,7 +225,11 @@ int cmd_plan(int argc, char **argv) {
     // What `train --strategy X` says when X does not fit (the same function words it there).
     char refusal[NPLANS][1024];
     for (int i = 0; i < NPLANS; i++)
-        vkt_plan_refusal(&plans[i], i >= 5 ? &lin : &in, label_of, refusal[i], sizeof refusal[i]);
+        vkt_plan_refusal(&plans[i],
+                         i >= 5   ? &lin
+                         : i == 2 ? &pin
+                                  : &in,
+                         label_of, refusal[i], sizeof refusal[i]);
 
     // Recommendation: one device that fits trains alone; with several, replication when a
     // replica fits everywhere (it scales throughput and has no pipeline bubble), with its
@@ -301,8 +333,11 @@ int cmd_plan(int argc, char **argv) {
         }
         cJSON *arr = cJSON_AddArrayToObject(o, "strategies");
         for (int k = 0; k < NPLANS; k++)
-            cJSON_AddItemToArray(
-                arr, plan_json(&plans[order[k]], order[k] >= 5 ? &lin : &in, refusal[order[k]]));
+            cJSON_AddItemToArray(arr, plan_json(&plans[order[k]],
+                                                order[k] >= 5   ? &lin
+                                                : order[k] == 2 ? &pin
+                                                                : &in,
+                                                refusal[order[k]]));
         cJSON_AddStringToObject(o, "recommended", rec);
         cJSON_AddStringToObject(o, "why", why);
         char *s = cJSON_PrintUnformatted(o);
@@ -314,7 +349,11 @@ int cmd_plan(int argc, char **argv) {
                (unsigned long long)vkt_model_param_count(&model), c.o.batch,
                c.o.optim.kind == VKT_OPTIM_ADAMW ? "adamw" : "sgd");
         for (int k = 0; k < NPLANS; k++)
-            plan_print(&plans[order[k]], order[k] >= 5 ? &lin : &in, label_of, refusal[order[k]]);
+            plan_print(&plans[order[k]],
+                       order[k] >= 5   ? &lin
+                       : order[k] == 2 ? &pin
+                                       : &in,
+                       label_of, refusal[order[k]]);
         if (nranks > 1 && plans[1].possible) {
             // Each bucket's sum goes to rank 0 and back (parallel/replicated.c): rank 0 moves
             // 2 (R - 1) gradient sets a step over the network, every other rank 2.
