@@ -6,8 +6,8 @@ fortunes) on 1, 2 and 3 ranks of one lavapipe device each (LP_NUM_THREADS=1 per 
 global batch, and 1 rank with two lavapipe threads (LP_NUM_THREADS=2) against the 2-rank run: per
 step (the later steps only: the first --skip steps hold start-up), rank 0's step time, samples/s,
 communication and bytes moved, and how much of the reduction the overlap hides, twice:
-  - the engine's attribution (`train --json`: communication_hidden_seconds counts every bucket
-    but the last as hidden), and
+  - the engine's attribution (`train --json`: communication_hidden_seconds counts a reduction as
+    hidden when its device had not finished its last bucket as the reduction ended), and
   - the trace's: how much of each `comm:allreduce` interval on the host lies inside the device's
     own busy intervals (`--trace`, rank 0's first device), i.e. what really ran beside compute.
 Each configuration runs --repeats times (3); the table gives the run of most samples/s, because
@@ -163,7 +163,10 @@ def trace_steps(path, skip):
         dev = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"] != "comm:allreduce"]
         red = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"] == "comm:allreduce")
         copies = sum(e["dur"] for e in ev if e["name"] in ("comm:grad_out", "comm:grad_in"))
-        ready = sorted(e["ts"] + e["dur"] for e in ev if e["name"] == "comm:grad_out")
+        # A bucket's gradients are out at its comm:grad_out's end, or, for the buckets lavapipe
+        # runs untimed (parallel/replicated.c), at the end of its one "bwd:bucket" event.
+        ready = sorted(e["ts"] + e["dur"] for e in ev
+                       if e["name"] == "comm:grad_out" or e["name"].startswith("bwd:bucket"))
         busy = union_len(dev)
         out.append({
             "step": s,

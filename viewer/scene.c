@@ -84,8 +84,13 @@ static int cmp_event(const void *a, const void *b) {
 // Row d's name. vktrain names a run's devices "#<position> ..." and a trace's rows are its
 // positions, so a name that starts with "#d " is kept. A trace of an older vktrain, which
 // numbered devices by their index in `vktrain devices`, says "#N name": it becomes
-// "#d name (device N)"; any other name (another tool's trace) gets "#d " in front.
+// "#d name (device N)". A run over MPI ranks names them "rank R #k ..." (the rank's own
+// position k), kept as they are; any other name (another tool's trace) gets "#d " in front.
 static void row_name(int d, const char *label, char *out, size_t size) {
+    if (strncmp(label, "rank ", 5) == 0 && label[5] >= '0' && label[5] <= '9') {
+        snprintf(out, size, "%s", label);
+        return;
+    }
     if (label[0] == '#' && label[1] >= '0' && label[1] <= '9') {
         char *end;
         long n = strtol(label + 1, &end, 10);
