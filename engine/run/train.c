@@ -1030,7 +1030,10 @@ static vkt_status check_finite(vkt_strategy *s, uint64_t step) {
         float *b = malloc(nt->count * 4);
         if (!b) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
         vkt_status st = vkt_strategy_read(s, VKT_STORE_PARAM, i, b);
-        for (uint64_t k = 0; st == VKT_OK && k < nt->count; k++)
+        // Across ranks the read is collective and fills rank 0's b only (layers: the stage's
+        // rank sends it): rank 0 judges, and its failure ends the job.
+        bool judge = vkt_strategy_rank(s) == 0;
+        for (uint64_t k = 0; st == VKT_OK && judge && k < nt->count; k++)
             if (!isfinite(b[k]))
                 st = vkt_fail(VKT_ERR_NUMERIC,
                               "after step %llu, tensor %s holds %s at element %llu: the last "
