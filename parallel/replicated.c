@@ -233,7 +233,8 @@ static vkt_status gather_params(vkt_strategy *s, repl *r, uint32_t step) {
 // later bucket's backward. The last bucket keeps them (nothing waits on it early). Untimed
 // buckets count the time between the host seeing the previous one done and this one.
 static bool untimed_bucket(const vkt_strategy *s, const repl *r, int d, int k) {
-    return k + 1 < r->nbuckets && vkt_device_get_info(s->dev[d])->timestamps_delay_signal;
+    return k + 1 < r->nbuckets && !s->desc.profile_kernels &&
+           vkt_device_get_info(s->dev[d])->timestamps_delay_signal;
 }
 
 static vkt_status repl_step(vkt_strategy *s, const float *x, const void *targets, uint32_t B,

@@ -365,6 +365,7 @@ int cli_bench_train(int argc, char **argv) {
     sd.model = &m;
     sd.batch = c.o.batch;
     sd.optim = c.o.optim;
+    sd.profile_kernels = true; // the split below needs every dispatch timed
     vkt_strategy *s = NULL;
     uint32_t B = c.o.batch;
     uint32_t tokens = cli_bench_lm_tokens(&m);
@@ -469,6 +470,14 @@ int cli_bench_train(int argc, char **argv) {
                    "overhead and idle %.1f%%\n",
                    ds.label, 100 * mm, a, 100 * other, 100 * comm, 100 * host);
         }
+        bool quirk = false;
+        for (int d = 0; d < ndev; d++)
+            quirk =
+                quirk || vkt_context_device_info(sd.ctx, sd.devices[d])->timestamps_delay_signal;
+        if (quirk && sd.kind == VKT_STRATEGY_REPLICATED)
+            printf("  every dispatch timed for this split: on lavapipe timestamps hold a submit's "
+                   "signal back until its queue runs dry, so the buckets' reduction does not "
+                   "overlap the backward here; vktrain train runs those buckets untimed\n");
         cli_print_first_step(&first, context_s, "  ", "timed steps");
         if (compare && alone_ns > 0)
             printf("  the step's matmul shapes alone: %.2f GFLOP/s; the whole step achieves %.0f%% "

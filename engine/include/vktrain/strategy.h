@@ -81,6 +81,12 @@ typedef struct vkt_strategy_desc {
     // reads and writes tensors in the same order (the calls are collective); the batch handed to
     // a step or evaluation is the whole batch on every rank.
     vkt_world *world;
+    // Time every dispatch, even where timestamps hold back a submit's signal until the queue runs
+    // dry (vkt_device_info.timestamps_delay_signal: lavapipe), which takes replicated's overlap of
+    // the buckets' reduction with the backward away there. Off: such devices run the buckets
+    // whose reduction overlaps untimed, their time counted whole (busy, not split by kernel).
+    // The benchmarks turn it on for their per-kernel split.
+    bool profile_kernels;
 } vkt_strategy_desc;
 
 // What a run measured per device (accumulated over steps since the last reset).
