@@ -214,6 +214,10 @@ static bool any_device(const vkt_device_info *d) { return d != NULL; }
 typedef struct mm_cand {
     const char *name;
     uint64_t min_macs; // a candidate only for products of at least this many multiply-adds
+    // A candidate only where no candidate before it fits the product (its views, alignment and
+    // limits): one that lost every measurement to an earlier one that computes the same sums,
+    // kept for the products that one cannot run, so that first use does not compile and time it.
+    bool fallback;
 } mm_cand;
 
 typedef struct mm_rule {
@@ -221,28 +225,35 @@ typedef struct mm_rule {
     mm_cand cand[MAX_CANDS]; // NULL-terminated; the list ends with a scalar variant (any shape)
 } mm_rule;
 
+// lavapipe's storage-buffer reads (wide64-r32c16-g8) are the texel kernels' tile and sums read
+// another way: slower in every measurement (1.2-2.9x at 1024^2-2048^2 and at the training
+// shapes, docs/PERFORMANCE.md) and as slow to compile (LLVM, about 2.5 s a form), so they are only
+// the fallback for products whose views texel buffers cannot hold.
 static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe,
-     {{"wide64t-r32c32-g8", BIG_MACS},
-      {"wide64t-r32c16-g8", 0},
-      {"wide64-r32c16-g8", 0},
-      {"scalar-r8c8-g8", 0}}},
+     {{"wide64t-r32c32-g8", BIG_MACS, false},
+      {"wide64t-r32c16-g8", 0, false},
+      {"wide64-r32c16-g8", 0, true},
+      {"scalar-r8c8-g8", 0, false}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
     // (several times the 16-row tile's compile time).
-    {is_swiftshader, {{"ss-r32c16-g4", BIG_MACS}, {"ss-r16c16-g4", 0}, {"scalar-r16c16-g4", 0}}},
+    {is_swiftshader,
+     {{"ss-r32c16-g4", BIG_MACS, false},
+      {"ss-r16c16-g4", 0, false},
+      {"scalar-r16c16-g4", 0, false}}},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
-     {{"wide64t-r32c32-g8", BIG_MACS},
-      {"wide64t-r32c16-g8", 0},
-      {"wide64-r32c16-g8", 0},
-      {"scalar-r8c8-g8", 0}}},
-    {is_cpu, {{"wide-r32c16-g8", 0}, {"scalar-r8c8-g8", 0}}},
+     {{"wide64t-r32c32-g8", BIG_MACS, false},
+      {"wide64t-r32c16-g8", 0, false},
+      {"wide64-r32c16-g8", 0, true},
+      {"scalar-r8c8-g8", 0, false}}},
+    {is_cpu, {{"wide-r32c16-g8", 0, false}, {"scalar-r8c8-g8", 0, false}}},
     // GPUs and anything else: shared-memory tiles first; measurement settles it per shape.
     {any_device,
-     {{"tiled-r8c8-k8", BIG_MACS / 8},
-      {"tiled-r4c4-k16", 0},
-      {"wide-r16c8-g64", 0},
-      {"scalar-r4c4-g64", 0}}},
+     {{"tiled-r8c8-k8", BIG_MACS / 8, false},
+      {"tiled-r4c4-k16", 0, false},
+      {"wide-r16c8-g64", 0, false},
+      {"scalar-r4c4-g64", 0, false}}},
 };
 
 static const mm_variant *named(const char *name) {
@@ -262,7 +273,8 @@ static bool runs_on(const vkt_device_info *d, const mm_variant *v) {
 // ("name[,name]", the CLI's VKT_MATMUL_VARIANT) fixes the choice instead (for benchmarks and
 // experiments): a wide name replaces the wide candidates, a scalar name the scalar ones, "none"
 // drops the wide ones; *fixed is then set and nothing is measured.
-static int candidates(const vkt_device *dev, uint64_t macs, const mm_variant **out, bool *fixed) {
+static int candidates(const vkt_device *dev, uint64_t macs, const mm_variant **out, bool *fallback,
+                      bool *fixed) {
     const vkt_device_info *d = dev->info;
     const mm_rule *rule = NULL;
     for (size_t i = 0; i < sizeof DEVICE_RULES / sizeof DEVICE_RULES[0] && !rule; i++)
@@ -280,17 +292,19 @@ static int candidates(const vkt_device *dev, uint64_t macs, const mm_variant **o
         names += len + (names[len] == ',');
     }
     int n = 0;
-    if (fix_wide && !no_wide && runs_on(d, fix_wide)) out[n++] = fix_wide;
-    if (fix_scalar && runs_on(d, fix_scalar)) out[n++] = fix_scalar;
+    if (fix_wide && !no_wide && runs_on(d, fix_wide)) fallback[n] = false, out[n++] = fix_wide;
+    if (fix_scalar && runs_on(d, fix_scalar)) fallback[n] = false, out[n++] = fix_scalar;
     for (int i = 0; rule && i < MAX_CANDS && rule->cand[i].name && n < MAX_CANDS; i++) {
         const mm_variant *v = named(rule->cand[i].name);
         if (!runs_on(d, v) || macs < rule->cand[i].min_macs) continue;
         if (v->kind != MM_SCALAR && (fix_wide || no_wide)) continue;
         if (v->kind == MM_SCALAR && fix_scalar) continue;
+        fallback[n] = rule->cand[i].fallback;
         out[n++] = v;
     }
     // Always something that runs any shape on any device.
-    if (n == 0 || out[n - 1]->kind == MM_WIDE) out[n++] = named("scalar-r8c8-g4");
+    if (n == 0 || out[n - 1]->kind == MM_WIDE)
+        fallback[n] = false, out[n++] = named("scalar-r8c8-g4");
     VKT_ASSERT(out[n - 1]);
     return n;
 }
@@ -474,10 +488,12 @@ static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, c
                    bool *fixed) {
     const vkt_device_info *d = dev->info;
     const mm_variant *cand[MAX_CANDS];
-    int nc = candidates(dev, (uint64_t)M * N * K, cand, fixed), nf = 0;
+    bool fallback[MAX_CANDS];
+    int nc = candidates(dev, (uint64_t)M * N * K, cand, fallback, fixed), nf = 0;
     uint64_t tmax = 16ull * d->max_texel_buffer_elements;
     for (int i = 0; i < nc; i++) {
         const mm_variant *v = cand[i];
+        if (fallback[i] && nf > 0) continue;
         if (sv && !has_epilogue(v)) continue;
         if (sgd && !has_sgd(v)) continue;
         // With the SGD epilogue a texel kernel reads c and the momentum buffer as texels too.
