@@ -20,27 +20,14 @@ usage: /usr/bin/python3 scripts/train_compare.py [--vktrain build/vktrain] [--de
            [--model assets/models/fashion_mlp.json] [--epochs 3] [--batch 128] [--json]
 Prints one line per run and the ratio; --json prints one JSON object instead.
 """
-import gzip
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    import numpy as np
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic, n = struct.unpack(">II", data[:8])
-    if magic == 0x803:
-        rows, cols = struct.unpack(">II", data[8:16])
-        return np.frombuffer(data[16:], dtype=np.uint8).reshape(n, rows * cols)
-    return np.frombuffer(data[8:], dtype=np.uint8)
 
 
 def torch_run(opt):
@@ -58,8 +45,8 @@ def torch_run(opt):
     t_data = time.perf_counter()
     split = {}
     for part, prefix in (("train", "train"), ("test", "t10k")):
-        x = read_idx(os.path.join(DATA, "%s-images-idx3-ubyte.gz" % prefix))
-        y = read_idx(os.path.join(DATA, "%s-labels-idx1-ubyte.gz" % prefix))
+        x = vkt_torch.read_idx(os.path.join(DATA, "%s-images-idx3-ubyte.gz" % prefix))
+        y = vkt_torch.read_idx(os.path.join(DATA, "%s-labels-idx1-ubyte.gz" % prefix))
         x = torch.from_numpy(x.astype("float32")) / 255.0
         split[part] = (x.reshape([x.shape[0]] + spec["input"]), torch.from_numpy(y.astype("int64")))
     data_s = time.perf_counter() - t_data

@@ -1,11 +1,13 @@
 """vkt_torch.py: a vktrain model file as a torch.nn module, for the PyTorch scripts
-(scripts/torch_bench.py, tests/torch_equiv.py).
+(scripts/torch_bench.py, scripts/train_compare.py, tests/torch_equiv.py), and the MNIST-layout
+(IDX) reader they share.
 
 The module comes from `vktrain model FILE --torch`: the engine's layer kinds write their own
 torch.nn modules (engine/nn/layers/*.c), so these scripts never switch on a layer kind and a new
 kind needs nothing here. Parameter names are those of vktrain's checkpoints, so
 load_state_dict(strict=True) takes a vktrain checkpoint as it is.
 """
+import gzip
 import json
 import struct
 import subprocess
@@ -94,3 +96,14 @@ def read_safetensors(path):
         out[name] = torch.from_numpy(
             np.frombuffer(data[8 + n + b:8 + n + e], dtype=dt).reshape(info["shape"]).copy())
     return out
+
+
+def read_idx(path):
+    """A gzip'd IDX file as numpy: images [n, rows * cols] u8, or labels [n] u8."""
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, n = struct.unpack(">II", data[:8])
+    if magic == 0x803:
+        rows, cols = struct.unpack(">II", data[8:16])
+        return np.frombuffer(data[16:], dtype=np.uint8).reshape(n, rows * cols)
+    return np.frombuffer(data[8:], dtype=np.uint8)

@@ -32,10 +32,8 @@ micro-batches, replicated) and compared with PyTorch computing the same split (c
 usage: torch_equiv.py VKTRAIN_BINARY SOURCE_DIR WORKDIR [--device SPEC] [--models A,B] [--parallel]
 Exits 0 when every comparison passes, 1 otherwise; prints one line per comparison.
 """
-import gzip
 import math
 import os
-import struct
 import subprocess
 import sys
 import warnings
@@ -48,16 +46,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import vkt_torch  # noqa: E402 -- the path above
 
 DATA = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic, n = struct.unpack(">II", data[:8])
-    if magic == 0x803:
-        rows, cols = struct.unpack(">II", data[8:16])
-        return np.frombuffer(data[16:], dtype=np.uint8).reshape(n, rows * cols)
-    return np.frombuffer(data[8:], dtype=np.uint8)
 
 
 # The SGD and AdamW runs every model gets: (name, vktrain flags, torch optimizer, steps compared).
@@ -112,8 +100,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    x_all = read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz"))
-    y_all = read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz"))
+    x_all = vkt_torch.read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz"))
+    y_all = vkt_torch.read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz"))
     failures = 0
     for model_name, runs in MODELS:
         if only and model_name not in only:
@@ -221,6 +209,24 @@ def differences(model, got, adam=None, witness=None):
             print("    %-28s max |d| %.3g, %d out of tolerance" % (k, float(d.max()),
                                                                  int((d > tol).sum())))
     return worst, bad, loose
+
+
+def judge(model, got, twin, bound, bn):
+    """vktrain's parameters (got) and float32 PyTorch's (the twin module) against the float64
+    model, under one tolerance (differences(); bound: AdamBound's, or None; bn: the model has
+    batchnorm, so the twin's spread widens it). Returns (both within it, a report)."""
+    witness = twin.state_dict() if bn else None
+    worst, bad, loose = differences(model, got, bound, witness)
+    tw_worst, tw_bad, _ = differences(model, twin.state_dict(), bound, witness)
+    text = "max |p - p_torch64| vktrain %.3g, PyTorch float32 %.3g" % (worst, tw_worst)
+    if bound:
+        text += (" (AdamW rounding bound past the base tolerance on %d entries, largest %.3g)"
+                 % (loose, max(float(d.max()) for d in bound.values())))
+    if bad:
+        text += " (%d vktrain entries out of tolerance)" % bad
+    if tw_bad:
+        text += " (%d float32 PyTorch entries out of tolerance: the bound is wrong)" % tw_bad
+    return bad == 0 and tw_bad == 0, text
 
 
 def reference_dtype(model):
@@ -378,19 +384,10 @@ def adamw_steps(vk, build, init_path, batch_at, loss_of, make_opt, sched, compar
         adam.step({k: q.grad for k, q in model.named_parameters()}, g32, lr)
         torch_step_loss(twin, twin_opt, xb.float(), yb, loss_of)
         bound = adam.bound()
-        witness = twin.state_dict() if bn else None
-        worst, bad, loose = differences(model, got, bound, witness)
-        tw_worst, tw_bad, _ = differences(model, twin.state_dict(), bound, witness)
-        ok = bad == 0 and tw_bad == 0
+        ok, text = judge(model, got, twin, bound, bn)
         failures += not ok
-        print("%s %s step %2d from vktrain's state after %d on %s: max |p - p_torch64| vktrain "
-              "%.3g, PyTorch float32 %.3g (AdamW rounding bound past the base tolerance on %d "
-              "entries, largest %.3g)%s%s" %
-              ("ok  " if ok else "FAIL", label, s, s - 1, device, worst, tw_worst, loose,
-               max(float(d.max()) for d in bound.values()),
-               " (%d vktrain entries out of tolerance)" % bad if bad else "",
-               " (%d float32 PyTorch entries out of tolerance: the bound is wrong)" % tw_bad
-               if tw_bad else ""))
+        print("%s %s step %2d from vktrain's state after %d on %s: %s" %
+              ("ok  " if ok else "FAIL", label, s, s - 1, device, text))
     return failures
 
 
@@ -457,16 +454,10 @@ def compare(vktrain, model_path, work, device, x_all, y_all, runs):
             if got is None:
                 failures += 1
                 continue
-            witness = twin.state_dict() if bn else None
-            worst, bad, _ = differences(model, got, None, witness)
-            tw_worst, tw_bad, _ = differences(model, twin.state_dict(), None, witness)
-            ok = bad == 0 and tw_bad == 0
+            ok, text = judge(model, got, twin, None, bn)
             failures += not ok
-            print("%s %s %s after %2d steps on %s: max |p - p_torch64| vktrain %.3g, PyTorch "
-                  "float32 %.3g%s%s" %
-                  ("ok  " if ok else "FAIL", name0, name, steps, device, worst, tw_worst,
-                   " (%d vktrain entries out of tolerance)" % bad if bad else "",
-                   " (%d float32 PyTorch entries out of tolerance)" % tw_bad if tw_bad else ""))
+            print("%s %s %s after %2d steps on %s: %s" %
+                  ("ok  " if ok else "FAIL", name0, name, steps, device, text))
     # strict=True loading of a vktrain checkpoint by PyTorch
     try:
         build().load_state_dict(
