@@ -8,7 +8,8 @@
 // load width W. Which variants are candidates on a device is a rule on what the device reports
 // (driver id, shaderFloat64, device type), kept as data in DEVICE_RULES. Per product, the
 // candidates that fit it (a wide variant needs K, N (and M for TN), the strides and the view
-// offsets to allow W-wide loads; a scalar variant takes any M, N, K >= 1) are measured on scratch
+// offsets to allow W-wide loads; a scalar variant takes any M, N, K >= 1; a fallback candidate
+// counts only where none before it fits) are measured on scratch
 // operands the first time the shape is met, and the fastest is used from then on; tune.c keeps
 // the measurements on disk per device and driver build, so a later process measures nothing.
 // The context's matmul_variant (the CLI's VKT_MATMUL_VARIANT=name[,name]) fixes the choice (for
