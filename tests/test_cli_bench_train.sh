@@ -10,7 +10,9 @@
 # (valid token ids and a valid label per position), a positive attention part on both drivers,
 # and (with PyTorch) PyTorch's tokens/s under the same SGD, the faster of 1 thread and all cores,
 # with as many timed steps; PyTorch's BLAS is named (under CI=true OpenBLAS and its kernel), and a
-# PyTorch made to load netlib's reference BLAS is reported as NOT COMPARABLE; the text output prints the command that reproduces it; bad options fail.
+# PyTorch made to load netlib's reference BLAS is reported as NOT COMPARABLE; scripts/train_compare.py
+# (the main job beside PyTorch's same recipe, one epoch) trains both and keeps PyTorch's faster
+# thread count; the text output prints the command that reproduces it; bad options fail.
 # Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -107,6 +109,28 @@ if [ -n "$torch" ]; then
     grep -q 'NOT COMPARABLE: PyTorch ran on netlib.s reference BLAS' "$out/ref.txt" &&
         python3 -c "import json,sys; b = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])['baseline']; sys.exit(0 if b['blas_kind'] == 'reference' and b['comparable'] is False else 1)" "$out/ref.txt"
     check "on the reference BLAS: NOT COMPARABLE in the text, comparable false in the JSON" $?
+    # scripts/train_compare.py: the main job end to end beside the same recipe in PyTorch (one
+    # epoch here): both train (accuracy), PyTorch's faster thread count kept, the ratios its own.
+    /usr/bin/python3 "$src/scripts/train_compare.py" --vktrain "$bin" --device lavapipe         --epochs 1 --json > "$out/cmp.txt" 2> "$out/err"
+    check "train_compare.py runs" $?
+    python3 - "$out/cmp.txt" <<'PY'
+import json, os, sys
+o = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+v, p, tried = o["vktrain"], o["pytorch"], o["pytorch_tried"]
+assert v["samples_per_sec"] > 0 and 0.6 < v["test_accuracy"] <= 1 and v["wall_seconds"] > 0, v
+assert sorted(r["threads"] for r in tried) == sorted({1, os.cpu_count()}), tried
+assert p["wall_seconds"] == min(r["wall_seconds"] for r in tried), o
+for r in tried:
+    assert r["samples_per_sec"] > 0 and 0.6 < r["test_accuracy"] <= 1, r
+    assert r["omp_wait_policy"] == "PASSIVE" and r["blas_library"], r
+assert o["comparable"] == (p["blas_kind"] != "reference"), o
+if os.environ.get("CI") == "true":
+    assert p["blas_kind"].startswith("openblas ") and o["comparable"], p
+assert abs(o["ratio_wall"] - p["wall_seconds"] / v["wall_seconds"]) < 1e-9 * o["ratio_wall"], o
+assert abs(o["ratio_samples_per_sec"] - v["samples_per_sec"] / p["samples_per_sec"]) < \
+    1e-9 * o["ratio_samples_per_sec"], o
+PY
+    check "train_compare.py: both sides trained, PyTorch's best kept and its BLAS named" $?
 fi
 
 # A language model: token ids in, a label per position, tokens/s, attention as its own part, on
