@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "strategy_internal.h"
 #include "vkt_internal.h"
@@ -544,6 +545,14 @@ vkt_status vkt_strategy_init(vkt_strategy *s, uint64_t seed) {
     for (int d = 0; d < s->ndev; d++)
         if (s->net[d]) VKT_TRY(vkt_net_init(s->net[d], seed));
     return s->vt->init ? s->vt->init(s, seed) : VKT_OK;
+}
+
+vkt_status vkt_strategy_prebuild(vkt_strategy *s) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cpus < 1 ? 1 : cpus > 16 ? 16 : (int)cpus;
+    for (int d = 0; d < s->ndev; d++)
+        if (s->net[d]) VKT_TRY(vkt_net_prebuild(s->net[d], threads));
+    return VKT_OK;
 }
 
 vkt_status vkt_strategy_step_begin(vkt_strategy *s, const float *x, const void *targets, uint32_t B,

@@ -6,7 +6,8 @@
 // reads the file and measures nothing; a damaged file is ignored, measured again and rewritten;
 // tuning off (VKT_TUNE=off) measures nothing and writes nothing; with Mesa's shader cache empty, no
 // measured time includes compiling (lavapipe compiles at a pipeline's first dispatch); a pipeline
-// cache file names its device, and a damaged one does not stop the device from opening.
+// cache file names its device, and a damaged one does not stop the device from opening; a
+// product's kernel built ahead on two threads (vkt_ops_prebuild) is the one its recording uses.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,8 +25,10 @@
 static const char *OP = "matmul NT 64x64x96";
 
 // One NT product on dev through vkt_op_matmul, checked against the reference. Returns the variant
-// the engine reports for the shape afterwards.
-static const char *run_product(vt *t, vkt_device *dev, const char *where) {
+// the engine reports for the shape afterwards. With prebuild, its kernel is built ahead
+// (vkt_matmul_plain_keys + vkt_ops_prebuild on 2 threads, the key given twice): exactly one
+// pipeline is built there and none by the recording.
+static const char *run_product_ex(vt *t, vkt_device *dev, const char *where, bool prebuild) {
     vkt_ops *ops = NULL;
     vkt_cmd *cmd = NULL;
     vkt_buffer *ba = NULL, *bb = NULL, *bc = NULL;
@@ -42,9 +45,25 @@ static const char *run_product(vt *t, vkt_device *dev, const char *where) {
     if (ops && ba && bb && bc && cmd) {
         VT_OK(t, vkt_buffer_write(ba, 0, a, 4 * M * K));
         VT_OK(t, vkt_buffer_write(bb, 0, b, 4 * N * K));
+        vkt_startup_counters c0, c1, c2;
+        vkt_startup_counters_get(&c0);
+        if (prebuild) {
+            vkt_mm_shape shapes[2] = {{VKT_MM_NT, M, N, K}, {VKT_MM_NT, M, N, K}};
+            vkt_kernel_key keys[2];
+            VT_CHECK(t, vkt_matmul_plain_keys(ops, shapes, 2, keys) == 2, "%s", where);
+            VT_OK(t, vkt_ops_prebuild(ops, keys, 2, 2));
+        }
+        vkt_startup_counters_get(&c1);
         VT_OK(t, vkt_cmd_begin(cmd, false));
         vkt_op_matmul(cmd, ops, VKT_MM_NT, vkt_buffer_whole(bc), vkt_buffer_whole(ba),
                       vkt_buffer_whole(bb), NULL, 0.0f, M, N, K, "mm");
+        vkt_startup_counters_get(&c2);
+        if (prebuild)
+            VT_CHECK(t, c1.kernels_built == c0.kernels_built + 1 &&
+                            c2.kernels_built == c1.kernels_built,
+                     "%s: %llu pipelines built ahead (want 1), %llu by the recording (want 0)",
+                     where, (unsigned long long)(c1.kernels_built - c0.kernels_built),
+                     (unsigned long long)(c2.kernels_built - c1.kernels_built));
         if (vt_run(t, cmd, ops, "tuned matmul", where)) {
             VT_OK(t, vkt_buffer_read(bc, 0, c, 4 * M * N));
             ref_matmul(VKT_MM_NT, ref, NULL, a, b, NULL, 0.0f, M, N, K);
@@ -62,6 +81,10 @@ static const char *run_product(vt *t, vkt_device *dev, const char *where) {
     free(c);
     free(ref);
     return variant;
+}
+
+static const char *run_product(vt *t, vkt_device *dev, const char *where) {
+    return run_product_ex(t, dev, where, false);
 }
 
 // The entries of the tuning file for OP: their number, the variant with the least time, and
@@ -167,6 +190,15 @@ int main(void) {
         VT_CHECK(&t, s1.measured == s0.measured, "%s: measured again despite the file", d->name);
         VT_CHECK(&t, s1.loaded > s0.loaded, "%s: nothing loaded from the file", d->name);
         VT_CHECK(&t, v && !strcmp(v, chosen[i]), "%s: %s after reload, %s before", d->name,
+                 v ? v : "(none)", chosen[i]);
+    }
+
+    // Built ahead (the choice from the file): one pipeline for the key given twice, and the
+    // product records with it, building nothing, and matches the reference.
+    for (int i = 0; i < t.ndev; i++) {
+        const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
+        const char *v = run_product_ex(&t, t.dev[i], d->name, true);
+        VT_CHECK(&t, v && !strcmp(v, chosen[i]), "%s: %s built ahead, %s chosen", d->name,
                  v ? v : "(none)", chosen[i]);
     }
 

@@ -301,6 +301,7 @@ vkt_status cli_bench_train_point(const vkt_strategy_desc *sd, uint64_t seed, cli
     vkt_status st = cli_bench_batch(sd->model, B, &x, &y);
     if (st == VKT_OK) st = vkt_strategy_create(sd, &s);
     if (st == VKT_OK) st = vkt_strategy_init(s, seed);
+    if (st == VKT_OK) st = vkt_strategy_prebuild(s);
     int64_t t1 = vkt_trace_now_ns();
     if (st == VKT_OK) st = cli_bench_run_steps(s, sd->model, x, y, B, run);
     if (st == VKT_OK) {
@@ -376,6 +377,7 @@ int cli_bench_train(int argc, char **argv) {
     vkt_status st = cli_bench_batch(&m, B, &x, &y);
     if (st == VKT_OK) st = vkt_strategy_create(&sd, &s);
     if (st == VKT_OK) st = vkt_strategy_init(s, c.o.seed);
+    if (st == VKT_OK) st = vkt_strategy_prebuild(s);
     cli_bench_steps run = {.warmup = warmup, .min_steps = steps, .max_steps = steps};
     if (st == VKT_OK) st = cli_bench_run_steps(s, &m, x, y, B, &run);
     double wall_ns = run.wall_ns, loss0 = run.loss0;

@@ -867,6 +867,29 @@ void vkt_net_param_range(const vkt_net *net, int lo, int hi, uint64_t *off, uint
 }
 
 uint64_t vkt_net_packed_bytes(const vkt_net *net) { return net->L.param_bytes; }
+vkt_status vkt_net_prebuild(vkt_net *net, int threads) {
+    // Only a net that records its products plain (no fused epilogues: SwiftShader, where a
+    // pipeline takes 0.2-0.7 s to build); elsewhere the steps run the fused kernels, built at
+    // their first use (lavapipe's pipelines build in milliseconds and compile at first dispatch).
+    if (net->fuse) return VKT_OK;
+    enum { MAX_SHAPES = 512 };
+    vkt_mm_shape *shapes = malloc(MAX_SHAPES * sizeof *shapes);
+    vkt_kernel_key *keys = malloc(MAX_SHAPES * sizeof *keys);
+    vkt_status st = VKT_OK;
+    if (!shapes || !keys) {
+        st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    } else {
+        int n = vkt_model_matmuls(net->model, net->desc.max_batch, shapes, MAX_SHAPES);
+        if (n > MAX_SHAPES) n = MAX_SHAPES; // the rest build at their first use
+        n = vkt_matmul_plain_keys(net->ops, shapes, n, keys);
+        st = vkt_ops_status(net->ops); // a measurement that failed to build a candidate
+        if (st == VKT_OK) st = vkt_ops_prebuild(net->ops, keys, n, threads);
+    }
+    free(shapes);
+    free(keys);
+    return st;
+}
+
 int vkt_net_first_layer(const vkt_net *net) { return net->L.first; }
 int vkt_net_last_layer(const vkt_net *net) { return net->L.last; }
 

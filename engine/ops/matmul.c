@@ -956,6 +956,35 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
     vkt_op_matmul_ex(cmd, ops, form, c, a, b, bias, beta, M, N, K, NULL, label);
 }
 
+// The kernel that variant v runs for form with the epilogue (act, mode): its shader (SwiftShader's
+// kernels are one shader per form: it does not fold the form's branches; the optimizer epilogue
+// has its own) and specialization constants: workgroup, form, tile (wide and tiled kernels), and
+// for the kernels with the epilogue its activation and mode. The scalar kernel's tile is compiled
+// in (the shader's name): its tile constants stay 0, one cache entry per kernel.
+static void variant_key(const mm_variant *v, vkt_mm_form form, uint32_t act, uint32_t mode,
+                        vkt_kernel_key *key) {
+    memset(key, 0, sizeof *key);
+    uint32_t spec[9] = {
+        v->wg, v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc, v->w, act, mode};
+    if (v->kind == MM_SCALAR) spec[4] = spec[5] = spec[6] = 0;
+    memcpy(key->spec, spec, sizeof spec);
+    key->nspec = has_epilogue(v) ? 9 : 7;
+    key->shader = mode == VKT_MM_EPI_SGD ? v->sgd_kernel : v->kernel[form];
+}
+
+int vkt_matmul_plain_keys(vkt_ops *ops, const vkt_mm_shape *shapes, int n, vkt_kernel_key *out) {
+    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
+    for (int i = 0; i < n; i++) {
+        const vkt_mm_shape *sh = &shapes[i];
+        mm_prod p = plain_prod(sh->form, sh->M, sh->N, sh->K);
+        mm_plan plan = plan_of(d, sh->form, sh->M, sh->N, sh->K);
+        mm_block bl = block_at(d, &p, &plan, 0, 0, 0);
+        variant_key(block_variant(ops, &p, &bl, false), sh->form, VKT_ACT_CODE_NONE,
+                    VKT_MM_EPI_FORWARD, &out[i]);
+    }
+    return n;
+}
+
 // Records variant v (already chosen: it fits the shape, the views, the layout g and, with e, has
 // the epilogue).
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
@@ -966,25 +995,17 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     VKT_ASSERT(!e || e->mode != VKT_MM_EPI_SGD || has_sgd(v));
     mm_epi_args none = {VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD, 0.0f, a, c, 0.0f, 0.0f, 0};
     if (!e) e = &none;
-    // Specialization constants: workgroup, form, tile (wide and tiled kernels), and for the
-    // kernels with the epilogue its activation and mode. The scalar kernel's tile is compiled in
-    // (the shader's name): its tile constants stay 0, one cache entry per kernel.
-    uint32_t spec[9] = {
-        v->wg,  v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc, v->w, e->act_code,
-        e->mode};
-    if (v->kind == MM_SCALAR) spec[4] = spec[5] = spec[6] = 0;
-    uint32_t plain[9];
-    memcpy(plain, spec, sizeof plain);
-    plain[7] = VKT_ACT_CODE_NONE;
-    plain[8] = VKT_MM_EPI_FORWARD;
-    int nspec = has_epilogue(v) ? 9 : 7, nbind = has_epilogue(v) ? 6 : 4;
-    // The SwiftShader kernels are one shader per form (it does not fold the form's branches);
-    // the texel-read kernel with the optimizer epilogue reads c and s as texels too (bindings 6
+    vkt_kernel_key key, plain;
+    variant_key(v, form, e->act_code, e->mode, &key);
+    plain = key; // a K-split's chunks before the last: the same shader, no epilogue
+    plain.spec[7] = VKT_ACT_CODE_NONE;
+    plain.spec[8] = VKT_MM_EPI_FORWARD;
+    int nbind = has_epilogue(v) ? 6 : 4;
+    // The texel-read kernel with the optimizer epilogue reads c and s as texels too (bindings 6
     // and 7).
     bool sgd = e->mode == VKT_MM_EPI_SGD;
-    vkt_shader_id shader = sgd ? v->sgd_kernel : v->kernel[form];
     if (sgd && v->texel) nbind = 8;
-    vkt_kernel *k = vkt_ops_kernel(ops, shader, spec, nspec);
+    vkt_kernel *k = vkt_ops_kernel(ops, key.shader, key.spec, key.nspec);
     if (!k) return; // reported by vkt_ops_status
 
     uint32_t rows = v->kind == MM_TILED ? v->wg * v->tm : v->tm; // per workgroup
@@ -999,7 +1020,7 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     for (uint32_t k0 = 0; k0 < K; k0 += kc) {
         uint32_t k1 = K - k0 > kc ? k0 + kc : K;
         bool last = k1 == K;
-        vkt_kernel *kk = last ? k : vkt_ops_kernel(ops, shader, plain, nspec);
+        vkt_kernel *kk = last ? k : vkt_ops_kernel(ops, plain.shader, plain.spec, plain.nspec);
         if (!kk) return;
         vkt_matmul_push push = {
             .m = M,

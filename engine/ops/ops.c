@@ -1,6 +1,7 @@
 // ops.c: the per-device kernel cache behind every vkt_op_* (engine/ops/ops_nn.c,
 // engine/ops/matmul.c). A kernel is keyed by shader id and specialization constants and built on
 // first use, so a device only compiles the variants it runs.
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,30 +43,27 @@ void vkt_ops_destroy(vkt_ops *ops) {
 
 vkt_device *vkt_ops_device(const vkt_ops *ops) { return ops->dev; }
 
-vkt_kernel *vkt_ops_kernel(vkt_ops *ops, vkt_shader_id shader, const uint32_t *spec, int nspec) {
+static vkt_kernel *cache_find(const vkt_ops *ops, vkt_shader_id shader, const uint32_t *spec,
+                              int nspec) {
     VKT_ASSERT(nspec <= MAX_SPEC);
     for (int i = 0; i < ops->n; i++) {
-        cached_kernel *c = &ops->cache[i];
+        const cached_kernel *c = &ops->cache[i];
         if (c->nspec == nspec && c->shader == shader &&
             memcmp(c->spec, spec, (size_t)nspec * sizeof *spec) == 0)
             return c->kernel;
     }
-    vkt_kernel *k = NULL;
-    vkt_status s = vkt_kernel_create(ops->dev, shader, spec, nspec, &k);
-    if (s != VKT_OK) {
-        if (ops->err == VKT_OK) {
-            ops->err = s;
-            strncpy(ops->err_msg, vkt_error(), sizeof ops->err_msg - 1);
-        }
-        return NULL;
-    }
+    return NULL;
+}
+
+// Adds k to the cache, which owns it from then on (destroyed, and false, when out of memory).
+static bool cache_put(vkt_ops *ops, vkt_shader_id shader, const uint32_t *spec, int nspec,
+                      vkt_kernel *k) {
     if (ops->n == ops->cap) {
         int cap = ops->cap ? 2 * ops->cap : 32;
         cached_kernel *c = realloc(ops->cache, (size_t)cap * sizeof *c);
         if (!c) {
             vkt_kernel_destroy(k);
-            ops->err = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-            return NULL;
+            return false;
         }
         ops->cache = c;
         ops->cap = cap;
@@ -76,7 +74,95 @@ vkt_kernel *vkt_ops_kernel(vkt_ops *ops, vkt_shader_id shader, const uint32_t *s
     memcpy(c->spec, spec, (size_t)nspec * sizeof *spec);
     c->nspec = nspec;
     c->kernel = k;
+    return true;
+}
+
+vkt_kernel *vkt_ops_kernel(vkt_ops *ops, vkt_shader_id shader, const uint32_t *spec, int nspec) {
+    vkt_kernel *k = cache_find(ops, shader, spec, nspec);
+    if (k) return k;
+    vkt_status s = vkt_kernel_create(ops->dev, shader, spec, nspec, &k);
+    if (s != VKT_OK) {
+        if (ops->err == VKT_OK) {
+            ops->err = s;
+            strncpy(ops->err_msg, vkt_error(), sizeof ops->err_msg - 1);
+        }
+        return NULL;
+    }
+    if (!cache_put(ops, shader, spec, nspec, k)) {
+        ops->err = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+        return NULL;
+    }
     return k;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building ahead, on several threads
+
+typedef struct prebuild_job {
+    const vkt_kernel_key *key;
+    vkt_kernel *kernel;
+    vkt_status status;
+    char msg[512];
+} prebuild_job;
+
+typedef struct prebuild_pool {
+    vkt_device *dev;
+    prebuild_job *jobs;
+    int n, next;
+    pthread_mutex_t mu;
+} prebuild_pool;
+
+static void *prebuild_worker(void *arg) {
+    prebuild_pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        int i = p->next < p->n ? p->next++ : -1;
+        pthread_mutex_unlock(&p->mu);
+        if (i < 0) return NULL;
+        prebuild_job *j = &p->jobs[i];
+        j->status =
+            vkt_kernel_create(p->dev, j->key->shader, j->key->spec, j->key->nspec, &j->kernel);
+        // vkt_error() is this thread's: keep the message for the caller's thread.
+        if (j->status != VKT_OK) snprintf(j->msg, sizeof j->msg, "%s", vkt_error());
+    }
+}
+
+vkt_status vkt_ops_prebuild(vkt_ops *ops, const vkt_kernel_key *keys, int n, int threads) {
+    prebuild_job *jobs = calloc(n > 0 ? (size_t)n : 1, sizeof *jobs);
+    if (!jobs) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    int todo = 0;
+    for (int i = 0; i < n; i++) {
+        VKT_ASSERT(keys[i].nspec <= MAX_SPEC);
+        bool seen = cache_find(ops, keys[i].shader, keys[i].spec, keys[i].nspec) != NULL;
+        for (int j = 0; j < todo && !seen; j++)
+            seen = jobs[j].key->shader == keys[i].shader && jobs[j].key->nspec == keys[i].nspec &&
+                   !memcmp(jobs[j].key->spec, keys[i].spec, (size_t)keys[i].nspec * 4);
+        if (!seen) jobs[todo++].key = &keys[i];
+    }
+    prebuild_pool pool = {.dev = ops->dev, .jobs = jobs, .n = todo};
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_t tid[16];
+    int nt = 0;
+    if (threads > 16) threads = 16;
+    // The calling thread is one of the builders; the others only where there are jobs for them.
+    for (int t = 1; t < threads && t < todo; t++)
+        if (pthread_create(&tid[nt], NULL, prebuild_worker, &pool) == 0) nt++;
+    prebuild_worker(&pool);
+    for (int t = 0; t < nt; t++)
+        pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&pool.mu);
+    vkt_status st = VKT_OK;
+    for (int i = 0; i < todo; i++) {
+        prebuild_job *j = &jobs[i];
+        if (j->status != VKT_OK) {
+            if (st == VKT_OK) st = vkt_fail(j->status, "%s", j->msg);
+            continue;
+        }
+        if (!cache_put(ops, j->key->shader, j->key->spec, j->key->nspec, j->kernel) && st == VKT_OK)
+            st = vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    }
+    free(jobs);
+    return st;
 }
 
 vkt_status vkt_ops_peek(const vkt_ops *ops) { return ops->err; }

@@ -1074,6 +1074,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     vkt_status st = setup(&r, true);
     vkt_run_position pos = {0};
     if (st == VKT_OK) st = vkt_strategy_init(r.s, o->seed);
+    if (st == VKT_OK) st = vkt_strategy_prebuild(r.s);
     if (st == VKT_OK && o->init_path) st = vkt_checkpoint_load(r.s, o->init_path, false, NULL);
     if (st == VKT_OK && o->resume_path) st = vkt_checkpoint_load(r.s, o->resume_path, true, &pos);
     vkt_batcher b = {0};

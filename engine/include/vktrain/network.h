@@ -94,6 +94,13 @@ typedef struct vkt_net vkt_net;
 vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *desc, vkt_net **out);
 void vkt_net_destroy(vkt_net *net);
 
+// Builds the pipelines of the net's matrix products at its max_batch rows ahead of the first
+// step, on up to `threads` threads at once (vkt_ops_prebuild), where the net records its products
+// plain (no fused epilogues); elsewhere does nothing. Choosing each product's kernel may measure
+// the candidates (first use of a shape). What it does not foresee builds at first use, as
+// always. Returns the first failure.
+vkt_status vkt_net_prebuild(vkt_net *net, int threads);
+
 // Bytes the stage would allocate on a device for a given batch and slot count, without
 // allocating: parameters, gradients, optimizer state, activations (for the memory planner).
 typedef struct vkt_net_memory {

@@ -20,6 +20,18 @@ vkt_device *vkt_ops_device(const vkt_ops *ops);
 // pipeline cannot be built. Ops record nothing when it is NULL and report it from vkt_cmd_end
 // through vkt_ops_status.
 vkt_kernel *vkt_ops_kernel(vkt_ops *ops, vkt_shader_id shader, const uint32_t *spec, int nspec);
+// A kernel's key in the cache: its shader and specialization constants.
+typedef struct vkt_kernel_key {
+    vkt_shader_id shader;
+    uint32_t spec[16];
+    int nspec;
+} vkt_kernel_key;
+// Builds the kernels of keys[0..n) that are not cached yet on up to `threads` threads at once
+// (the calling one included) and caches them: for callers that know which kernels they will
+// record, so that their pipelines build side by side instead of one by one at first use
+// (vkCreateComputePipelines may be called from several threads on one pipeline cache). Returns
+// the first failure with its message, having cached every kernel that did build.
+vkt_status vkt_ops_prebuild(vkt_ops *ops, const vkt_kernel_key *keys, int n, int threads);
 // The first kernel-building error since the last call (VKT_OK if none), cleared by the call.
 vkt_status vkt_ops_status(vkt_ops *ops);
 // The pending failure vkt_ops_status would report, left pending.
@@ -53,6 +65,11 @@ typedef struct vkt_mm_shape {
     vkt_mm_form form;
     uint32_t M, N, K;
 } vkt_mm_shape;
+
+// The kernels of these products run plain (dense operands at offset 0, no epilogue; a split
+// product's first block), each shape's variant chosen as vkt_op_matmul chooses it (measured at
+// the shape's first use): out[i] for shapes[i]. For vkt_ops_prebuild. Returns n.
+int vkt_matmul_plain_keys(vkt_ops *ops, const vkt_mm_shape *shapes, int n, vkt_kernel_key *out);
 
 // c = op(a) op(b) (+ bias broadcast over rows when bias != NULL) (+ beta * c).
 // beta is 0 (overwrite) or any float (beta = 1 accumulates, as a weight gradient does).

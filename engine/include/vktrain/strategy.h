@@ -141,6 +141,12 @@ vkt_status vkt_strategy_init(vkt_strategy *s, uint64_t seed);
 // The learning rate of the next steps (a schedule sets it before each step).
 void vkt_strategy_set_lr(vkt_strategy *s, float lr);
 
+// Builds the pipelines the training steps will use ahead of the first step, each device's on
+// as many threads as the machine has cores (vkt_net_prebuild: where a net records its products
+// plain). For a trainer, after vkt_strategy_init; a strategy that only predicts need not call it.
+// Returns the first failure.
+vkt_status vkt_strategy_prebuild(vkt_strategy *s);
+
 // One training step on x[B, in] with targets (uint32 labels [B], or floats [B, out] for MSE):
 // forward, loss, backward, gradient exchange, update. *loss_sum receives the sum of the
 // per-sample losses (divide by B for the mean). step counts from 1.
