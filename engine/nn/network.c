@@ -867,6 +867,7 @@ void vkt_net_param_range(const vkt_net *net, int lo, int hi, uint64_t *off, uint
 }
 
 uint64_t vkt_net_packed_bytes(const vkt_net *net) { return net->L.param_bytes; }
+
 vkt_status vkt_net_prebuild(vkt_net *net, int threads) {
     // Only a net that records its products plain (no fused epilogues: SwiftShader, where a
     // pipeline takes 0.2-0.7 s to build); elsewhere the steps run the fused kernels, built at

@@ -1,6 +1,7 @@
 // ops.c: the per-device kernel cache behind every vkt_op_* (engine/ops/ops_nn.c,
 // engine/ops/matmul.c). A kernel is keyed by shader id and specialization constants and built on
-// first use, so a device only compiles the variants it runs.
+// first use, so a device only compiles the variants it runs; a caller that knows what it will
+// record can have a list built ahead on several threads (vkt_ops_prebuild).
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -136,7 +137,8 @@ vkt_status vkt_ops_prebuild(vkt_ops *ops, const vkt_kernel_key *keys, int n, int
         bool seen = cache_find(ops, keys[i].shader, keys[i].spec, keys[i].nspec) != NULL;
         for (int j = 0; j < todo && !seen; j++)
             seen = jobs[j].key->shader == keys[i].shader && jobs[j].key->nspec == keys[i].nspec &&
-                   !memcmp(jobs[j].key->spec, keys[i].spec, (size_t)keys[i].nspec * 4);
+                   !memcmp(jobs[j].key->spec, keys[i].spec,
+                           (size_t)keys[i].nspec * sizeof *keys[i].spec);
         if (!seen) jobs[todo++].key = &keys[i];
     }
     prebuild_pool pool = {.dev = ops->dev, .jobs = jobs, .n = todo};
