@@ -777,14 +777,19 @@ static void hazard_barrier(vkt_cmd *cmd, mm_hazards *h, const mm_prod *p, const 
 // ---------------------------------------------------------------------------------------------
 // Queries
 
-const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
-    // Views at offset 0 (the engine's usual packing): the same choice vkt_op_matmul makes (for a
-    // split product, its first block's).
+// The variant of a plain product: views at offset 0 (the engine's usual packing), the same choice
+// vkt_op_matmul makes (for a split product, its first block's).
+static const mm_variant *plain_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N,
+                                       uint32_t K) {
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
     mm_prod p = plain_prod(form, M, N, K);
     mm_plan plan = plan_of(d, form, M, N, K);
     mm_block bl = block_at(d, &p, &plan, 0, 0, 0);
-    return block_variant(ops, &p, &bl, false)->name;
+    return block_variant(ops, &p, &bl, false);
+}
+
+const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
+    return plain_variant(ops, form, M, N, K)->name;
 }
 
 bool vkt_matmul_epilogue_pays(vkt_ops *ops) {
@@ -973,13 +978,9 @@ static void variant_key(const mm_variant *v, vkt_mm_form form, uint32_t act, uin
 }
 
 int vkt_matmul_plain_keys(vkt_ops *ops, const vkt_mm_shape *shapes, int n, vkt_kernel_key *out) {
-    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
     for (int i = 0; i < n; i++) {
         const vkt_mm_shape *sh = &shapes[i];
-        mm_prod p = plain_prod(sh->form, sh->M, sh->N, sh->K);
-        mm_plan plan = plan_of(d, sh->form, sh->M, sh->N, sh->K);
-        mm_block bl = block_at(d, &p, &plan, 0, 0, 0);
-        variant_key(block_variant(ops, &p, &bl, false), sh->form, VKT_ACT_CODE_NONE,
+        variant_key(plain_variant(ops, sh->form, sh->M, sh->N, sh->K), sh->form, VKT_ACT_CODE_NONE,
                     VKT_MM_EPI_FORWARD, &out[i]);
     }
     return n;
