@@ -70,3 +70,20 @@ print("%d tensors agree: parameters within %.2e, optimizer state within %.2e of 
       % (len(a), worst, worst_opt))
 PY
 }
+
+# start_xvfb DIR: an Xvfb of its own (1280x800x24) on a display it picks itself (-displayfd: no
+# two tests racing for one number); sets display (":N") and xvfb_pid; returns non-zero, with
+# Xvfb's log on stderr, when it is not up within 30 s.
+start_xvfb() {
+    display="" xvfb_pid=""
+    Xvfb -displayfd 3 -screen 0 1280x800x24 -nolisten tcp 3> "$1/xvfb.display" > "$1/xvfb.log" 2>&1 &
+    xvfb_pid=$!
+    for _ in $(seq 300); do
+        n=$(tr -dc 0-9 < "$1/xvfb.display" 2> /dev/null)
+        if [ -n "$n" ] && [ -S "/tmp/.X11-unix/X$n" ]; then display=:$n; return 0; fi
+        sleep 0.1
+    done
+    echo "Xvfb did not start:" >&2
+    cat "$1/xvfb.log" >&2
+    return 1
+}

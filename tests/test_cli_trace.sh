@@ -146,13 +146,7 @@ names "llvmpipe,swiftshader" llvmpipe,swiftshader "$work/trace.json" "$work/resu
 if ! command -v Xvfb > /dev/null || ! command -v xwd > /dev/null || ! command -v xwininfo > /dev/null; then
     if [ "${CI:-}" = true ]; then echo "FAIL CI=true but Xvfb/x11-apps are missing"; fails=$((fails + 1)); fi
 else
-    display=""
-    for n in 83 84 85 86 87 88 89 82 81 80; do
-        if [ ! -e /tmp/.X11-unix/X$n ] && [ ! -e /tmp/.X$n-lock ]; then display=:$n; break; fi
-    done
-    Xvfb "$display" -screen 0 1280x800x24 -nolisten tcp > "$work/xvfb.log" 2>&1 &
-    xvfb_pid=$!
-    for _ in $(seq 100); do [ -S "/tmp/.X11-unix/X${display#:}" ] && break; sleep 0.1; done
+    start_xvfb "$work"; check "Xvfb started" $?
     start=$(date +%s)
     DISPLAY=$display "$bin" train "${run[@]}" --limit-train 2048 --device llvmpipe --view --view-device swiftshader \
         --exit-after 12 > "$work/view.out" 2> "$work/view.err" &

@@ -138,15 +138,7 @@ if ! command -v Xvfb > /dev/null || ! command -v xwd > /dev/null; then
     [ $fails -eq 0 ]
     exit
 fi
-display=""
-for n in 93 94 95 96 97 98 99 92 91 90; do
-    if [ ! -e /tmp/.X11-unix/X$n ] && [ ! -e /tmp/.X$n-lock ]; then display=:$n; break; fi
-done
-[ -n "$display" ]; check "a free X display number" $?
-Xvfb "$display" -screen 0 1280x800x24 -nolisten tcp > "$out/xvfb.log" 2>&1 &
-xvfb_pid=$!
-for _ in $(seq 100); do [ -S "/tmp/.X11-unix/X${display#:}" ] && break; sleep 0.1; done
-[ -S "/tmp/.X11-unix/X${display#:}" ]; check "Xvfb $display started" $?
+start_xvfb "$out"; check "Xvfb $display started" $?
 
 # wait_for FILE PATTERN SECONDS
 wait_for() {
