@@ -27,6 +27,10 @@
 // loops: both made LLVM's compile time grow many times.
 #version 450
 #extension GL_EXT_control_flow_attributes : require
+#ifdef MM_TEXEL
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 #include "vkt_abi.h"
 
 layout(local_size_x_id = VKT_SPEC_LOCAL_X, local_size_y_id = VKT_SPEC_LOCAL_Y,
@@ -111,13 +115,9 @@ void read_texels(samplerBuffer t, uint e, out vec4 v[2]) {
 }
 #endif
 
-void read_a(uint e, out vec4 v[2]) {
-#ifdef MM_TEXEL
-    read_texels(at, e, v);
-#else
-    READ_PIECE(a8, a4, e, v);
+#ifndef MM_TEXEL
+void read_a(uint e, out vec4 v[2]) { READ_PIECE(a8, a4, e, v); }
 #endif
-}
 void read_b(uint e, out vec4 v[2]) {
 #ifdef MM_TEXEL
     read_texels(bt, e, v);
@@ -166,9 +166,40 @@ void main() {
         }
     }
 
+#ifdef MM_TEXEL
+    // a's tile of one k step (TM x W floats, the same for every lane) is TM * W / 4 texels: lane
+    // l fetches texels i * WG + l (i < NA), and a shuffle gives each float to every lane (on
+    // lavapipe one vpermd, where each lane fetching the whole tile cost 8 times the fetches:
+    // docs/PERFORMANCE.md). The workgroup must be one subgroup (engine/ops/matmul.c checks it)
+    // and TM * W a multiple of 4 WG. Texel t's element offset without k: NN, NT: row
+    // r = t / (W / 4), piece h = t % (W / 4); TN: step kk = t / (TM / 4), rows 4 g .. 4 g + 3
+    // with g = t % (TM / 4), clamped to M - 4 as am is to M - W below.
+    const uint NA = TM * W / 4 / WG;
+    uint aoff[NA];
+    uint lane = gl_SubgroupInvocationID;
+    [[unroll]] for (uint i = 0; i < NA; i++) {
+        uint t = i * WG + lane;
+        if (FORM == VKT_MM_FORM_TN)
+            aoff[i] = (t / (TM / 4)) * p.lda + min(m0 + 4 * (t % (TM / 4)), M - 4) + p.a_off;
+        else
+            aoff[i] = min(m0 + t / (W / 4), M - 1) * p.lda + p.a_off + 4 * (t % (W / 4));
+    }
+#endif
     for (uint k = p.k_begin; k < p.k_end; k += W) {
         float a[TM][W]; // a[r][kk] = op(a)[m0 + r, k + kk]
         vec4 b[W][TC4]; // b[kk][j] = op(b)[k + kk, n0 + 4j .. 4j + 3]
+#ifdef MM_TEXEL
+        vec4 av[NA];
+        [[unroll]] for (uint i = 0; i < NA; i++)
+            av[i] = texelFetch(at, int((FORM == VKT_MM_FORM_TN ? k * p.lda : k) + aoff[i]) / 4);
+        [[unroll]] for (uint r = 0; r < TM; r++) {
+            [[unroll]] for (uint kk = 0; kk < W; kk++) {
+                uint t = FORM == VKT_MM_FORM_TN ? kk * (TM / 4) + r / 4 : r * (W / 4) + kk / 4;
+                uint q = FORM == VKT_MM_FORM_TN ? r % 4 : kk % 4;
+                a[r][kk] = subgroupShuffle(av[t / WG][q], t % WG);
+            }
+        }
+#else
         if (FORM == VKT_MM_FORM_TN) {
             [[unroll]] for (uint kk = 0; kk < W; kk++) {
                 [[unroll]] for (uint g = 0; g < TM / W; g++) {
@@ -184,6 +215,7 @@ void main() {
                 [[unroll]] for (uint i = 0; i < W; i++) a[r][i] = v[i / 4][i % 4];
             }
         }
+#endif
         if (FORM == VKT_MM_FORM_NT) {
             [[unroll]] for (uint c = 0; c < TC; c++) {
                 vec4 v[2];

@@ -196,6 +196,8 @@ static vkt_status describe_device(vkt_physical *p, int index) {
     info->api_version = props.properties.apiVersion;
     info->driver_version = props.properties.driverVersion;
     info->subgroup_size = subgroup.subgroupSize;
+    info->subgroup_shuffle = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                             (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
     info->max_workgroup_invocations = lim->maxComputeWorkGroupInvocations;
     for (int i = 0; i < 3; i++) {
         info->max_workgroup_size[i] = lim->maxComputeWorkGroupSize[i];

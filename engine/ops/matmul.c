@@ -134,9 +134,14 @@ typedef struct mm_variant {
 
 static const mm_variant VARIANTS[] = {
     // lavapipe: the wide64 tiles with a and b read as texel buffers (matmul_wide64t): a texel
-    // fetch is a branch-free gather there, a storage-buffer load a branchy loop over lanes.
+    // fetch is a branch-free gather there, a storage-buffer load a branchy loop over lanes. 8
+    // columns per lane for most products: LLVM unrolls the k step into straight code far past
+    // the instruction cache, and half the code of 16 columns ran faster (docs/PERFORMANCE.md);
+    // 32 columns for big products; 32 x 16 and 16 x 16 kept for comparisons.
     {"wide64t-r32c32-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 32, 8, 0, true, false},
+    {"wide64t-r32c8-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 8, 8, 0, true, false},
     {"wide64t-r32c16-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 16, 8, 0, true, false},
+    {"wide64t-r16c16-g8", TEXEL_FORMS, MM_WIDE, 8, 16, 16, 8, 0, true, false},
     // The same tiles through storage buffers: dvec4 pieces, one subgroup of 8 lanes per
     // workgroup; 32 rows x 16 columns per lane (LLVM compiles it in a third of 32 x 32's time).
     // lavapipe keeps 32 x 16 as a candidate (views the texel limits refuse); 32 x 32 is no one's
@@ -226,14 +231,14 @@ typedef struct mm_rule {
     mm_cand cand[MAX_CANDS]; // NULL-terminated; the list ends with a scalar variant (any shape)
 } mm_rule;
 
-// lavapipe's storage-buffer reads (wide64-r32c16-g8) are the texel kernels' tile and sums read
-// another way: slower in every measurement (1.2-2.9x at 1024^2-2048^2 and at the training
+// lavapipe's storage-buffer reads (wide64-r32c16-g8) are the texel kernels' sums read another
+// way: slower in every measurement (1.2-2.9x at 1024^2-2048^2 and at the training
 // shapes, docs/PERFORMANCE.md) and as slow to compile (LLVM, about 2.5 s a form), so they are only
 // the fallback for products whose views texel buffers cannot hold.
 static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe,
      {{"wide64t-r32c32-g8", BIG_MACS, false},
-      {"wide64t-r32c16-g8", 0, false},
+      {"wide64t-r32c8-g8", 0, false},
       {"wide64-r32c16-g8", 0, true},
       {"scalar-r8c8-g8", 0, false}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
@@ -245,7 +250,7 @@ static const mm_rule DEVICE_RULES[] = {
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
      {{"wide64t-r32c32-g8", BIG_MACS, false},
-      {"wide64t-r32c16-g8", 0, false},
+      {"wide64t-r32c8-g8", 0, false},
       {"wide64-r32c16-g8", 0, true},
       {"scalar-r8c8-g8", 0, false}}},
     {is_cpu, {{"wide-r32c16-g8", 0, false}, {"scalar-r8c8-g8", 0, false}}},
@@ -266,8 +271,11 @@ static bool runs_on(const vkt_device_info *d, const mm_variant *v) {
     if (v->kind == MM_TILED)
         return v->wg * v->wg <= d->max_workgroup_invocations &&
                4ull * v->w * v->wg * (v->tm + v->tc) <= d->shared_memory_bytes;
+    // ss and texel kernels broadcast across the workgroup, which must be one subgroup; the texel
+    // kernels by subgroupShuffle.
     return v->wg <= d->max_workgroup_invocations && (v->w != 8 || d->shader_float64) &&
-           (!v->ss || d->subgroup_size >= v->wg); // ss: one workgroup is one subgroup
+           (!(v->ss || v->texel) || d->subgroup_size >= v->wg) &&
+           (!v->texel || (d->subgroup_shuffle && v->tm * v->w % (4 * v->wg) == 0));
 }
 
 // The device's candidates for a product of macs multiply-adds. The context's matmul_variant

@@ -48,17 +48,8 @@ uint32_t vkt_ops_wg_1d(vkt_ops *ops) {
 }
 
 // Whether the device's compute shaders have subgroupShuffleXor (rows.glsl ROW_MODE 1,
-// sumsq.comp). One property query per recorded op: cheap beside the dispatch it records.
-bool vkt_ops_has_shuffle(vkt_ops *ops) {
-    vkt_device *dev = vkt_ops_device(ops);
-    VkPhysicalDeviceSubgroupProperties sg = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                         .pNext = &sg};
-    vkGetPhysicalDeviceProperties2(dev->phys->handle, &props);
-    return (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-           (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
-}
+// sumsq.comp).
+bool vkt_ops_has_shuffle(vkt_ops *ops) { return info_of(ops)->subgroup_shuffle; }
 
 static vkt_kernel *kernel_1d(vkt_ops *ops, vkt_shader_id shader, uint32_t wg, uint32_t u3,
                              uint32_t u4, int nuser) {

@@ -64,6 +64,7 @@ typedef struct vkt_device_info {
     uint32_t driver_version;
     uint64_t memory_bytes; // size of the largest device-local heap
     uint32_t subgroup_size;
+    bool subgroup_shuffle; // compute shaders have subgroupShuffle (VK_SUBGROUP_FEATURE_SHUFFLE_BIT)
     uint32_t max_workgroup_invocations;
     uint32_t max_workgroup_size[3];
     uint32_t max_workgroup_count[3];
