@@ -187,7 +187,6 @@ void main() {
 #endif
     for (uint k = p.k_begin; k < p.k_end; k += W) {
         float a[TM][W]; // a[r][kk] = op(a)[m0 + r, k + kk]
-        vec4 b[W][TC4]; // b[kk][j] = op(b)[k + kk, n0 + 4j .. 4j + 3]
 #ifdef MM_TEXEL
         vec4 av[NA];
         [[unroll]] for (uint i = 0; i < NA; i++)
@@ -199,7 +198,30 @@ void main() {
                 a[r][kk] = subgroupShuffle(av[t / WG][q], t % WG);
             }
         }
+        // b's texels 4 columns at a time, each group followed by its FMAs: the fetches (shuffle
+        // work on lavapipe) then overlap the FMAs of the group before instead of all preceding
+        // the step's FMAs. Each accumulator still takes its W FMAs in a row, in the same order.
+        [[unroll]] for (uint j = 0; j < TC4; j++) {
+            vec4 bj[W]; // bj[kk] = op(b)[k + kk, n0 + 4j .. 4j + 3]
+            if (FORM == VKT_MM_FORM_NT) {
+                [[unroll]] for (uint c = 0; c < 4; c++) {
+                    [[unroll]] for (uint h = 0; h < W / 4; h++) {
+                        vec4 v = texelFetch(bt, int((bcol[4 * j + c] + k) / 4 + h));
+                        [[unroll]] for (uint i = 0; i < 4; i++) bj[4 * h + i][c] = v[i];
+                    }
+                }
+            } else {
+                [[unroll]] for (uint kk = 0; kk < W; kk++)
+                    bj[kk] = texelFetch(bt, int(((k + kk) * p.ldb + bnb[4 * j / W]) / 4 + j % (W / 4)));
+            }
+            [[unroll]] for (uint r = 0; r < TM; r++) {
+                vec4 s = acc[r][j];
+                [[unroll]] for (uint kk = 0; kk < W; kk++) s = fma(vec4(a[r][kk]), bj[kk], s);
+                acc[r][j] = s;
+            }
+        }
 #else
+        vec4 b[W][TC4]; // b[kk][j] = op(b)[k + kk, n0 + 4j .. 4j + 3]
         if (FORM == VKT_MM_FORM_TN) {
             [[unroll]] for (uint kk = 0; kk < W; kk++) {
                 [[unroll]] for (uint g = 0; g < TM / W; g++) {
@@ -215,7 +237,6 @@ void main() {
                 [[unroll]] for (uint i = 0; i < W; i++) a[r][i] = v[i / 4][i % 4];
             }
         }
-#endif
         if (FORM == VKT_MM_FORM_NT) {
             [[unroll]] for (uint c = 0; c < TC; c++) {
                 vec4 v[2];
@@ -240,6 +261,7 @@ void main() {
                 acc[r][j] = s;
             }
         }
+#endif
     }
 
     // Epilogue: bias (read with clamped indices, scaled to 0 when absent), the activation epilogue

@@ -135,9 +135,9 @@ typedef struct mm_variant {
 static const mm_variant VARIANTS[] = {
     // lavapipe: the wide64 tiles with a and b read as texel buffers (matmul_wide64t): a texel
     // fetch is a branch-free gather there, a storage-buffer load a branchy loop over lanes. 8
-    // columns per lane for most products: LLVM unrolls the k step into straight code far past
-    // the instruction cache, and half the code of 16 columns ran faster (docs/PERFORMANCE.md);
-    // 32 columns for big products; 32 x 16 and 16 x 16 kept for comparisons.
+    // columns per lane: LLVM unrolls the k step into straight code, which at 16 or 32 columns
+    // is far past the instruction cache; 32 x 8 ran faster than both at every size measured
+    // (docs/PERFORMANCE.md). The larger tiles are kept for comparisons.
     {"wide64t-r32c32-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 32, 8, 0, true, false},
     {"wide64t-r32c8-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 8, 8, 0, true, false},
     {"wide64t-r32c16-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 16, 8, 0, true, false},
@@ -201,7 +201,7 @@ static const mm_variant *variant_named(const char *name, size_t len) {
 // (VKT_TUNE_OFF, or a measurement that could not run) the first that fits is used.
 
 // The size from which the big tiles are candidates: their compile time (seconds per form on
-// lavapipe) pays only for large products (training's 128 x 512 x 784 layers stay below it).
+// SwiftShader) pays only for large products (training's 128 x 512 x 784 layers stay below it).
 #define BIG_MACS (1ull << 27)
 #define MAX_CANDS 8
 
@@ -237,8 +237,7 @@ typedef struct mm_rule {
 // the fallback for products whose views texel buffers cannot hold.
 static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe,
-     {{"wide64t-r32c32-g8", BIG_MACS, false},
-      {"wide64t-r32c8-g8", 0, false},
+     {{"wide64t-r32c8-g8", 0, false},
       {"wide64-r32c16-g8", 0, true},
       {"scalar-r8c8-g8", 0, false}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
@@ -249,8 +248,7 @@ static const mm_rule DEVICE_RULES[] = {
       {"scalar-r16c16-g4", 0, false}}},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
-     {{"wide64t-r32c32-g8", BIG_MACS, false},
-      {"wide64t-r32c8-g8", 0, false},
+     {{"wide64t-r32c8-g8", 0, false},
       {"wide64-r32c16-g8", 0, true},
       {"scalar-r8c8-g8", 0, false}}},
     {is_cpu, {{"wide-r32c16-g8", 0, false}, {"scalar-r8c8-g8", 0, false}}},
