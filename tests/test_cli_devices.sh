@@ -18,7 +18,8 @@ python3 - "$out/devices.json" <<'PY'; check "json: lavapipe and SwiftShader with
 import json, sys
 devs = json.load(open(sys.argv[1]))
 need = ["index", "name", "vendor_id", "device_id", "type", "driver", "api_version", "memory_bytes",
-        "subgroup_size", "max_workgroup_invocations", "shared_memory_bytes", "timestamp_period_ns"]
+        "subgroup_size", "subgroup_shuffle", "max_workgroup_invocations", "shared_memory_bytes",
+        "timestamp_period_ns"]
 for d in devs:
     missing = [k for k in need if k not in d]
     assert not missing, f"missing {missing} in {d}"
@@ -28,6 +29,8 @@ ss = [d for d in devs if "swiftshader" in d["name"].lower()]
 assert lvp and ss, f"want lavapipe and SwiftShader, got {[d['name'] for d in devs]}"
 assert lvp[0]["vendor_id"] != ss[0]["vendor_id"]
 assert lvp[0]["vendor_id"] == 0x10005 and ss[0]["vendor_id"] == 0x1ae0
+# lavapipe's matmul kernels shuffle a's tile across its 8-lane subgroups (engine/ops/matmul.c).
+assert lvp[0]["subgroup_shuffle"] is True and lvp[0]["subgroup_size"] >= 8, lvp[0]
 PY
 
 # Selection: names, the lavapipe alias, indices, duplicates.

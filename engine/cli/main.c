@@ -185,6 +185,7 @@ static int cmd_devices(int argc, char **argv) {
             cJSON_AddStringToObject(o, "api_version", api);
             cJSON_AddNumberToObject(o, "memory_bytes", (double)d->memory_bytes);
             cJSON_AddNumberToObject(o, "subgroup_size", d->subgroup_size);
+            cJSON_AddBoolToObject(o, "subgroup_shuffle", d->subgroup_shuffle);
             cJSON_AddNumberToObject(o, "max_workgroup_invocations", d->max_workgroup_invocations);
             cJSON_AddNumberToObject(o, "shared_memory_bytes", d->shared_memory_bytes);
             cJSON_AddNumberToObject(o, "timestamp_period_ns", d->timestamp_period_ns);
