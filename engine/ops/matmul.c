@@ -30,8 +30,11 @@
 // they do"):
 //  - lavapipe turns every storage-buffer load inside a loop into a branchy loop over its 8 lanes:
 //    few, wide loads (dvec4) each reused by a 32-row tile of FMAs, and texel fetches (a
-//    branch-free gather there) in place of storage loads, are what pays. It compiles a pipeline's
-//    machine code at its first dispatch: measure() runs every candidate once untimed first.
+//    branch-free gather there) in place of storage loads, are what pays; a's tile, the same for
+//    every lane, is fetched once per subgroup and shuffled to the lanes. The k step is unrolled
+//    into straight code, which must stay near the instruction cache: 32 x 8 per lane. It has no
+//    FMA (NIR splits each into a multiply and an add) and compiles a pipeline's machine code at
+//    its first dispatch: measure() runs every candidate once untimed first.
 //  - SwiftShader makes every computed-index load a per-lane gather and does not unroll a tile
 //    given by specialization constants: its kernels (matmul_ss.glsl) broadcast the rows of a
 //    across one subgroup of 4 lanes; shapes that are not multiples of 4 take the scalar kernel.
