@@ -117,14 +117,8 @@ void read_texels(samplerBuffer t, uint e, out vec4 v[2]) {
 
 #ifndef MM_TEXEL
 void read_a(uint e, out vec4 v[2]) { READ_PIECE(a8, a4, e, v); }
+void read_b(uint e, out vec4 v[2]) { READ_PIECE(b8, b4, e, v); }
 #endif
-void read_b(uint e, out vec4 v[2]) {
-#ifdef MM_TEXEL
-    read_texels(bt, e, v);
-#else
-    READ_PIECE(b8, b4, e, v);
-#endif
-}
 void read_c(uint e, out vec4 v[2]) { READ_PIECE(c8, c4, e, v); }
 void write_c(uint e, vec4 v[2]) { WRITE_PIECE(c8, c4, e, v); }
 void read_s(uint e, out vec4 v[2]) { READ_PIECE(s8, s4, e, v); }
@@ -138,14 +132,16 @@ void main() {
     uint n0 = (gl_WorkGroupID.y * WG + gl_LocalInvocationID.x) * TC;
     // Clamped starts: a piece that starts past the matrix is moved back inside it (its values
     // then only feed rows or columns that are not stored).
-    uint arow[TM]; // NN, NT: element offset of row m0 + r of a
     uint bcol[TC]; // NT: element offset of row n0 + c of b
-    uint am[TM];   // TN: element offset of piece g of a's row 0 (g < TM / W)
     uint bn[TC];   // NN, TN, and c: first column of piece t (t < TW)
     uint bnb[TC];  // NN, TN: element offset of piece t of b's row 0
+#ifndef MM_TEXEL
+    uint arow[TM]; // NN, NT: element offset of row m0 + r of a
+    uint am[TM];   // TN: element offset of piece g of a's row 0 (g < TM / W)
     [[unroll]] for (uint r = 0; r < TM; r++) arow[r] = min(m0 + r, M - 1) * p.lda + p.a_off;
-    [[unroll]] for (uint c = 0; c < TC; c++) bcol[c] = min(n0 + c, N - 1) * p.ldb + p.b_off;
     [[unroll]] for (uint g = 0; g < TM / W; g++) am[g] = min(m0 + g * W, M - W) + p.a_off;
+#endif
+    [[unroll]] for (uint c = 0; c < TC; c++) bcol[c] = min(n0 + c, N - 1) * p.ldb + p.b_off;
     [[unroll]] for (uint t = 0; t < TW; t++) bn[t] = min(n0 + t * W, N - W);
     [[unroll]] for (uint t = 0; t < TW; t++) bnb[t] = bn[t] + p.b_off;
 
@@ -173,7 +169,7 @@ void main() {
     // docs/PERFORMANCE.md). The workgroup must be one subgroup (engine/ops/matmul.c checks it)
     // and TM * W a multiple of 4 WG. Texel t's element offset without k: NN, NT: row
     // r = t / (W / 4), piece h = t % (W / 4); TN: step kk = t / (TM / 4), rows 4 g .. 4 g + 3
-    // with g = t % (TM / 4), clamped to M - 4 as am is to M - W below.
+    // with g = t % (TM / 4), clamped to M - 4 (the storage-buffer kernel's am: to M - W).
     const uint NA = TM * W / 4 / WG;
     uint aoff[NA];
     uint lane = gl_SubgroupInvocationID;

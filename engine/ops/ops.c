@@ -44,14 +44,18 @@ void vkt_ops_destroy(vkt_ops *ops) {
 
 vkt_device *vkt_ops_device(const vkt_ops *ops) { return ops->dev; }
 
+// Whether two kernel keys (shader and specialization constants) are the same.
+static bool same_key(vkt_shader_id a, const uint32_t *spec_a, int na, vkt_shader_id b,
+                     const uint32_t *spec_b, int nb) {
+    return a == b && na == nb && memcmp(spec_a, spec_b, (size_t)na * sizeof *spec_a) == 0;
+}
+
 static vkt_kernel *cache_find(const vkt_ops *ops, vkt_shader_id shader, const uint32_t *spec,
                               int nspec) {
     VKT_ASSERT(nspec <= MAX_SPEC);
     for (int i = 0; i < ops->n; i++) {
         const cached_kernel *c = &ops->cache[i];
-        if (c->nspec == nspec && c->shader == shader &&
-            memcmp(c->spec, spec, (size_t)nspec * sizeof *spec) == 0)
-            return c->kernel;
+        if (same_key(c->shader, c->spec, c->nspec, shader, spec, nspec)) return c->kernel;
     }
     return NULL;
 }
@@ -136,9 +140,8 @@ vkt_status vkt_ops_prebuild(vkt_ops *ops, const vkt_kernel_key *keys, int n, int
         VKT_ASSERT(keys[i].nspec <= MAX_SPEC);
         bool seen = cache_find(ops, keys[i].shader, keys[i].spec, keys[i].nspec) != NULL;
         for (int j = 0; j < todo && !seen; j++)
-            seen = jobs[j].key->shader == keys[i].shader && jobs[j].key->nspec == keys[i].nspec &&
-                   !memcmp(jobs[j].key->spec, keys[i].spec,
-                           (size_t)keys[i].nspec * sizeof *keys[i].spec);
+            seen = same_key(jobs[j].key->shader, jobs[j].key->spec, jobs[j].key->nspec,
+                            keys[i].shader, keys[i].spec, keys[i].nspec);
         if (!seen) jobs[todo++].key = &keys[i];
     }
     prebuild_pool pool = {.dev = ops->dev, .jobs = jobs, .n = todo};
