@@ -237,6 +237,17 @@ static vkt_status ring_write(vkt_strategy *s, int slot, const float *x, const vo
     return vkt_buffer_write(s->ring[slot], s->ring_targets_off, targets, tb);
 }
 
+// Whether the next step's dispatches are timed. On lavapipe a timestamp puts work in the driver's
+// binning scene, which each later pipeline barrier then flushes through its rasterizer threads
+// and waits for: 110-250 us a barrier against about 13 us untimed, 5-10% of fashion_mlp's step
+// (docs/PERFORMANCE.md, "Timestamps"). The run's figures (busy, matmul time) come from the timed
+// steps; a trace and the benchmarks' per-kernel split time every step.
+static bool single_timed(vkt_strategy *s) {
+    bool timed = s->desc.profile_kernels || s->desc.trace || s->since_timed == 0;
+    s->since_timed = (s->since_timed + 1) % VKT_SINGLE_TIMED_EVERY;
+    return timed;
+}
+
 // Records the step after its batch is in place (cmd begun), and submits it.
 static vkt_status single_record(vkt_strategy *s, uint32_t B, uint32_t step, int64_t t0) {
     vkt_net *net = s->net[0];
@@ -265,7 +276,7 @@ static vkt_status single_submit(vkt_strategy *s, const float *x, const void *tar
     if (!s->ring[0]) {
         VKT_TRY(strategy_upload_input(net, 0, x, B));
         VKT_TRY(strategy_upload_targets(net, 0, targets, B));
-        VKT_TRY(vkt_cmd_begin(cmd, true));
+        VKT_TRY(vkt_cmd_begin(cmd, single_timed(s)));
         return single_record(s, B, step, t0);
     }
     int slot;
@@ -285,7 +296,7 @@ static vkt_status single_submit(vkt_strategy *s, const float *x, const void *tar
     vkt_view in = vkt_net_input(net, 0), tg = vkt_net_targets(net, 0);
     in.size = xb;
     tg.size = tb;
-    VKT_TRY(vkt_cmd_begin(cmd, true));
+    VKT_TRY(vkt_cmd_begin(cmd, single_timed(s)));
     vkt_cmd_copy(cmd, vkt_buffer_view(s->ring[slot], 0, xb), in, "upload:input");
     vkt_cmd_copy(cmd, vkt_buffer_view(s->ring[slot], s->ring_targets_off, tb), tg,
                  "upload:targets");
@@ -310,7 +321,9 @@ static vkt_status single_finish(vkt_strategy *s, double *loss_sum) {
     vkt_net *net = s->net[0];
     VKT_TRY(vkt_cmd_wait(s->cmd[0], VKT_WAIT_MS));
     VKT_TRY(strategy_read_loss(net, 0, s->run_B, loss_sum));
-    s->stats[0].wall_ns += (double)(vkt_trace_now_ns() - s->run_t0);
+    double wall = (double)(vkt_trace_now_ns() - s->run_t0);
+    s->stats[0].wall_ns += wall;
+    if (vkt_cmd_timed(s->cmd[0])) s->timed_wall_ns += wall;
     return strategy_account(s, 0, (int)s->run_step);
 }
 
@@ -657,11 +670,23 @@ int vkt_strategy_device_count(const vkt_strategy *s) { return s->ndev; }
 void vkt_strategy_stats(const vkt_strategy *s, int i, vkt_device_stats *out) {
     *out = s->stats[i];
     out->peak_memory = vkt_device_memory_peak(s->dev[i]);
+    // single, where some steps ran untimed: the timed steps' GPU times, scaled to the whole wall
+    // time (their busy fraction is the run's estimate).
+    if (s->desc.kind == VKT_STRATEGY_SINGLE && s->timed_wall_ns > 0 &&
+        s->timed_wall_ns < out->wall_ns) {
+        double f = out->wall_ns / s->timed_wall_ns;
+        out->busy_ns *= f;
+        out->matmul_ns *= f;
+        out->attention_ns *= f;
+        out->gpu_comm_ns *= f;
+    }
 }
 
 int vkt_strategy_trace_pid(const vkt_strategy *s, int i) { return s->trace_pid[i]; }
 
 void vkt_strategy_reset_stats(vkt_strategy *s) {
+    s->since_timed = 0;
+    s->timed_wall_ns = 0;
     for (int i = 0; i < s->ndev; i++) {
         vkt_device_stats keep = s->stats[i];
         memset(&s->stats[i], 0, sizeof s->stats[i]);

@@ -7,6 +7,8 @@
 #include "strategy.h"
 
 #define MAX_TENSORS 1024
+// single: one step in this many has its dispatches timed (struct vkt_strategy.since_timed).
+#define VKT_SINGLE_TIMED_EVERY 16
 
 typedef struct strategy_vtbl {
     // A whole step, synchronously; or (step NULL) a step in two halves: submit returns once the
@@ -62,6 +64,13 @@ struct vkt_strategy {
     uint32_t pf_B;
     uint32_t run_B, run_step; // the running step
     int64_t run_t0;
+    // single: its steps' dispatches are timed one step in VKT_SINGLE_TIMED_EVERY (the first after
+    // creation or vkt_strategy_reset_stats, then every VKT_SINGLE_TIMED_EVERY-th), or every step
+    // with desc.profile_kernels or a trace. since_timed: steps since the last timed one; timed_wall_ns:
+    // the host wall time of the timed steps, which stats[0]'s GPU times cover
+    // (vkt_strategy_stats scales them to the whole wall time).
+    int since_timed;
+    double timed_wall_ns;
     uint64_t seed; // vkt_strategy_init's: dropout masks are drawn from it
     // Across ranks (desc.world of more than one rank): this rank, the ranks, and the run's devices
     // in rank order: rank r's devices are the global devices [rank_first[r], rank_first[r + 1]),

@@ -237,6 +237,49 @@ int main(void) {
         free(x);
         free(x2);
     }
+    // The single strategy times one step in 16 unless told to time every one (profile_kernels):
+    // its figures are the timed steps', scaled to the whole wall time, so that the busy and
+    // matmul fractions agree with a run that timed every step (unscaled they would be about a
+    // sixteenth of it).
+    {
+        double frac[2][2] = {{0}};
+        for (int prof = 0; prof < 2; prof++) {
+            vkt_strategy_desc d = {.kind = VKT_STRATEGY_SINGLE,
+                                   .ctx = t->ctx,
+                                   .model = &m,
+                                   .batch = BATCH,
+                                   .optim = vkt_optim_default(VKT_OPTIM_SGD),
+                                   .profile_kernels = prof == 1};
+            VT_OK(t, vkt_context_select(t->ctx, "llvmpipe", d.devices, 1, &d.ndevices));
+            vkt_strategy *s = NULL;
+            VT_OK(t, vkt_strategy_create(&d, &s));
+            float *x = calloc((size_t)BATCH * m.input_features, 4);
+            uint32_t y[BATCH] = {0};
+            double ls;
+            vkt_status st = s && x ? VKT_OK : VKT_ERR_ARG;
+            for (int i = 0; i < 40 && st == VKT_OK; i++) {
+                if (i == 8) vkt_strategy_reset_stats(s); // after the kernel builds and tuning
+                st = vkt_strategy_step(s, x, y, BATCH, (uint32_t)i + 1, &ls);
+            }
+            VT_OK(t, st);
+            vkt_device_stats st1 = {0};
+            if (s) vkt_strategy_stats(s, 0, &st1);
+            VT_CHECK(t, st1.wall_ns > 0 && st1.busy_ns > 0 && st1.matmul_ns > 0,
+                     "profile_kernels %d: wall %g busy %g matmul %g ns", prof, st1.wall_ns,
+                     st1.busy_ns, st1.matmul_ns);
+            frac[prof][0] = st1.wall_ns > 0 ? st1.busy_ns / st1.wall_ns : 0;
+            frac[prof][1] = st1.wall_ns > 0 ? st1.matmul_ns / st1.wall_ns : 0;
+            vkt_strategy_destroy(s);
+            free(x);
+        }
+        for (int k = 0; k < 2; k++)
+            VT_CHECK(t,
+                     frac[0][k] > 0.4 * frac[1][k] && frac[0][k] < 2.5 * frac[1][k] &&
+                         frac[0][k] <= 1.05,
+                     "%s fraction of the wall time: %.3f timing one step in 16, %.3f timing every "
+                     "step",
+                     k ? "matmul" : "busy", frac[0][k], frac[1][k]);
+    }
 
     const cfg cfgs[] = {
         {VKT_STRATEGY_SINGLE, "swiftshader", 1, VKT_SCHEDULE_GPIPE, true},

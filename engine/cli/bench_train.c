@@ -366,7 +366,10 @@ int cli_bench_train(int argc, char **argv) {
     sd.model = &m;
     sd.batch = c.o.batch;
     sd.optim = c.o.optim;
-    sd.profile_kernels = true; // the split below needs every dispatch timed
+    // The split below needs the dispatches timed: every one where the strategy splits work
+    // across devices; single times one step in 16 on its own (vkt_strategy_desc.profile_kernels),
+    // so that samples/s is what `vktrain train` runs at, and the split is those steps'.
+    sd.profile_kernels = sd.kind != VKT_STRATEGY_SINGLE;
     vkt_strategy *s = NULL;
     uint32_t B = c.o.batch;
     uint32_t tokens = cli_bench_lm_tokens(&m);

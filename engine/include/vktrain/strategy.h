@@ -85,7 +85,10 @@ typedef struct vkt_strategy_desc {
     // dry (vkt_device_info.timestamps_delay_signal: lavapipe), which takes replicated's overlap of
     // the buckets' reduction with the backward away there. Off: such devices run the buckets
     // whose reduction overlaps untimed, their time counted whole (busy, not split by kernel).
-    // The benchmarks turn it on for their per-kernel split.
+    // The benchmarks turn it on for their per-kernel split. single: on, or with a trace, every
+    // step is timed; off, one step in 16 (the first, then every 16th), since timestamps make each
+    // of lavapipe's pipeline barriers flush its binning scene (5-10% of a small model's step):
+    // vkt_strategy_stats scales the timed steps' GPU times to the whole wall time.
     bool profile_kernels;
 } vkt_strategy_desc;
 
