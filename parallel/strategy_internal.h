@@ -66,8 +66,8 @@ struct vkt_strategy {
     int64_t run_t0;
     // single: its steps' dispatches are timed one step in VKT_SINGLE_TIMED_EVERY (the first after
     // creation or vkt_strategy_reset_stats, then every VKT_SINGLE_TIMED_EVERY-th), or every step
-    // with desc.profile_kernels or a trace. since_timed: steps since the last timed one; timed_wall_ns:
-    // the host wall time of the timed steps, which stats[0]'s GPU times cover
+    // with desc.profile_kernels or a trace. since_timed: steps since the last timed one;
+    // timed_wall_ns: the host wall time of the timed steps, which stats[0]'s GPU times cover
     // (vkt_strategy_stats scales them to the whole wall time).
     int since_timed;
     double timed_wall_ns;

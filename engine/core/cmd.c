@@ -365,6 +365,43 @@ void vkt_cmd_copy(vkt_cmd *c, vkt_view src, vkt_view dst, const char *label) {
     if (label && c->timestamps) end_timed(c);
 }
 
+void vkt_cmd_copy_rows(vkt_cmd *c, vkt_view src, uint64_t src_stride, vkt_view dst,
+                       uint64_t dst_stride, uint32_t rows, uint64_t row_bytes, const char *label) {
+    if (!c->recording || c->err != VKT_OK || rows == 0) return;
+    if (!view_ok(c, &src, "copy source") || !view_ok(c, &dst, "copy destination")) return;
+    uint64_t last = (uint64_t)(rows - 1);
+    if (row_bytes == 0 || (rows > 1 && dst_stride < row_bytes) ||
+        last * src_stride + row_bytes > src.size || last * dst_stride + row_bytes > dst.size) {
+        set_err(c, vkt_fail(VKT_ERR_ARG,
+                            "copy of %u rows of %llu bytes (strides %llu, %llu) between views of "
+                            "%llu and %llu bytes",
+                            rows, (unsigned long long)row_bytes, (unsigned long long)src_stride,
+                            (unsigned long long)dst_stride, (unsigned long long)src.size,
+                            (unsigned long long)dst.size));
+        return;
+    }
+    VkBufferCopy *r = malloc(rows * sizeof *r);
+    if (!r) {
+        set_err(c, vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory"));
+        return;
+    }
+    for (uint32_t i = 0; i < rows; i++)
+        r[i] = (VkBufferCopy){.srcOffset = src.offset + i * src_stride,
+                              .dstOffset = dst.offset + i * dst_stride,
+                              .size = row_bytes};
+    if (label && c->timestamps) {
+        vkt_status s = begin_timed(c, label);
+        if (s != VKT_OK) {
+            free(r);
+            set_err(c, s);
+            return;
+        }
+    }
+    c->dev->vk.vkCmdCopyBuffer(c->cb, src.buffer->handle, dst.buffer->handle, rows, r);
+    if (label && c->timestamps) end_timed(c);
+    free(r);
+}
+
 void vkt_cmd_fill(vkt_cmd *c, vkt_view dst, uint32_t value) {
     if (!c->recording || c->err != VKT_OK) return;
     if (!view_ok(c, &dst, "fill")) return;

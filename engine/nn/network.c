@@ -34,6 +34,9 @@ typedef struct stage_layout {
     uint64_t param_bytes;   // one packed buffer (params, grads and each optimizer state)
     uint64_t state_bytes;   // the buffers' (running statistics)
     uint64_t scratch_bytes; // the largest scratch a node asks for
+    // The largest staging a node's padded products may need (vkt_matmul_pad_bytes): the matmul
+    // staging buffer, handed to the ops as their scratch while this net records.
+    uint64_t staging_bytes;
     uint32_t node_base;     // nodes of the model before the stage's first layer
     int ntensors;
     vkt_net_tensor *tensors;
@@ -71,6 +74,7 @@ struct vkt_net {
     stage_layout L;
     vkt_buffer *params, *grads, *opt1, *opt2, *act, *scratch;
     vkt_buffer *state, *work; // the buffers (running statistics); the nodes' shared scratch
+    vkt_buffer *staging;      // the padded matmuls' (stage_layout.staging_bytes)
     vkt_net_phase phase;
     bool last_stage;
     bool fuse; // activations run in the matmul epilogues (see the header comment)
@@ -136,6 +140,14 @@ static int place(layout_walk *w, const vkt_layer_desc *l, int n, int top, int pa
     if (l->type->scratch) {
         uint64_t sb = l->type->scratch(l, (uint32_t)w->B);
         if (sb > L->scratch_bytes) L->scratch_bytes = sb;
+    }
+    if (l->type->matmuls) {
+        vkt_mm_shape sh[VKT_LAYER_MAX_MATMULS];
+        int nm = l->type->matmuls(l, (uint32_t)w->B, true, sh);
+        for (int i = 0; i < nm; i++) {
+            uint64_t pb = vkt_matmul_pad_bytes(sh[i].form, sh[i].M, sh[i].N, sh[i].K);
+            if (pb > L->staging_bytes) L->staging_bytes = pb;
+        }
     }
     if (l->type->aliases_input) {
         nd->out_off = in_off;
@@ -291,7 +303,8 @@ vkt_net_memory vkt_net_estimate(const vkt_net_desc *desc, uint64_t align) {
     int nopt = desc->optim.kind == VKT_OPTIM_ADAMW ? 2 : (desc->optim.momentum != 0 ? 1 : 0);
     m.optim = (uint64_t)nopt * L->optim_bytes;
     m.activations = L->act_bytes;
-    m.io = align + L->state_bytes + L->scratch_bytes; // clipping, buffers, scratch
+    // clipping, buffers, scratch, matmul staging
+    m.io = align + L->state_bytes + L->scratch_bytes + L->staging_bytes;
     m.total = m.params + m.grads + m.optim + m.activations + m.io;
     free_layout(L);
     free(L);
@@ -354,6 +367,11 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
         s = vkt_buffer_create(dev, L->state_bytes, "buffers (running statistics)", &net->state);
     if (s == VKT_OK && L->scratch_bytes)
         s = vkt_buffer_create(dev, L->scratch_bytes, "layer scratch", &net->work);
+    if (s == VKT_OK && L->staging_bytes) {
+        static const float zeros[VKT_OPS_SCRATCH_ZEROS / 4];
+        s = vkt_buffer_create(dev, L->staging_bytes, "matmul staging", &net->staging);
+        if (s == VKT_OK) s = vkt_buffer_write(net->staging, 0, zeros, sizeof zeros);
+    }
     if (s != VKT_OK) {
         vkt_net_destroy(net);
         return s;
@@ -365,6 +383,8 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
 void vkt_net_destroy(vkt_net *net) {
     if (!net) return;
     vkt_buffer_destroy(net->work);
+    vkt_buffer_destroy(net->staging);
+    if (net->ops) vkt_ops_set_scratch(net->ops, NULL); // its staging buffer is gone
     vkt_buffer_destroy(net->state);
     vkt_buffer_destroy(net->scratch);
     vkt_buffer_destroy(net->act);
@@ -768,6 +788,9 @@ void vkt_net_record_zero_grads(vkt_net *net, vkt_cmd *cmd) {
 }
 
 static vkt_rec rec_make(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
+    // This net's padded products stage their operands in its planned buffer.
+    vkt_view staging = net->staging ? vkt_buffer_whole(net->staging) : (vkt_view){0};
+    vkt_ops_set_scratch(net->ops, net->staging ? &staging : NULL);
     return (vkt_rec){.net = net,
                      .cmd = cmd,
                      .ops = net->ops,

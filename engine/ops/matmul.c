@@ -76,6 +76,17 @@
 //    and so does each K-chunk after the first; row blocks are disjoint and run without.
 // vkt_matmul_test_range (ops_limits.h) lowers the range the plan uses, for tests.
 //
+// Padded products (lavapipe and other CPU drivers with shaderFloat64): a product with a side that
+// is not a multiple of 8 (a classifier's 10 outputs: its forward, input and weight gradients)
+// fits neither wide kernel, and the scalar kernel runs it at 1-2 GFLOP/s. The variant
+// pad-wide64t-r32c8-g8 copies the operands that need it into the ops' scratch (vkt_ops_scratch),
+// zero-padded to the next multiple of 8, runs wide64t-r32c8-g8 on them and copies c back
+// (record_padded): a few copy commands and up to three barriers, which cost about 13 us each in
+// an untimed lavapipe step. It is a candidate only where no wide variant fits, measured against
+// the scalar kernel (measure() sums the copies' and the dispatch's times), and under
+// PAD_MAX_BYTES of scratch. The zeros add exact zeros at the end of each k sum, so the results
+// are the texel kernel's bit for bit, a block of a split product's too.
+//
 // Not done here: no fp16. Views smaller than their shapes are bugs in the engine's layer code and
 // are asserted, as ops_nn.c does.
 #include <math.h>
@@ -123,6 +134,11 @@ typedef struct mm_variant {
     uint32_t kc;     // k per dispatch (a multiple of w); 0 = the whole K in one dispatch
     bool texel;      // a and b bound as uniform texel buffers (matmul_wide64t)
     bool ss;         // matmul_ss.glsl: broadcasts across its wg lanes, which must be one subgroup
+    // Padded: the variant named after "pad-" run on copies of the operands padded with zeros to
+    // the shape it takes (N and K, and M for TN, multiples of 8), in the ops' scratch, c copied
+    // back (record_padded). For the products with a side of a few floats, which the wide kernels
+    // cannot take and the scalar kernel runs at a tenth of their speed (a classifier's 10 outputs).
+    bool pad;
 } mm_variant;
 
 // The kernels of a variant (kernel[3], sgd_kernel): one for every form; the texel-read one, whose
@@ -141,45 +157,54 @@ static const mm_variant VARIANTS[] = {
     // columns per lane: LLVM unrolls the k step into straight code, which at 16 or 32 columns
     // is far past the instruction cache; 32 x 8 ran faster than both at every size measured
     // (docs/PERFORMANCE.md). The larger tiles are kept for comparisons.
-    {"wide64t-r32c32-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 32, 8, 0, true, false},
-    {"wide64t-r32c8-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 8, 8, 0, true, false},
-    {"wide64t-r32c16-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 16, 8, 0, true, false},
-    {"wide64t-r16c16-g8", TEXEL_FORMS, MM_WIDE, 8, 16, 16, 8, 0, true, false},
+    {"wide64t-r32c32-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 32, 8, 0, true, false, false},
+    {"wide64t-r32c8-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 8, 8, 0, true, false, false},
+    {"wide64t-r32c16-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 16, 8, 0, true, false, false},
+    {"wide64t-r16c16-g8", TEXEL_FORMS, MM_WIDE, 8, 16, 16, 8, 0, true, false, false},
+    // wide64t-r32c8-g8 on padded copies (mm_variant.pad).
+    {"pad-wide64t-r32c8-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 8, 8, 0, true, false, true},
     // The same tiles through storage buffers: dvec4 pieces, one subgroup of 8 lanes per
     // workgroup; 32 rows x 16 columns per lane (LLVM compiles it in a third of 32 x 32's time).
     // lavapipe keeps 32 x 16 as a candidate (views the texel limits refuse); 32 x 32 is no one's
     // candidate any more, kept for comparisons under a fixed matmul_variant.
     {"wide64-r32c16-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 32, 16, 8, 0, false,
-     false},
+     false, false},
     {"wide64-r32c32-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 32, 32, 8, 0, false,
-     false},
+     false, false},
     // Measured alternatives, kept for comparisons: a smaller tile (faster to compile, slower to
     // run) and a K-split of 256 (slower here: every split reloads c).
     {"wide64-r24c16-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 24, 16, 8, 0, false,
-     false},
-    {"wide64-r32c16-g8-k256", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 32, 16, 8, 256,
      false, false},
+    {"wide64-r32c16-g8-k256", ALL_FORMS(VKT_SHADER_MATMUL_WIDE64), MM_WIDE, 8, 32, 16, 8, 256,
+     false, false, false},
     // vec4 pieces: the lavapipe tile for CPU drivers without shaderFloat64, and a GPU-shaped one
     // (64 lanes, a small tile per lane) for everything else. Not measured here (no such device).
-    {"wide-r32c16-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE), MM_WIDE, 8, 32, 16, 4, 0, false, false},
-    {"wide-r16c8-g64", ALL_FORMS(VKT_SHADER_MATMUL_WIDE), MM_WIDE, 64, 16, 8, 4, 0, false, false},
-    // Any shape.
-    {"scalar-r8c8-g8", ALL_FORMS(VKT_SHADER_MATMUL_S8X8), MM_SCALAR, 8, 8, 8, 1, 0, false, false},
-    {"scalar-r8c8-g4", ALL_FORMS(VKT_SHADER_MATMUL_S8X8), MM_SCALAR, 4, 8, 8, 1, 0, false, false},
-    {"scalar-r16c16-g4", ALL_FORMS(VKT_SHADER_MATMUL_S16X16), MM_SCALAR, 4, 16, 16, 1, 0, false,
+    {"wide-r32c16-g8", ALL_FORMS(VKT_SHADER_MATMUL_WIDE), MM_WIDE, 8, 32, 16, 4, 0, false, false,
      false},
-    {"scalar-r4c4-g64", ALL_FORMS(VKT_SHADER_MATMUL_S4X4), MM_SCALAR, 64, 4, 4, 1, 0, false, false},
+    {"wide-r16c8-g64", ALL_FORMS(VKT_SHADER_MATMUL_WIDE), MM_WIDE, 64, 16, 8, 4, 0, false, false,
+     false},
+    // Any shape.
+    {"scalar-r8c8-g8", ALL_FORMS(VKT_SHADER_MATMUL_S8X8), MM_SCALAR, 8, 8, 8, 1, 0, false, false,
+     false},
+    {"scalar-r8c8-g4", ALL_FORMS(VKT_SHADER_MATMUL_S8X8), MM_SCALAR, 4, 8, 8, 1, 0, false, false,
+     false},
+    {"scalar-r16c16-g4", ALL_FORMS(VKT_SHADER_MATMUL_S16X16), MM_SCALAR, 4, 16, 16, 1, 0, false,
+     false, false},
+    {"scalar-r4c4-g64", ALL_FORMS(VKT_SHADER_MATMUL_S4X4), MM_SCALAR, 64, 4, 4, 1, 0, false, false,
+     false},
     // GPUs: shared-memory tiles, 16 x 16 lanes; 64 x 64 blocks of 4 x 4 per lane in slices of 16
     // k, or 128 x 128 blocks of 8 x 8 in slices of 8. Not measured on a GPU yet (none here); the
     // first use of a shape on a GPU measures them against the others.
-    {"tiled-r4c4-k16", ALL_FORMS(VKT_SHADER_MATMUL_TILED), MM_TILED, 16, 4, 4, 16, 0, false, false},
-    {"tiled-r8c8-k8", ALL_FORMS(VKT_SHADER_MATMUL_TILED), MM_TILED, 16, 8, 8, 8, 0, false, false},
+    {"tiled-r4c4-k16", ALL_FORMS(VKT_SHADER_MATMUL_TILED), MM_TILED, 16, 4, 4, 16, 0, false, false,
+     false},
+    {"tiled-r8c8-k8", ALL_FORMS(VKT_SHADER_MATMUL_TILED), MM_TILED, 16, 8, 8, 8, 0, false, false,
+     false},
     // SwiftShader (shaders/matmul_ss.glsl): one subgroup of 4 lanes, 16 columns per lane, the
     // rows broadcast across the subgroup, vec4 loads, one kernel per form. 32 rows for large
     // products (twice the scalar kernel's speed, but five times the 16-row tile's compile time),
     // 16 rows otherwise.
-    {"ss-r32c16-g4", SS_FORMS(R32), MM_WIDE, 4, 32, 16, 4, 0, false, true},
-    {"ss-r16c16-g4", SS_FORMS(R16), MM_WIDE, 4, 16, 16, 4, 0, false, true},
+    {"ss-r32c16-g4", SS_FORMS(R32), MM_WIDE, 4, 32, 16, 4, 0, false, true, false},
+    {"ss-r16c16-g4", SS_FORMS(R16), MM_WIDE, 4, 16, 16, 4, 0, false, true, false},
 };
 #define NVARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
 
@@ -188,7 +213,9 @@ static const mm_variant VARIANTS[] = {
 static bool has_epilogue(const mm_variant *v) { return !v->ss; }
 // The kernels with the optimizer epilogue (VKT_MM_EPI_SGD): the wide kernel, in one dispatch (a
 // K-split's chunks would add onto the parameters).
-static bool has_sgd(const mm_variant *v) { return v->kind == MM_WIDE && !v->ss && v->kc == 0; }
+static bool has_sgd(const mm_variant *v) {
+    return v->kind == MM_WIDE && !v->ss && v->kc == 0 && !v->pad;
+}
 
 static const mm_variant *variant_named(const char *name, size_t len) {
     for (int i = 0; i < NVARIANTS; i++)
@@ -237,11 +264,14 @@ typedef struct mm_rule {
 // lavapipe's storage-buffer reads (wide64-r32c16-g8) are the texel kernels' sums read another
 // way: slower in every measurement (1.2-2.9x at 1024^2-2048^2 and at the training
 // shapes, docs/PERFORMANCE.md) and as slow to compile (LLVM, about 2.5 s a form), so they are only
-// the fallback for products whose views texel buffers cannot hold.
+// the fallback for products whose views texel buffers cannot hold. The padded texel kernel is a
+// candidate where neither fits (a side that is not a multiple of 8), measured against the scalar
+// kernel.
 static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe,
      {{"wide64t-r32c8-g8", 0, false},
       {"wide64-r32c16-g8", 0, true},
+      {"pad-wide64t-r32c8-g8", 0, true},
       {"scalar-r8c8-g8", 0, false}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
     // (several times the 16-row tile's compile time).
@@ -253,6 +283,7 @@ static const mm_rule DEVICE_RULES[] = {
     {is_cpu_fp64,
      {{"wide64t-r32c8-g8", 0, false},
       {"wide64-r32c16-g8", 0, true},
+      {"pad-wide64t-r32c8-g8", 0, true},
       {"scalar-r8c8-g8", 0, false}}},
     {is_cpu, {{"wide-r32c16-g8", 0, false}, {"scalar-r8c8-g8", 0, false}}},
     // GPUs and anything else: shared-memory tiles first; measurement settles it per shape.
@@ -360,6 +391,105 @@ static bool wide_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form
            a->size % 16 == 0 && b->size % 16 == 0 && a->size <= max && b->size <= max;
 }
 
+// Whether a view read or written like c (the epilogue's s and z, at element offset x_off) allows
+// the wide variant v: the alignment that wide_fits asks of c.
+static bool wide_view_ok(const vkt_device_info *d, const mm_variant *v, const vkt_view *x,
+                         uint32_t x_off) {
+    uint64_t align = 4ull * v->w;
+    if (align > 16 && d->type == VKT_DEVICE_CPU) align = 16;
+    return x->offset % align == 0 && x_off % v->w == 0;
+}
+
+// A padded product (mm_variant.pad): its shape, which operands are staged, where they lie in the
+// scratch (byte offsets), and the layout the kernel sees.
+typedef struct mm_pad {
+    uint32_t M, N, K;   // the padded shape: N, K and (TN) M rounded up to 8
+    bool a, b, c, bias; // staged (copied, dense and padded); the others are used in place
+    uint64_t a_at, b_at, c_at, bias_at, bytes;
+    mm_geom g; // the staged operands' dense strides, the others' own strides and offsets
+} mm_pad;
+
+// The most scratch a padded product may use: it is for small products (a side of a few floats).
+#define PAD_MAX_BYTES (8ull << 20)
+
+static uint32_t up8(uint32_t x) { return (x + 7u) / 8u * 8u; }
+
+// Whether an operand can be read in place as the texel kernel reads a and b: strides and offset
+// in whole 8-float pieces, a texel view the device allows.
+static bool texel_in_place(const vkt_device_info *d, const vkt_view *v, uint32_t ld, uint32_t off) {
+    return ld % 8 == 0 && off % 8 == 0 && vkt_texel_offset_ok(d, v->offset) && v->size % 16 == 0 &&
+           v->size <= 16ull * d->max_texel_buffer_elements;
+}
+
+// Whether c (or the epilogue's s and z, at element offset off) can be written in place: 8-float
+// pieces, views aligned as wide_fits asks.
+static bool c_in_place(const vkt_device_info *d, const vkt_view *v, uint32_t ld, uint32_t off) {
+    uint64_t align = d->type == VKT_DEVICE_CPU ? 16 : 32;
+    return ld % 8 == 0 && off % 8 == 0 && v->offset % align == 0;
+}
+
+// Takes floats floats from *at, on 256 bytes: where they start.
+static uint64_t take(uint64_t *at, uint64_t floats) {
+    uint64_t start = *at;
+    *at += (4 * floats + 255) / 256 * 256;
+    return start;
+}
+
+// The plan of a padded product: a and b are staged where K (or TN's M, or N) needs padding or
+// their layout does not suit the texel kernel; c where N (or TN's M) needs padding or its
+// layout does not suit; the bias where c's N is padded.
+static mm_pad pad_plan(const vkt_device_info *d, vkt_mm_form form, const vkt_view *c,
+                       const vkt_view *a, const vkt_view *b, const mm_geom *g, bool has_bias,
+                       uint32_t M, uint32_t N, uint32_t K) {
+    mm_pad p;
+    memset(&p, 0, sizeof p);
+    p.M = form == VKT_MM_TN ? up8(M) : M;
+    p.N = up8(N);
+    p.K = up8(K);
+    p.a = p.K != K || p.M != M || !texel_in_place(d, a, g->lda, g->a_off);
+    p.b = p.K != K || p.N != N || !texel_in_place(d, b, g->ldb, g->b_off);
+    p.c = p.N != N || p.M != M || !c_in_place(d, c, g->ldc, g->c_off);
+    p.bias = has_bias && p.N != N; // the kernel reads the bias at every padded column
+    mm_geom dense = dense_geom(form, p.M, p.N, p.K);
+    p.g = *g;
+    // Each staged operand on 256 bytes (Vulkan's largest offset alignment).
+    if (p.a) p.a_at = take(&p.bytes, (uint64_t)p.M * p.K), p.g.lda = dense.lda, p.g.a_off = 0;
+    if (p.b) p.b_at = take(&p.bytes, (uint64_t)p.K * p.N), p.g.ldb = dense.ldb, p.g.b_off = 0;
+    if (p.c) p.c_at = take(&p.bytes, (uint64_t)p.M * p.N), p.g.ldc = dense.ldc, p.g.c_off = 0;
+    if (p.bias) p.bias_at = take(&p.bytes, p.N), p.g.bias_off = 0;
+    return p;
+}
+
+uint64_t vkt_matmul_pad_bytes(vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
+    uint32_t Mp = form == VKT_MM_TN ? up8(M) : M, Np = up8(N), Kp = up8(K);
+    if (Mp == M && Np == N && Kp == K) return 0;
+    // The operands the shape makes pad_plan stage; one that it stages only for its layout (a
+    // view the texel kernel cannot read in place) may not find room, and the product then runs
+    // on the scalar kernel.
+    uint64_t at = 0;
+    if (Kp != K || Mp != M) take(&at, (uint64_t)Mp * Kp);
+    if (Kp != K || Np != N) take(&at, (uint64_t)Kp * Np);
+    if (Np != N || Mp != M) take(&at, (uint64_t)Mp * Np);
+    if (Np != N) take(&at, Np);
+    return at <= PAD_MAX_BYTES ? VKT_OPS_SCRATCH_ZEROS + at : 0;
+}
+
+// Whether the padded variant v can run this product (views c, a, b laid out as g says; sv and
+// zv, set whenever there is an epilogue, its s and z): a side to pad, within PAD_MAX_BYTES of
+// scratch, no optimizer epilogue, and with an epilogue c, s and z in place (padding them too is
+// not done).
+static bool pad_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
+                     const vkt_view *c, const vkt_view *a, const vkt_view *b, const vkt_view *sv,
+                     const vkt_view *zv, bool sgd, const mm_geom *g, uint32_t M, uint32_t N,
+                     uint32_t K) {
+    if (sgd || vkt_matmul_pad_bytes(form, M, N, K) == 0) return false;
+    mm_pad p = pad_plan(d, form, c, a, b, g, true, M, N, K);
+    if (sv && (p.c || !wide_view_ok(d, v, sv, g->x_off) || !wide_view_ok(d, v, zv, g->x_off)))
+        return false;
+    uint64_t tmax = 16ull * d->max_texel_buffer_elements;
+    return p.bytes <= PAD_MAX_BYTES && 4ull * p.M * p.K <= tmax && 4ull * p.K * p.N <= tmax;
+}
+
 static const char *form_name(vkt_mm_form f) {
     return f == VKT_MM_NN ? "NN" : f == VKT_MM_NT ? "NT" : "TN";
 }
@@ -451,14 +581,15 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, const mm_geom *g, uint32_t M
             if (ok && !stamps) ms[i] = fmin(ms[i], (double)(t1 - t0) / 1e6);
             const vkt_timing *t;
             int nt = ok && stamps ? vkt_cmd_timings(cmd, &t) : 0;
+            // A K-split records several dispatches, a padded product its copies too: the sum of
+            // their times, without the gaps at the barriers between them (with timestamps on,
+            // lavapipe's barriers cost 10 times what they do in an untimed step: strategy.c).
             for (int j = 0; j < n && nt > 0; j++) {
-                uint64_t lo = UINT64_MAX, hi = 0; // a K-split records several dispatches
+                uint64_t sum = 0;
                 for (int e = 0; e < nt; e++)
-                    if (t[e].label == labels[j]) {
-                        lo = t[e].start_ns < lo ? t[e].start_ns : lo;
-                        hi = t[e].end_ns > hi ? t[e].end_ns : hi;
-                    }
-                if (hi > lo) ms[j] = fmin(ms[j], (double)(hi - lo) / 1e6);
+                    if (t[e].label == labels[j] && t[e].end_ns > t[e].start_ns)
+                        sum += t[e].end_ns - t[e].start_ns;
+                if (sum > 0) ms[j] = fmin(ms[j], (double)sum / 1e6);
             }
         }
         double best = INFINITY;
@@ -476,15 +607,6 @@ out:
     vkt_buffer_destroy(bb);
     vkt_buffer_destroy(ba);
     return ok;
-}
-
-// Whether a view read or written like c (the epilogue's s and z, at element offset x_off) allows
-// the wide variant v: the alignment that wide_fits asks of c.
-static bool wide_view_ok(const vkt_device_info *d, const mm_variant *v, const vkt_view *x,
-                         uint32_t x_off) {
-    uint64_t align = 4ull * v->w;
-    if (align > 16 && d->type == VKT_DEVICE_CPU) align = 16;
-    return x->offset % align == 0 && x_off % v->w == 0;
 }
 
 // epi: the product has an epilogue whose s and z views are sv and zv (NULL: none).
@@ -511,9 +633,11 @@ static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, c
             (!vkt_texel_offset_ok(d, c->offset) || c->size % 16 || c->size > tmax ||
              (sv && (!vkt_texel_offset_ok(d, sv->offset) || sv->size % 16 || sv->size > tmax))))
             continue;
-        if (v->kind == MM_WIDE &&
-            (!wide_fits(d, v, form, c, a, b, g, M, N, K) ||
-             (sv && (!wide_view_ok(d, v, sv, g->x_off) || !wide_view_ok(d, v, zv, g->x_off)))))
+        if (v->pad) {
+            if (!pad_fits(d, v, form, c, a, b, sv, zv, sgd, g, M, N, K)) continue;
+        } else if (v->kind == MM_WIDE && (!wide_fits(d, v, form, c, a, b, g, M, N, K) ||
+                                          (sv && (!wide_view_ok(d, v, sv, g->x_off) ||
+                                                  !wide_view_ok(d, v, zv, g->x_off)))))
             continue;
         fit[nf++] = v;
     }
@@ -995,12 +1119,100 @@ int vkt_matmul_plain_keys(vkt_ops *ops, const vkt_mm_shape *shapes, int n, vkt_k
     return n;
 }
 
+// The part of v from byte at, bytes long.
+static vkt_view view_at(vkt_view v, uint64_t at, uint64_t bytes) {
+    return (vkt_view){v.buffer, v.offset + at, bytes};
+}
+
+// Copies rows x cols floats of src (row r at element off + r ld) into dst as the top left of a
+// dense [prows, pcols], and zeros the rest of dst (from zeros, VKT_OPS_SCRATCH_ZEROS bytes of
+// 0.0f): the data, the padding columns and the padding rows are three commands on disjoint bytes.
+static void stage(vkt_cmd *cmd, vkt_view zeros, vkt_view src, uint32_t ld, uint32_t off,
+                  uint32_t rows, uint32_t cols, vkt_view dst, uint32_t prows, uint32_t pcols,
+                  const char *label) {
+    uint64_t rb = 4ull * cols, prb = 4ull * pcols;
+    vkt_view from = view_at(src, 4ull * off, 4ull * ((uint64_t)(rows - 1) * ld + cols));
+    if (cols == pcols && ld == cols)
+        vkt_cmd_copy_rows(cmd, from, 0, dst, 0, 1, rb * rows, label);
+    else
+        vkt_cmd_copy_rows(cmd, from, 4ull * ld, dst, prb, rows, rb, label);
+    if (pcols > cols) {
+        VKT_ASSERT(prb - rb <= zeros.size);
+        vkt_cmd_copy_rows(cmd, zeros, 0, view_at(dst, rb, (rows - 1) * prb + (prb - rb)), prb, rows,
+                          prb - rb, label);
+    }
+    if (prows > rows) vkt_cmd_fill(cmd, view_at(dst, rows * prb, (prows - rows) * prb), 0);
+}
+
+static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
+                           vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
+                           float beta, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K,
+                           const mm_epi_args *e, const char *label);
+
+// Records the padded variant v (pad_fits holds): the operands that need it staged in the ops'
+// scratch, zero-padded to the shape its kernel takes, the kernel on them, and c's M x N copied
+// back out of the padded result. The zeros past K add exact zeros to every sum, which the kernel
+// takes in k order as unpadded: the result is the texel kernel's, bit for bit, whether the
+// product is whole or a block of a split one; the padding rows and columns of c are computed and
+// dropped. Where the scratch cannot be made, the scalar kernel runs the product instead.
+static void record_padded(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
+                          vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
+                          float beta, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K,
+                          const mm_epi_args *e, const char *label) {
+    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
+    const mm_variant *base = named(v->name + 4); // after "pad-"
+    mm_pad p = pad_plan(d, form, &c, &a, &b, g, has_bias, M, N, K);
+    vkt_view zeros, s;
+    VKT_ASSERT(base && !base->pad && (!e || !p.c || e->mode == VKT_MM_EPI_FORWARD));
+    if (!vkt_ops_scratch(ops, p.bytes, &zeros, &s)) {
+        record_variant(cmd, ops, named("scalar-r8c8-g4"), form, c, a, b, bv, has_bias, beta, g, M,
+                       N, K, e, label);
+        return;
+    }
+    vkt_cmd_barrier(cmd); // the scratch's last user (this or another padded product) is done
+    vkt_view ap = a, bp = b, cp = c, biasp = bv;
+    if (p.a) {
+        ap = view_at(s, p.a_at, 4ull * p.M * p.K);
+        if (form == VKT_MM_TN)
+            stage(cmd, zeros, a, g->lda, g->a_off, K, M, ap, p.K, p.M, label);
+        else
+            stage(cmd, zeros, a, g->lda, g->a_off, M, K, ap, p.M, p.K, label);
+    }
+    if (p.b) {
+        bp = view_at(s, p.b_at, 4ull * p.K * p.N);
+        if (form == VKT_MM_NT)
+            stage(cmd, zeros, b, g->ldb, g->b_off, N, K, bp, p.N, p.K, label);
+        else
+            stage(cmd, zeros, b, g->ldb, g->b_off, K, N, bp, p.K, p.N, label);
+    }
+    if (p.c) {
+        cp = view_at(s, p.c_at, 4ull * p.M * p.N);
+        if (beta != 0.0f) stage(cmd, zeros, c, g->ldc, g->c_off, M, N, cp, p.M, p.N, label);
+    }
+    if (p.bias) {
+        biasp = view_at(s, p.bias_at, 4ull * p.N);
+        stage(cmd, zeros, bv, N, g->bias_off, 1, N, biasp, 1, p.N, label);
+    }
+    vkt_cmd_barrier(cmd);
+    record_variant(cmd, ops, base, form, cp, ap, bp, biasp, has_bias, beta, &p.g, p.M, p.N, p.K, e,
+                   label);
+    if (!p.c) return;
+    vkt_cmd_barrier(cmd);
+    vkt_cmd_copy_rows(cmd, cp, 4ull * p.N,
+                      view_at(c, 4ull * g->c_off, 4ull * ((uint64_t)(M - 1) * g->ldc + N)),
+                      4ull * g->ldc, M, 4ull * N, label);
+}
+
 // Records variant v (already chosen: it fits the shape, the views, the layout g and, with e, has
 // the epilogue).
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
                            vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
                            float beta, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K,
                            const mm_epi_args *e, const char *label) {
+    if (v->pad) {
+        record_padded(cmd, ops, v, form, c, a, b, bv, has_bias, beta, g, M, N, K, e, label);
+        return;
+    }
     VKT_ASSERT(!e || has_epilogue(v));
     VKT_ASSERT(!e || e->mode != VKT_MM_EPI_SGD || has_sgd(v));
     mm_epi_args none = {VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD, 0.0f, a, c, 0.0f, 0.0f, 0};

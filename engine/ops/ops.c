@@ -25,6 +25,12 @@ struct vkt_ops {
     int n, cap;
     vkt_status err;
     char err_msg[512];
+    // vkt_ops_scratch: the current buffer, and the ones it replaced (streams recorded earlier may
+    // still read them), freed with the ops.
+    vkt_buffer *scratch;
+    vkt_buffer **retired;
+    int nretired;
+    vkt_view planned; // vkt_ops_set_scratch's (buffer NULL: none)
 };
 
 vkt_status vkt_ops_create(vkt_device *dev, vkt_ops **out) {
@@ -36,6 +42,10 @@ vkt_status vkt_ops_create(vkt_device *dev, vkt_ops **out) {
 
 void vkt_ops_destroy(vkt_ops *ops) {
     if (!ops) return;
+    vkt_buffer_destroy(ops->scratch);
+    for (int i = 0; i < ops->nretired; i++)
+        vkt_buffer_destroy(ops->retired[i]);
+    free(ops->retired);
     for (int i = ops->n - 1; i >= 0; i--)
         vkt_kernel_destroy(ops->cache[i].kernel);
     free(ops->cache);
@@ -171,6 +181,40 @@ vkt_status vkt_ops_prebuild(vkt_ops *ops, const vkt_kernel_key *keys, int n, int
 }
 
 vkt_status vkt_ops_peek(const vkt_ops *ops) { return ops->err; }
+
+void vkt_ops_set_scratch(vkt_ops *ops, const vkt_view *v) {
+    ops->planned = v ? *v : (vkt_view){0};
+}
+
+bool vkt_ops_scratch(vkt_ops *ops, uint64_t bytes, vkt_view *zeros, vkt_view *out) {
+    const uint64_t z = VKT_OPS_SCRATCH_ZEROS;
+    if (ops->planned.buffer) {
+        if (ops->planned.size < z + bytes) return false;
+        *zeros = (vkt_view){ops->planned.buffer, ops->planned.offset, z};
+        *out = (vkt_view){ops->planned.buffer, ops->planned.offset + z, bytes};
+        return true;
+    }
+    if (!ops->scratch || ops->scratch->size < z + bytes) {
+        uint64_t size = z + bytes, old = ops->scratch ? ops->scratch->size : 0;
+        if (size < 2 * old) size = 2 * old;
+        vkt_buffer **r = realloc(ops->retired, (size_t)(ops->nretired + 1) * sizeof *r);
+        if (!r) return false;
+        ops->retired = r;
+        vkt_buffer *b = NULL;
+        static const float zero[VKT_OPS_SCRATCH_ZEROS / 4];
+        // Refused (a device memory limit, say): no scratch; the op runs another way.
+        if (vkt_buffer_create(ops->dev, size, "ops scratch", &b) != VKT_OK ||
+            vkt_buffer_write(b, 0, zero, z) != VKT_OK) {
+            vkt_buffer_destroy(b);
+            return false;
+        }
+        if (ops->scratch) ops->retired[ops->nretired++] = ops->scratch;
+        ops->scratch = b;
+    }
+    *zeros = vkt_buffer_view(ops->scratch, 0, z);
+    *out = vkt_buffer_view(ops->scratch, z, bytes);
+    return true;
+}
 
 void vkt_ops_fail(vkt_ops *ops, vkt_status s, const char *message) {
     if (ops->err != VKT_OK) return; // the first failure is the one reported

@@ -36,6 +36,19 @@ vkt_status vkt_ops_prebuild(vkt_ops *ops, const vkt_kernel_key *keys, int n, int
 vkt_status vkt_ops_status(vkt_ops *ops);
 // The pending failure vkt_ops_status would report, left pending.
 vkt_status vkt_ops_peek(const vkt_ops *ops);
+// Scratch memory for an op that stages its operands (matmul.c's padded products): *out, bytes
+// long, and *zeros, VKT_OPS_SCRATCH_ZEROS bytes of 0.0f that nothing writes. From the view given
+// to vkt_ops_set_scratch where there is one (a network's planned staging buffer, which starts
+// with those zeros); else from a buffer the ops keep for callers without a network (tests,
+// benchmarks), outside any memory plan like the matmul tuning's scratch, grown as asked (a
+// buffer it replaces lives until the ops are destroyed, as streams recorded earlier may use it).
+// Every caller gets the same memory: an op records a barrier before it writes there. False (and
+// nothing pending) where it is too small or cannot be made: the op then runs another way.
+#define VKT_OPS_SCRATCH_ZEROS 256
+bool vkt_ops_scratch(vkt_ops *ops, uint64_t bytes, vkt_view *zeros, vkt_view *out);
+// The memory vkt_ops_scratch hands out from now on (NULL: the ops' own): its first
+// VKT_OPS_SCRATCH_ZEROS bytes must hold 0.0f and never be written.
+void vkt_ops_set_scratch(vkt_ops *ops, const vkt_view *v);
 // Makes s with message the pending failure (unless one is already pending): for recording code
 // that finds it cannot record what it was asked (a batchnorm batch with one value per channel),
 // records nothing, and lets the caller's vkt_ops_status / vkt_net_status report it.
@@ -70,6 +83,11 @@ typedef struct vkt_mm_shape {
 // product's first block), each shape's variant chosen as vkt_op_matmul chooses it (measured at
 // the shape's first use): out[i] for shapes[i]. For vkt_ops_prebuild. Returns n.
 int vkt_matmul_plain_keys(vkt_ops *ops, const vkt_mm_shape *shapes, int n, vkt_kernel_key *out);
+// The staging memory (vkt_ops_scratch, its zeros included) a padded product of this shape may
+// need on a device whose kernels pad it (a side not a multiple of 8: engine/ops/matmul.c,
+// "Padded products"); 0 where it is never padded (aligned, or too large to stage). The same on
+// every device, so that a network plans it before its device chooses kernels.
+uint64_t vkt_matmul_pad_bytes(vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K);
 
 // c = op(a) op(b) (+ bias broadcast over rows when bias != NULL) (+ beta * c).
 // beta is 0 (overwrite) or any float (beta = 1 accumulates, as a weight gradient does).

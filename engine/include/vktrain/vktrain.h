@@ -288,6 +288,11 @@ void vkt_cmd_dispatch(vkt_cmd *cmd, vkt_kernel *k, const vkt_view *bind, int nbi
 // everything recorded after it.
 void vkt_cmd_barrier(vkt_cmd *cmd);
 void vkt_cmd_copy(vkt_cmd *cmd, vkt_view src, vkt_view dst, const char *label);
+// Copies rows rows of row_bytes bytes, row r from src.offset + r * src_stride to dst.offset +
+// r * dst_stride (one copy command; src_stride 0 copies the same bytes into every row). Both views
+// must hold the rows they span; rows that overlap in dst are an error.
+void vkt_cmd_copy_rows(vkt_cmd *cmd, vkt_view src, uint64_t src_stride, vkt_view dst,
+                       uint64_t dst_stride, uint32_t rows, uint64_t row_bytes, const char *label);
 // Fills a view with a 32-bit pattern (0 gives 0.0f).
 void vkt_cmd_fill(vkt_cmd *cmd, vkt_view dst, uint32_t value);
 vkt_status vkt_cmd_end(vkt_cmd *cmd);
