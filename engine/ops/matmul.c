@@ -1124,13 +1124,15 @@ static vkt_view view_at(vkt_view v, uint64_t at, uint64_t bytes) {
     return (vkt_view){v.buffer, v.offset + at, bytes};
 }
 
-// Copies rows x cols floats of src (row r at element off + r ld) into dst as the top left of a
-// dense [prows, pcols], and zeros the rest of dst (from zeros, VKT_OPS_SCRATCH_ZEROS bytes of
-// 0.0f): the data, the padding columns and the padding rows are three commands on disjoint bytes.
-static void stage(vkt_cmd *cmd, vkt_view zeros, vkt_view src, uint32_t ld, uint32_t off,
-                  uint32_t rows, uint32_t cols, vkt_view dst, uint32_t prows, uint32_t pcols,
-                  const char *label) {
+// Copies rows x cols floats of src (row r at element off + r ld) into the dense [prows, pcols]
+// at byte at of the scratch s, top left, and zeros the rest of it (from zeros,
+// VKT_OPS_SCRATCH_ZEROS bytes of 0.0f): the data, the padding columns and the padding rows are
+// three commands on disjoint bytes. Returns the staged view.
+static vkt_view stage(vkt_cmd *cmd, vkt_view zeros, vkt_view src, uint32_t ld, uint32_t off,
+                      uint32_t rows, uint32_t cols, vkt_view s, uint64_t at, uint32_t prows,
+                      uint32_t pcols, const char *label) {
     uint64_t rb = 4ull * cols, prb = 4ull * pcols;
+    vkt_view dst = view_at(s, at, prb * prows);
     vkt_view from = view_at(src, 4ull * off, 4ull * ((uint64_t)(rows - 1) * ld + cols));
     if (cols == pcols && ld == cols)
         vkt_cmd_copy_rows(cmd, from, 0, dst, 0, 1, rb * rows, label);
@@ -1142,6 +1144,7 @@ static void stage(vkt_cmd *cmd, vkt_view zeros, vkt_view src, uint32_t ld, uint3
                           prb - rb, label);
     }
     if (prows > rows) vkt_cmd_fill(cmd, view_at(dst, rows * prb, (prows - rows) * prb), 0);
+    return dst;
 }
 
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
@@ -1170,29 +1173,19 @@ static void record_padded(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_m
         return;
     }
     vkt_cmd_barrier(cmd); // the scratch's last user (this or another padded product) is done
+    // Each staged operand as the rows x cols it is stored as (TN's a and NT's b hold k across).
+    bool ta = form == VKT_MM_TN, tb = form == VKT_MM_NT;
     vkt_view ap = a, bp = b, cp = c, biasp = bv;
-    if (p.a) {
-        ap = view_at(s, p.a_at, 4ull * p.M * p.K);
-        if (form == VKT_MM_TN)
-            stage(cmd, zeros, a, g->lda, g->a_off, K, M, ap, p.K, p.M, label);
-        else
-            stage(cmd, zeros, a, g->lda, g->a_off, M, K, ap, p.M, p.K, label);
-    }
-    if (p.b) {
-        bp = view_at(s, p.b_at, 4ull * p.K * p.N);
-        if (form == VKT_MM_NT)
-            stage(cmd, zeros, b, g->ldb, g->b_off, N, K, bp, p.N, p.K, label);
-        else
-            stage(cmd, zeros, b, g->ldb, g->b_off, K, N, bp, p.K, p.N, label);
-    }
-    if (p.c) {
-        cp = view_at(s, p.c_at, 4ull * p.M * p.N);
-        if (beta != 0.0f) stage(cmd, zeros, c, g->ldc, g->c_off, M, N, cp, p.M, p.N, label);
-    }
-    if (p.bias) {
-        biasp = view_at(s, p.bias_at, 4ull * p.N);
-        stage(cmd, zeros, bv, N, g->bias_off, 1, N, biasp, 1, p.N, label);
-    }
+    if (p.a)
+        ap = stage(cmd, zeros, a, g->lda, g->a_off, ta ? K : M, ta ? M : K, s, p.a_at,
+                   ta ? p.K : p.M, ta ? p.M : p.K, label);
+    if (p.b)
+        bp = stage(cmd, zeros, b, g->ldb, g->b_off, tb ? N : K, tb ? K : N, s, p.b_at,
+                   tb ? p.N : p.K, tb ? p.K : p.N, label);
+    if (p.c && beta != 0.0f)
+        stage(cmd, zeros, c, g->ldc, g->c_off, M, N, s, p.c_at, p.M, p.N, label);
+    if (p.c) cp = view_at(s, p.c_at, 4ull * p.M * p.N);
+    if (p.bias) biasp = stage(cmd, zeros, bv, N, g->bias_off, 1, N, s, p.bias_at, 1, p.N, label);
     vkt_cmd_barrier(cmd);
     record_variant(cmd, ops, base, form, cp, ap, bp, biasp, has_bias, beta, &p.g, p.M, p.N, p.K, e,
                    label);
