@@ -82,9 +82,9 @@
 // pad-wide64t-r32c8-g8 copies the operands that need it into the ops' scratch (vkt_ops_scratch),
 // zero-padded to the next multiple of 8, runs wide64t-r32c8-g8 on them and copies c back
 // (record_padded): a few copy commands and up to three barriers, which cost about 13 us each in
-// an untimed lavapipe step. It is a candidate only where no wide variant fits, measured against
-// the scalar kernel (measure() sums the copies' and the dispatch's times), and under
-// PAD_MAX_BYTES of scratch. The zeros add exact zeros at the end of each k sum, so the results
+// an untimed lavapipe step. It is a candidate only where no wide variant fits, and under
+// PAD_MAX_BYTES of scratch; where it fits, the scalar kernel is not measured against it (the
+// choice would flip between processes: fitting()). The zeros add exact zeros at the end of each k sum, so the results
 // are the texel kernel's bit for bit, a block of a split product's too.
 //
 // Not done here: no fp16. Views smaller than their shapes are bugs in the engine's layer code and
@@ -265,8 +265,8 @@ typedef struct mm_rule {
 // way: slower in every measurement (1.2-2.9x at 1024^2-2048^2 and at the training
 // shapes, docs/PERFORMANCE.md) and as slow to compile (LLVM, about 2.5 s a form), so they are only
 // the fallback for products whose views texel buffers cannot hold. The padded texel kernel is a
-// candidate where neither fits (a side that is not a multiple of 8), measured against the scalar
-// kernel.
+// candidate where neither fits (a side that is not a multiple of 8), and where it fits it is
+// taken over the scalar kernel unmeasured (fitting() says why).
 static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe,
      {{"wide64t-r32c8-g8", 0, false},
@@ -640,6 +640,19 @@ static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, c
                                                   !wide_view_ok(d, v, zv, g->x_off)))))
             continue;
         fit[nf++] = v;
+    }
+    // A padded variant that fits is taken over the scalar kernels without measuring: the two
+    // round differently (the wide kernel starts its sum from beta c), their times are close on
+    // the smallest products, and a measured choice flipped between processes (test_mpi_layers'
+    // two ranks against one process lost their identical bits).
+    bool padded = false;
+    for (int i = 0; i < nf; i++)
+        padded = padded || fit[i]->pad;
+    if (padded && !*fixed) {
+        int kept = 0;
+        for (int i = 0; i < nf; i++)
+            if (fit[i]->kind != MM_SCALAR) fit[kept++] = fit[i];
+        nf = kept;
     }
     if (nf == 0 && !sgd) fit[nf++] = named("scalar-r8c8-g4"); // has the epilogue; any shape
     return nf;
