@@ -82,10 +82,11 @@
 // pad-wide64t-r32c8-g8 copies the operands that need it into the ops' scratch (vkt_ops_scratch),
 // zero-padded to the next multiple of 8, runs wide64t-r32c8-g8 on them and copies c back
 // (record_padded): a few copy commands and up to three barriers, which cost about 13 us each in
-// an untimed lavapipe step. It is a candidate only where no wide variant fits, and under
-// PAD_MAX_BYTES of scratch; where it fits, the scalar kernel is not measured against it (the
-// choice would flip between processes: fitting()). The zeros add exact zeros at the end of each k sum, so the results
-// are the texel kernel's bit for bit, a block of a split product's too.
+// an untimed lavapipe step. It is a candidate only where no wide variant fits, from PAD_MIN_MACS
+// multiply-adds and under PAD_MAX_BYTES of scratch; where it fits, the scalar kernel is not
+// measured against it (the choice would flip between processes: fitting()). The zeros add exact
+// zeros at the end of each k sum, so the results are the texel kernel's bit for bit, a block of a
+// split product's too.
 //
 // Not done here: no fp16. Views smaller than their shapes are bugs in the engine's layer code and
 // are asserted, as ops_nn.c does.
@@ -233,6 +234,11 @@ static const mm_variant *variant_named(const char *name, size_t len) {
 // The size from which the big tiles are candidates: their compile time (seconds per form on
 // SwiftShader) pays only for large products (training's 128 x 512 x 784 layers stay below it).
 #define BIG_MACS (1ull << 27)
+// The size from which the padded texel kernel is a candidate: below it its copies and barriers
+// cost more than the scalar kernel's whole product (fashion_mlp's 10-wide layer at batch 128,
+// 327,680 multiply-adds each, is above; at batch 32 the three products were split between the two
+// in the measurements, docs/PERFORMANCE.md).
+#define PAD_MIN_MACS (1ull << 18)
 #define MAX_CANDS 8
 
 static bool is_lavapipe(const vkt_device_info *d) {
@@ -271,7 +277,7 @@ static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe,
      {{"wide64t-r32c8-g8", 0, false},
       {"wide64-r32c16-g8", 0, true},
-      {"pad-wide64t-r32c8-g8", 0, true},
+      {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true},
       {"scalar-r8c8-g8", 0, false}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
     // (several times the 16-row tile's compile time).
@@ -283,7 +289,7 @@ static const mm_rule DEVICE_RULES[] = {
     {is_cpu_fp64,
      {{"wide64t-r32c8-g8", 0, false},
       {"wide64-r32c16-g8", 0, true},
-      {"pad-wide64t-r32c8-g8", 0, true},
+      {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true},
       {"scalar-r8c8-g8", 0, false}}},
     {is_cpu, {{"wide-r32c16-g8", 0, false}, {"scalar-r8c8-g8", 0, false}}},
     // GPUs and anything else: shared-memory tiles first; measurement settles it per shape.
@@ -613,15 +619,17 @@ out:
 // The device's candidates that can run this product (views c, a, b laid out as g says; with an
 // epilogue, its views sv and zv too), in order of preference, into fit; returns their number (at
 // least one, except with sgd: the epilogue is VKT_MM_EPI_SGD, which only has_sgd variants run,
-// and no fallback is added). *fixed: the context's matmul_variant chose them.
+// and no fallback is added). *fixed: the context's matmul_variant chose them. macs: the whole
+// product's multiply-adds (M N K is a block's, where the product is split), which the size
+// rules (mm_cand.min_macs) go by, so that a block chooses among what the whole product would.
 static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, const vkt_view *a,
                    const vkt_view *b, const vkt_view *sv, const vkt_view *zv, bool sgd,
-                   const mm_geom *g, uint32_t M, uint32_t N, uint32_t K, const mm_variant **fit,
-                   bool *fixed) {
+                   const mm_geom *g, uint32_t M, uint32_t N, uint32_t K, uint64_t macs,
+                   const mm_variant **fit, bool *fixed) {
     const vkt_device_info *d = dev->info;
     const mm_variant *cand[MAX_CANDS];
     bool fallback[MAX_CANDS];
-    int nc = candidates(dev, (uint64_t)M * N * K, cand, fallback, fixed), nf = 0;
+    int nc = candidates(dev, macs, cand, fallback, fixed), nf = 0;
     uint64_t tmax = 16ull * d->max_texel_buffer_elements;
     for (int i = 0; i < nc; i++) {
         const mm_variant *v = cand[i];
@@ -641,10 +649,11 @@ static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, c
             continue;
         fit[nf++] = v;
     }
-    // A padded variant that fits is taken over the scalar kernels without measuring: the two
-    // round differently (the wide kernel starts its sum from beta c), their times are close on
-    // the smallest products, and a measured choice flipped between processes (test_mpi_layers'
-    // two ranks against one process lost their identical bits).
+    // A padded variant that fits (from PAD_MIN_MACS) is taken over the scalar kernels without
+    // measuring: the two round differently (the wide kernel starts its sum from beta c), their
+    // times can be within noise of each other, and a measured choice flipped between processes
+    // (test_mpi_layers' two ranks against one process lost their identical bits). The choice
+    // between them is the size rule, the same in every process.
     bool padded = false;
     for (int i = 0; i < nf; i++)
         padded = padded || fit[i]->pad;
@@ -672,11 +681,11 @@ static void op_key(char *buf, size_t size, vkt_mm_form form, const mm_geom *g, u
 static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *c,
                                 const vkt_view *a, const vkt_view *b, const vkt_view *sv,
                                 const vkt_view *zv, bool sgd, const mm_geom *g, uint32_t M,
-                                uint32_t N, uint32_t K) {
+                                uint32_t N, uint32_t K, uint64_t macs) {
     const vkt_device *dev = vkt_ops_device(ops);
     const mm_variant *fit[MAX_CANDS];
     bool fixed;
-    int nf = fitting(dev, form, c, a, b, sv, zv, sgd, g, M, N, K, fit, &fixed);
+    int nf = fitting(dev, form, c, a, b, sv, zv, sgd, g, M, N, K, macs, fit, &fixed);
     if (nf == 0) return NULL; // sgd only: the caller asked vkt_matmul_sgd_fits first
     if (nf == 1 || fixed || vkt_tune_mode_of(dev) == VKT_TUNE_OFF) return fit[0];
 
@@ -864,7 +873,7 @@ static const mm_variant *block_variant(vkt_ops *ops, const mm_prod *p, const mm_
                                        bool epi) {
     bool sgd = epi && p->e.mode == VKT_MM_EPI_SGD;
     return choose(ops, p->form, &bl->c, &bl->a, &bl->b, epi ? &bl->s : NULL, epi ? &bl->z : NULL,
-                  sgd, &bl->g, bl->M, bl->N, bl->K);
+                  sgd, &bl->g, bl->M, bl->N, bl->K, (uint64_t)p->M * p->N * p->K);
 }
 
 // A product with views of exactly its size at offset 0 and no epilogue (the choice that
@@ -970,7 +979,7 @@ bool vkt_matmul_sgd_fits(vkt_ops *ops, vkt_mm_form form, const vkt_view *c, cons
             const mm_variant *fit[MAX_CANDS];
             bool fixed;
             if (fitting(vkt_ops_device(ops), form, &bl.c, &bl.a, &bl.b, &bl.s, &bl.z, true, &bl.g,
-                        bl.M, bl.N, bl.K, fit, &fixed) == 0)
+                        bl.M, bl.N, bl.K, (uint64_t)M * N * K, fit, &fixed) == 0)
                 return false;
         }
     return true;
@@ -986,7 +995,7 @@ int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N
     const mm_variant *fit[MAX_CANDS];
     bool fixed;
     int nf = fitting(dev, form, &bl.c, &bl.a, &bl.b, NULL, NULL, false, &bl.g, bl.M, bl.N, bl.K,
-                     fit, &fixed),
+                     (uint64_t)M * N * K, fit, &fixed),
         n = 0;
     char op[128];
     op_key(op, sizeof op, form, &bl.g, bl.M, bl.N, bl.K);
