@@ -353,16 +353,7 @@ void vkt_cmd_copy(vkt_cmd *c, vkt_view src, vkt_view dst, const char *label) {
                             (unsigned long long)src.size, (unsigned long long)dst.size));
         return;
     }
-    if (label && c->timestamps) {
-        vkt_status s = begin_timed(c, label);
-        if (s != VKT_OK) {
-            set_err(c, s);
-            return;
-        }
-    }
-    VkBufferCopy region = {.srcOffset = src.offset, .dstOffset = dst.offset, .size = src.size};
-    c->dev->vk.vkCmdCopyBuffer(c->cb, src.buffer->handle, dst.buffer->handle, 1, &region);
-    if (label && c->timestamps) end_timed(c);
+    vkt_cmd_copy_rows(c, src, 0, dst, 0, 1, src.size, label);
 }
 
 void vkt_cmd_copy_rows(vkt_cmd *c, vkt_view src, uint64_t src_stride, vkt_view dst,
@@ -380,7 +371,7 @@ void vkt_cmd_copy_rows(vkt_cmd *c, vkt_view src, uint64_t src_stride, vkt_view d
                             (unsigned long long)dst.size));
         return;
     }
-    VkBufferCopy *r = malloc(rows * sizeof *r);
+    VkBufferCopy one, *r = rows == 1 ? &one : malloc(rows * sizeof *r); // per-step uploads: one
     if (!r) {
         set_err(c, vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory"));
         return;
@@ -392,14 +383,14 @@ void vkt_cmd_copy_rows(vkt_cmd *c, vkt_view src, uint64_t src_stride, vkt_view d
     if (label && c->timestamps) {
         vkt_status s = begin_timed(c, label);
         if (s != VKT_OK) {
-            free(r);
+            if (r != &one) free(r);
             set_err(c, s);
             return;
         }
     }
     c->dev->vk.vkCmdCopyBuffer(c->cb, src.buffer->handle, dst.buffer->handle, rows, r);
     if (label && c->timestamps) end_timed(c);
-    free(r);
+    if (r != &one) free(r);
 }
 
 void vkt_cmd_fill(vkt_cmd *c, vkt_view dst, uint32_t value) {

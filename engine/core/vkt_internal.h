@@ -133,6 +133,12 @@ struct vkt_kernel {
 // context's vkt_context_desc.fuse (VKT_FUSE_AUTO: where vkt_matmul_epilogue_pays).
 vkt_fuse_mode vkt_device_fuse_mode(const vkt_device *dev);
 
+// The part of v from byte offset, size bytes long (asserted inside v).
+static inline vkt_view vkt_view_sub(vkt_view v, uint64_t offset, uint64_t size) {
+    VKT_ASSERT(offset + size <= v.size);
+    return (vkt_view){v.buffer, v.offset + offset, size};
+}
+
 // Whether a texel-buffer view may start at byte offset off on this device (matmul.c, ops_nn.c).
 static inline bool vkt_texel_offset_ok(const vkt_device_info *d, uint64_t off) {
     return d->min_texel_buffer_offset_alignment == 0 ||

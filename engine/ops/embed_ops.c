@@ -68,11 +68,6 @@ static uint64_t chunk_units(const embed_dev *e, uint64_t n, uint64_t bytes) {
     return fit;
 }
 
-static vkt_view sub(vkt_view v, uint64_t offset, uint64_t size) {
-    VKT_ASSERT(offset + size <= v.size);
-    return (vkt_view){v.buffer, v.offset + offset, size};
-}
-
 static vkt_kernel *kernel(vkt_ops *ops, vkt_shader_id shader, const embed_dev *e) {
     uint32_t spec[3] = {e->wg, 1, 1};
     return vkt_ops_kernel(ops, shader, spec, 3);
@@ -116,10 +111,11 @@ void vkt_op_embedding_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view i
             // the same counter: a barrier between them.
             if (!first && (p0 == 0 || (bad && r0 == 0))) vkt_cmd_barrier(cmd);
             first = false;
-            vkt_view ys = sub(y, 4 * p0 * C, 4 * np * C);
+            vkt_view ys = vkt_view_sub(y, 4 * p0 * C, 4 * np * C);
             bool count = bad && r0 == 0;
-            vkt_view bind[4] = {sub(ids, 4 * p0, 4 * np), sub(w, 4 * r0 * C, 4 * nr * C), ys,
-                                count ? sub(*bad, 0, 4) : ys};
+            vkt_view bind[4] = {vkt_view_sub(ids, 4 * p0, 4 * np),
+                                vkt_view_sub(w, 4 * r0 * C, 4 * nr * C), ys,
+                                count ? vkt_view_sub(*bad, 0, 4) : ys};
             vkt_embed_push p = {.n = (uint32_t)np,
                                 .C = C,
                                 .V = V,
@@ -186,7 +182,7 @@ void vkt_op_embedding_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, vkt_view
         if (p0) vkt_cmd_barrier(cmd);
         uint64_t np = N - p0 < P ? N - p0 : P;
         uint64_t n2 = pow2_ceil(np) > tile ? pow2_ceil(np) : tile;
-        vkt_view keys = sub(scratch, 0, 8 * n2), ids_c = sub(ids, 4 * p0, 4 * np);
+        vkt_view keys = vkt_view_sub(scratch, 0, 8 * n2), ids_c = vkt_view_sub(ids, 4 * p0, 4 * np);
         vkt_view bk[2] = {ids_c, keys};
         vkt_embed_keys_push pk = {.n2 = (uint32_t)n2, .n = (uint32_t)np, .V = V};
         dispatch(cmd, kk, &e, bk, 2, &pk, sizeof pk, groups_of(n2, e.wg), label);
@@ -195,8 +191,9 @@ void vkt_op_embedding_backward(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, vkt_view
         // The sums, a chunk of dW's rows at a time (chunks write disjoint rows: no barrier).
         for (uint64_t r0 = 0; r0 < V; r0 += R) {
             uint64_t nr = V - r0 < R ? V - r0 : R;
-            vkt_view bd[3] = {sub(keys, 0, 8 * np), sub(dy, 4 * p0 * C, 4 * np * C),
-                              sub(dw, 4 * r0 * C, 4 * nr * C)};
+            vkt_view bd[3] = {vkt_view_sub(keys, 0, 8 * np),
+                              vkt_view_sub(dy, 4 * p0 * C, 4 * np * C),
+                              vkt_view_sub(dw, 4 * r0 * C, 4 * nr * C)};
             vkt_embed_dw_push pd = {
                 .n = (uint32_t)np, .C = C, .r0 = (uint32_t)r0, .nr = (uint32_t)nr};
             dispatch(cmd, kd, &e, bd, 3, &pd, sizeof pd, groups_of(np * C, e.wg), label);
@@ -219,10 +216,11 @@ void vkt_op_pos_embedding_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_vi
     vkt_kernel *k = kernel(ops, VKT_SHADER_EMBED_POS, &e);
     if (!k) return; // reported by vkt_ops_status
     uint64_t S = chunk_units(&e, B, 4ull * TC);
-    vkt_view wv = sub(w, 0, 4ull * TC);
+    vkt_view wv = vkt_view_sub(w, 0, 4ull * TC);
     for (uint64_t b0 = 0; b0 < B; b0 += S) {
         uint64_t nb = B - b0 < S ? B - b0 : S;
-        vkt_view xs = sub(x, 4 * b0 * TC, 4 * nb * TC), ys = sub(y, 4 * b0 * TC, 4 * nb * TC);
+        vkt_view xs = vkt_view_sub(x, 4 * b0 * TC, 4 * nb * TC),
+                 ys = vkt_view_sub(y, 4 * b0 * TC, 4 * nb * TC);
         vkt_view bind[5] = {xs, xs, wv, ys, ys};
         vkt_embed_pos_push p = {.n = (uint32_t)(nb * TC), .TC = TC};
         dispatch(cmd, k, &e, bind, 5, &p, sizeof p, groups_of(nb * TC, (uint64_t)e.wg * EW_FLOATS),

@@ -1141,11 +1141,6 @@ int vkt_matmul_plain_keys(vkt_ops *ops, const vkt_mm_shape *shapes, int n, vkt_k
     return n;
 }
 
-// The part of v from byte at, bytes long.
-static vkt_view view_at(vkt_view v, uint64_t at, uint64_t bytes) {
-    return (vkt_view){v.buffer, v.offset + at, bytes};
-}
-
 // Copies rows x cols floats of src (row r at element off + r ld) into the dense [prows, pcols]
 // at byte at of the scratch s, top left, and zeros the rest of it (from zeros,
 // VKT_OPS_SCRATCH_ZEROS bytes of 0.0f): the data, the padding columns and the padding rows are
@@ -1154,18 +1149,18 @@ static vkt_view stage(vkt_cmd *cmd, vkt_view zeros, vkt_view src, uint32_t ld, u
                       uint32_t rows, uint32_t cols, vkt_view s, uint64_t at, uint32_t prows,
                       uint32_t pcols, const char *label) {
     uint64_t rb = 4ull * cols, prb = 4ull * pcols;
-    vkt_view dst = view_at(s, at, prb * prows);
-    vkt_view from = view_at(src, 4ull * off, 4ull * ((uint64_t)(rows - 1) * ld + cols));
+    vkt_view dst = vkt_view_sub(s, at, prb * prows);
+    vkt_view from = vkt_view_sub(src, 4ull * off, 4ull * ((uint64_t)(rows - 1) * ld + cols));
     if (cols == pcols && ld == cols)
         vkt_cmd_copy_rows(cmd, from, 0, dst, 0, 1, rb * rows, label);
     else
         vkt_cmd_copy_rows(cmd, from, 4ull * ld, dst, prb, rows, rb, label);
     if (pcols > cols) {
         VKT_ASSERT(prb - rb <= zeros.size);
-        vkt_cmd_copy_rows(cmd, zeros, 0, view_at(dst, rb, (rows - 1) * prb + (prb - rb)), prb, rows,
-                          prb - rb, label);
+        vkt_cmd_copy_rows(cmd, zeros, 0, vkt_view_sub(dst, rb, (rows - 1) * prb + (prb - rb)), prb,
+                          rows, prb - rb, label);
     }
-    if (prows > rows) vkt_cmd_fill(cmd, view_at(dst, rows * prb, (prows - rows) * prb), 0);
+    if (prows > rows) vkt_cmd_fill(cmd, vkt_view_sub(dst, rows * prb, (prows - rows) * prb), 0);
     return dst;
 }
 
@@ -1206,7 +1201,7 @@ static void record_padded(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_m
                    tb ? p.N : p.K, tb ? p.K : p.N, label);
     if (p.c && beta != 0.0f)
         stage(cmd, zeros, c, g->ldc, g->c_off, M, N, s, p.c_at, p.M, p.N, label);
-    if (p.c) cp = view_at(s, p.c_at, 4ull * p.M * p.N);
+    if (p.c) cp = vkt_view_sub(s, p.c_at, 4ull * p.M * p.N);
     if (p.bias) biasp = stage(cmd, zeros, bv, N, g->bias_off, 1, N, s, p.bias_at, 1, p.N, label);
     vkt_cmd_barrier(cmd);
     record_variant(cmd, ops, base, form, cp, ap, bp, biasp, has_bias, beta, &p.g, p.M, p.N, p.K, e,
@@ -1214,7 +1209,7 @@ static void record_padded(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_m
     if (!p.c) return;
     vkt_cmd_barrier(cmd);
     vkt_cmd_copy_rows(cmd, cp, 4ull * p.N,
-                      view_at(c, 4ull * g->c_off, 4ull * ((uint64_t)(M - 1) * g->ldc + N)),
+                      vkt_view_sub(c, 4ull * g->c_off, 4ull * ((uint64_t)(M - 1) * g->ldc + N)),
                       4ull * g->ldc, M, 4ull * N, label);
 }
 

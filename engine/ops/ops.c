@@ -182,16 +182,14 @@ vkt_status vkt_ops_prebuild(vkt_ops *ops, const vkt_kernel_key *keys, int n, int
 
 vkt_status vkt_ops_peek(const vkt_ops *ops) { return ops->err; }
 
-void vkt_ops_set_scratch(vkt_ops *ops, const vkt_view *v) {
-    ops->planned = v ? *v : (vkt_view){0};
-}
+void vkt_ops_set_scratch(vkt_ops *ops, const vkt_view *v) { ops->planned = v ? *v : (vkt_view){0}; }
 
 bool vkt_ops_scratch(vkt_ops *ops, uint64_t bytes, vkt_view *zeros, vkt_view *out) {
     const uint64_t z = VKT_OPS_SCRATCH_ZEROS;
     if (ops->planned.buffer) {
         if (ops->planned.size < z + bytes) return false;
-        *zeros = (vkt_view){ops->planned.buffer, ops->planned.offset, z};
-        *out = (vkt_view){ops->planned.buffer, ops->planned.offset + z, bytes};
+        *zeros = vkt_view_sub(ops->planned, 0, z);
+        *out = vkt_view_sub(ops->planned, z, bytes);
         return true;
     }
     if (!ops->scratch || ops->scratch->size < z + bytes) {
