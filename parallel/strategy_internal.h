@@ -71,6 +71,15 @@ struct vkt_strategy {
     // (vkt_strategy_stats scales them to the whole wall time).
     int since_timed;
     double timed_wall_ns;
+    // single: the untimed training step's command stream per upload area (area 0 alone where the
+    // net's memory is mapped), recorded once and submitted again while the batch size and the
+    // optimizer settings are those it was recorded with and the net says nothing else in it
+    // changes from step to step (vkt_net_step_reusable); run_cmd: the running step's stream.
+    vkt_cmd *reuse_cmd[2];
+    bool reuse_ok[2];
+    uint32_t reuse_B[2];
+    vkt_optim_desc reuse_optim[2];
+    vkt_cmd *run_cmd;
     uint64_t seed; // vkt_strategy_init's: dropout masks are drawn from it
     // Across ranks (desc.world of more than one rank): this rank, the ranks, and the run's devices
     // in rank order: rank r's devices are the global devices [rank_first[r], rank_first[r + 1]),

@@ -468,12 +468,16 @@ int cli_bench_train(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "host_and_idle_fraction", host);
             cJSON_AddNumberToObject(j, "peak_memory_bytes", (double)ds.peak_memory);
             cJSON_AddNumberToObject(j, "bytes_moved_per_step", (double)ds.bytes_moved / steps);
+            cJSON_AddNumberToObject(j, "steps_resubmitted", (double)ds.steps_resubmitted);
             cJSON_AddItemToArray(devs, j);
-            char a[48] = "";
+            char a[48] = "", r[96] = "";
             if (attn) snprintf(a, sizeof a, "attention %.1f%%, ", 100 * at);
+            if (ds.steps_resubmitted)
+                snprintf(r, sizeof r, "; %llu of %d steps submitted as recorded for an earlier one",
+                         (unsigned long long)ds.steps_resubmitted, steps);
             printf("  %s: matmul %.1f%%, %sother kernels %.1f%%, communication %.1f%%, host "
-                   "overhead and idle %.1f%%\n",
-                   ds.label, 100 * mm, a, 100 * other, 100 * comm, 100 * host);
+                   "overhead and idle %.1f%%%s\n",
+                   ds.label, 100 * mm, a, 100 * other, 100 * comm, 100 * host, r);
         }
         bool quirk = false;
         for (int d = 0; d < ndev; d++)

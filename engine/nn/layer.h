@@ -108,9 +108,17 @@ typedef struct vkt_rec {
     // The phase (vkt_net_set_phase): training (batch statistics, dropout masks) or evaluation,
     // the run's seed and step, and the row of the whole batch this slot's row 0 is (a shard's
     // or micro-batch's offset), so that masks drawn per sample are the same however the batch
-    // is cut.
-    vkt_net_phase phase;
+    // is cut. Read through vkt_rec_training and vkt_rec_phase, never directly: a recording that
+    // read the seed, step or row is one a strategy may not submit again for another step
+    // (vkt_net_step_reusable).
+    vkt_net_phase ph;
 } vkt_rec;
+
+// Whether the recording is in the training phase (the same for every training step).
+bool vkt_rec_training(const vkt_rec *r);
+// The whole phase: the seed, step and row as well. Marks the net's recording as one that changes
+// from step to step (vkt_net_step_reusable is then false until the next vkt_net_set_phase).
+const vkt_net_phase *vkt_rec_phase(vkt_rec *r);
 
 const vkt_node *vkt_rec_node(const vkt_rec *r, int node);
 // The node's input, output, output gradient (dy) and input gradient (dx) in the slot.

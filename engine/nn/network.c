@@ -37,7 +37,7 @@ typedef struct stage_layout {
     // The largest staging a node's padded products may need (vkt_matmul_pad_bytes): the matmul
     // staging buffer, handed to the ops as their scratch while this net records.
     uint64_t staging_bytes;
-    uint32_t node_base;     // nodes of the model before the stage's first layer
+    uint32_t node_base; // nodes of the model before the stage's first layer
     int ntensors;
     vkt_net_tensor *tensors;
     int nnodes;
@@ -76,6 +76,8 @@ struct vkt_net {
     vkt_buffer *state, *work; // the buffers (running statistics); the nodes' shared scratch
     vkt_buffer *staging;      // the padded matmuls' (stage_layout.staging_bytes)
     vkt_net_phase phase;
+    // A recording since the last vkt_net_set_phase read the step, seed or row (vkt_rec_phase).
+    bool step_dependent;
     bool last_stage;
     bool fuse; // activations run in the matmul epilogues (see the header comment)
     int skip_barrier, barrier_count; // test hook: see vkt_net_test_skip_barrier
@@ -469,7 +471,24 @@ vkt_status vkt_net_write_tensor(vkt_net *net, vkt_net_store store, int i, const 
     return hi > lo ? vkt_buffer_write(b, off, src + lo, (hi - lo) * 4) : VKT_OK;
 }
 
-void vkt_net_set_phase(vkt_net *net, const vkt_net_phase *ph) { net->phase = *ph; }
+void vkt_net_set_phase(vkt_net *net, const vkt_net_phase *ph) {
+    net->phase = *ph;
+    net->step_dependent = false;
+}
+
+bool vkt_rec_training(const vkt_rec *r) { return r->ph.train; }
+
+const vkt_net_phase *vkt_rec_phase(vkt_rec *r) {
+    r->net->step_dependent = true;
+    return &r->ph;
+}
+
+// SGD's update reads the rate, momentum, decay and Nesterov flag, the same every step; AdamW's
+// reads the step (bias correction) and clipping a norm read back per step.
+bool vkt_net_step_reusable(const vkt_net *net) {
+    const vkt_optim_desc *o = &net->desc.optim;
+    return net->phase.train && !net->step_dependent && o->kind == VKT_OPTIM_SGD && !(o->clip > 0);
+}
 const vkt_net_phase *vkt_net_get_phase(const vkt_net *net) { return &net->phase; }
 void vkt_net_set_lr(vkt_net *net, float lr) { net->desc.optim.lr = lr; }
 
@@ -799,7 +818,7 @@ static vkt_rec rec_make(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
                      .lo = net->L.first,
                      .hi = net->L.last,
                      .late = -1,
-                     .phase = net->phase};
+                     .ph = net->phase};
 }
 
 // A sequence of siblings from node n on: each layer, then a barrier (a fused activation ran in

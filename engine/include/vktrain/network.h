@@ -128,6 +128,12 @@ void vkt_net_set_phase(vkt_net *net, const vkt_net_phase *ph);
 const vkt_net_phase *vkt_net_get_phase(const vkt_net *net);
 // The learning rate the next recorded optimizer steps use (a schedule's rate for the step).
 void vkt_net_set_lr(vkt_net *net, float lr);
+// Whether the training step recorded since the last vkt_net_set_phase (forward, loss and
+// vkt_net_record_backward_step) is the same commands for every step with the same batch size and
+// optimizer settings (vkt_optim_desc), so that a strategy may submit it again instead of
+// recording it: false when a layer's recording read the step, seed or row (dropout masks) or the
+// optimizer's update changes per step (AdamW's bias correction, clipping).
+bool vkt_net_step_reusable(const vkt_net *net);
 
 // Views for feeding the stage and passing activations between stages. slot < slots.
 uint32_t vkt_net_in_features(const vkt_net *net);

@@ -109,6 +109,9 @@ typedef struct vkt_device_stats {
     uint64_t bytes_moved;
     uint64_t peak_memory;
     uint64_t memory_limit;
+    // Steps whose command stream was submitted again as recorded for an earlier step, instead of
+    // being recorded (the single strategy's untimed steps, where vkt_net_step_reusable holds).
+    uint64_t steps_resubmitted;
 } vkt_device_stats;
 
 typedef struct vkt_strategy vkt_strategy;

@@ -106,7 +106,7 @@ static void refuse_single_value(const vkt_layer_desc *l, uint32_t B, vkt_ops *op
 
 static void bn_forward(vkt_rec *r, int node) {
     const vkt_layer_desc *l = vkt_rec_node(r, node)->desc;
-    bool train = r->phase.train;
+    bool train = vkt_rec_training(r);
     if (train && (uint64_t)r->B * plane(l) < 2) {
         refuse_single_value(l, r->B, r->ops);
         return;
@@ -124,7 +124,7 @@ static void bn_backward(vkt_rec *r, int node) {
     const vkt_layer_desc *l = vkt_rec_node(r, node)->desc;
     // The backward reads the batch statistics a training forward saved; the engine only
     // backpropagates training forwards.
-    if (!r->phase.train) {
+    if (!vkt_rec_training(r)) {
         vkt_ops_fail(r->ops, VKT_ERR_ARG,
                      "batchnorm2d: a backward recorded in the evaluation phase (it needs the "
                      "batch statistics of a training forward)");

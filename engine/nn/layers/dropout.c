@@ -49,11 +49,11 @@ static void dropout_forward(vkt_rec *r, int node) {
     uint32_t F = l->in_features;
     vkt_view y = vkt_rec_out(r, node), x = vkt_rec_in(r, node);
     const char *label = vkt_rec_label(r, node, "fwd", "dropout");
-    if (!r->phase.train) {
+    if (!vkt_rec_training(r)) {
         vkt_cmd_copy(r->cmd, rows_of(x, r->B, F), rows_of(y, r->B, F), label);
         return;
     }
-    vkt_dropout_mask m = mask_of(l, &r->phase, vkt_rec_node_id(r, node));
+    vkt_dropout_mask m = mask_of(l, vkt_rec_phase(r), vkt_rec_node_id(r, node));
     vkt_op_dropout_forward(r->cmd, r->ops, y, x, &m, r->B, F, label);
 }
 
@@ -63,11 +63,11 @@ static void dropout_backward(vkt_rec *r, int node) {
     uint32_t F = l->in_features;
     vkt_view dx = vkt_rec_dx(r, node), dy = vkt_rec_dy(r, node);
     const char *label = vkt_rec_label(r, node, "bwd", "dropout");
-    if (!r->phase.train) {
+    if (!vkt_rec_training(r)) {
         vkt_cmd_copy(r->cmd, rows_of(dy, r->B, F), rows_of(dx, r->B, F), label);
         return;
     }
-    vkt_dropout_mask m = mask_of(l, &r->phase, vkt_rec_node_id(r, node));
+    vkt_dropout_mask m = mask_of(l, vkt_rec_phase(r), vkt_rec_node_id(r, node));
     vkt_op_dropout_backward(r->cmd, r->ops, dx, dy, &m, r->B, F, label);
 }
 
