@@ -11,7 +11,7 @@
 //   - the learning rate changed every fourth step (a schedule): recorded anew at each change;
 //   - a dropout model (its masks are drawn from the step): never submitted again;
 //   - AdamW (its update reads the step): never submitted again.
-// On lavapipe and on SwiftShader.
+// On lavapipe and on SwiftShader (vt_init fails under CI=true where either is missing).
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,8 +149,7 @@ int main(void) {
     const char *drivers[] = {"llvmpipe", "swiftshader"};
     for (int k = 0; k < 2; k++) {
         int dev = vt_find_device(t, drivers[k]);
-        VT_CHECK(t, dev >= 0, "no %s device", drivers[k]);
-        if (dev < 0) continue;
+        if (dev < 0) continue; // vt_init said so, and failed under CI=true
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             run_case(t, dev, &cases[i]);
     }
