@@ -256,7 +256,7 @@ static bool optim_same(const vkt_optim_desc *a, const vkt_optim_desc *b) {
 
 // Runs the step whose batch is in place (in the net where its memory is mapped, else in upload
 // area `area`): submits the untimed stream recorded for an earlier step where it still holds
-// (struct vkt_strategy.reuse_cmd; on lavapipe recording a fashion_mlp step took about 0.3 ms of
+// (struct vkt_strategy.reuse; on lavapipe recording a fashion_mlp step took about 0.3 ms of
 // host time in which the device idled, docs/PERFORMANCE.md), else records the step and submits it.
 static vkt_status single_run(vkt_strategy *s, int area, uint32_t B, uint32_t step, int64_t t0) {
     vkt_net *net = s->net[0];
@@ -264,17 +264,17 @@ static vkt_status single_run(vkt_strategy *s, int area, uint32_t B, uint32_t ste
     s->run_B = B;
     s->run_step = step;
     s->run_t0 = t0;
-    if (!timed && s->reuse_ok[area] && s->reuse_B[area] == B &&
-        optim_same(&s->reuse_optim[area], &s->desc.optim)) {
-        s->run_cmd = s->reuse_cmd[area];
+    strategy_stream *r = &s->reuse[area];
+    if (!timed && r->ok && r->B == B && optim_same(&r->optim, &s->desc.optim)) {
+        s->run_cmd = r->cmd;
         s->stats[0].steps_resubmitted++;
         return vkt_cmd_submit(s->run_cmd);
     }
     vkt_cmd *cmd = s->cmd[0];
     if (!timed) {
-        if (!s->reuse_cmd[area]) VKT_TRY(vkt_cmd_create(s->dev[0], &s->reuse_cmd[area]));
-        cmd = s->reuse_cmd[area];
-        s->reuse_ok[area] = false;
+        if (!r->cmd) VKT_TRY(vkt_cmd_create(s->dev[0], &r->cmd));
+        cmd = r->cmd;
+        r->ok = false;
     }
     s->run_cmd = cmd;
     VKT_TRY(vkt_cmd_begin(cmd, timed));
@@ -300,9 +300,7 @@ static vkt_status single_run(vkt_strategy *s, int area, uint32_t B, uint32_t ste
     VKT_TRY(vkt_cmd_end(cmd));
     VKT_TRY(vkt_cmd_submit(cmd));
     if (!timed && vkt_net_step_reusable(net)) {
-        s->reuse_ok[area] = true;
-        s->reuse_B[area] = B;
-        s->reuse_optim[area] = s->desc.optim;
+        *r = (strategy_stream){.cmd = cmd, .ok = true, .B = B, .optim = s->desc.optim};
     }
     return VKT_OK;
 }
@@ -345,7 +343,7 @@ static vkt_status single_prefetch(vkt_strategy *s, const float *x, const void *t
 
 static vkt_status single_finish(vkt_strategy *s, double *loss_sum) {
     vkt_net *net = s->net[0];
-    vkt_cmd *cmd = s->run_cmd ? s->run_cmd : s->cmd[0];
+    vkt_cmd *cmd = s->run_cmd; // set by single_run: a step was begun (vkt_strategy_step_end)
     VKT_TRY(vkt_cmd_wait(cmd, VKT_WAIT_MS));
     VKT_TRY(strategy_read_loss(net, 0, s->run_B, loss_sum));
     double wall = (double)(vkt_trace_now_ns() - s->run_t0);
@@ -391,7 +389,7 @@ static vkt_status single_eval(vkt_strategy *s, const float *x, const void *targe
 static void single_destroy(vkt_strategy *s) {
     for (int i = 0; i < 2; i++) {
         vkt_buffer_destroy(s->ring[i]);
-        vkt_cmd_destroy(s->reuse_cmd[i]);
+        vkt_cmd_destroy(s->reuse[i].cmd);
     }
 }
 

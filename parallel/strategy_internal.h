@@ -32,6 +32,15 @@ typedef struct strategy_vtbl {
     vkt_status (*predict)(vkt_strategy *s, const float *x, uint32_t B, float *out);
 } strategy_vtbl;
 
+// A recorded step kept to be submitted again (the single strategy's untimed steps): ok while
+// cmd holds one, recorded for batch size B with the optimizer settings optim.
+typedef struct strategy_stream {
+    vkt_cmd *cmd;
+    bool ok;
+    uint32_t B;
+    vkt_optim_desc optim;
+} strategy_stream;
+
 struct vkt_strategy {
     vkt_strategy_desc desc;
     const strategy_vtbl *vt;
@@ -75,10 +84,7 @@ struct vkt_strategy {
     // net's memory is mapped), recorded once and submitted again while the batch size and the
     // optimizer settings are those it was recorded with and the net says nothing else in it
     // changes from step to step (vkt_net_step_reusable); run_cmd: the running step's stream.
-    vkt_cmd *reuse_cmd[2];
-    bool reuse_ok[2];
-    uint32_t reuse_B[2];
-    vkt_optim_desc reuse_optim[2];
+    strategy_stream reuse[2];
     vkt_cmd *run_cmd;
     uint64_t seed; // vkt_strategy_init's: dropout masks are drawn from it
     // Across ranks (desc.world of more than one rank): this rank, the ranks, and the run's devices
