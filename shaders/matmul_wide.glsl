@@ -1,8 +1,8 @@
 // matmul_wide.glsl: the register-tiled matmul with wide loads, built as the kernels matmul_wide
-// (vec4 pieces), matmul_wide64 (MM_F64: dvec4 pieces, 8 floats per load, for devices with
-// shaderFloat64; the bits are moved, never used as doubles), matmul_wide64t (MM_TEXEL: a and b
-// read as texels) and matmul_wide64t_sgd (MM_SGD_TEXEL: c and s too, for the SGD epilogue); see
-// shaders/variants.cmake.
+// (vec4 pieces), matmul_wide64 (MM_F64: 8-float pieces read as dvec4s and written as two vec4s,
+// for devices with shaderFloat64; the bits are moved, never used as doubles), matmul_wide64t
+// (MM_TEXEL: a and b read as texels) and matmul_wide64t_sgd (MM_SGD_TEXEL: c and s too, for the
+// SGD epilogue); see shaders/variants.cmake.
 //
 // Reads a (NN, NT: [M,K]; TN: [K,M]), b (NN, TN: [K,N]; NT: [N,K]), bias[N], c[M,N] when
 // p.beta != 0 or p.k_begin > 0, and s[M,N] in the backward epilogues. Writes c[M,N]:
@@ -70,7 +70,6 @@ layout(std430, binding = 4) readonly buffer Sv { vec4 s4[]; };
 layout(std430, binding = 5) writeonly buffer Zv { vec4 z4[]; };
 #ifdef MM_F64
 layout(std430, binding = 4) readonly buffer Sd { dvec4 s8[]; };
-layout(std430, binding = 5) writeonly buffer Zd { dvec4 z8[]; };
 #endif
 layout(push_constant) uniform PC { vkt_matmul_push p; };
 
@@ -83,31 +82,28 @@ void unpack8(dvec4 d, out vec4 lo, out vec4 hi) {
     lo = uintBitsToFloat(uvec4(unpackDouble2x32(d.x), unpackDouble2x32(d.y)));
     hi = uintBitsToFloat(uvec4(unpackDouble2x32(d.z), unpackDouble2x32(d.w)));
 }
-dvec4 pack8(vec4 lo, vec4 hi) {
-    uvec4 l = floatBitsToUint(lo), h = floatBitsToUint(hi);
-    return dvec4(packDouble2x32(l.xy), packDouble2x32(l.zw), packDouble2x32(h.xy),
-                 packDouble2x32(h.zw));
-}
 #endif
 
 // The W floats from element e (a multiple of W) as W/4 vec4s (v[1] = v[0] when W == 4), of an
 // array bound as X8 (dvec4 pieces, with MM_F64) and X4 (vec4 pieces), or (read_texels) of a
-// texel buffer of vec4 texels; and the same pieces written.
+// texel buffer of vec4 texels; and the same pieces written, as W/4 vec4 stores even where W is 8.
+// Why not one dvec4 store: on lavapipe a store is a loop over the lanes per component, each moving
+// the component's vector (8 lanes) through the stack to take one lane; a dvec4 component is a
+// 64-byte vector, and on the team's AVX-512 machine those moves stalled (a profile put 20% of
+// the JIT code's samples on them); two vec4 stores move 32-byte vectors, and fashion_mlp's step
+// ran 8% faster (docs/PERFORMANCE.md).
 #ifdef MM_F64
 #define READ_PIECE(X8, X4, e, v)                                                               \
     if (W == 8)                                                                                \
         unpack8(X8[(e) / 8], v[0], v[1]);                                                      \
     else                                                                                       \
         v[0] = v[1] = X4[(e) / 4]
-#define WRITE_PIECE(X8, X4, e, v)                                                              \
-    if (W == 8)                                                                                \
-        X8[(e) / 8] = pack8(v[0], v[1]);                                                       \
-    else                                                                                       \
-        X4[(e) / 4] = v[0]
 #else
 #define READ_PIECE(X8, X4, e, v) v[0] = v[1] = X4[(e) / 4]
-#define WRITE_PIECE(X8, X4, e, v) X4[(e) / 4] = v[0]
 #endif
+#define WRITE_PIECE(X4, e, v)                                                                  \
+    X4[(e) / 4] = v[0];                                                                        \
+    if (W == 8) X4[(e) / 4 + 1] = v[1]
 #ifdef MM_TEXEL
 void read_texels(samplerBuffer t, uint e, out vec4 v[2]) {
     v[0] = texelFetch(t, int(e / 4));
@@ -120,9 +116,9 @@ void read_a(uint e, out vec4 v[2]) { READ_PIECE(a8, a4, e, v); }
 void read_b(uint e, out vec4 v[2]) { READ_PIECE(b8, b4, e, v); }
 #endif
 void read_c(uint e, out vec4 v[2]) { READ_PIECE(c8, c4, e, v); }
-void write_c(uint e, vec4 v[2]) { WRITE_PIECE(c8, c4, e, v); }
+void write_c(uint e, vec4 v[2]) { WRITE_PIECE(c4, e, v); }
 void read_s(uint e, out vec4 v[2]) { READ_PIECE(s8, s4, e, v); }
-void write_z(uint e, vec4 v[2]) { WRITE_PIECE(z8, z4, e, v); }
+void write_z(uint e, vec4 v[2]) { WRITE_PIECE(z4, e, v); }
 
 void main() {
     const uint WG = gl_WorkGroupSize.x;
