@@ -76,3 +76,6 @@ vkt_shader(matmul_wide64t matmul_wide.glsl MM_F64=1 MM_TEXEL=1)
 # engine/ops/matmul.c uses it in place of matmul_wide64t for that epilogue only, so that the
 # other products bind no extra views.
 vkt_shader(matmul_wide64t_sgd matmul_wide.glsl MM_F64=1 MM_TEXEL=1 MM_SGD_TEXEL=1)
+# Products with a side of at most 16 floats on the CPU drivers (matmul_narrow.glsl: the form says
+# which side), in place of the padded texel kernel's copies and 64-column tiles.
+vkt_shader(matmul_narrow matmul_narrow.glsl)

@@ -14,6 +14,8 @@
 //  - with and without bias, beta 0, 1 and 0.5 (c is read), views at non-zero aligned offsets
 //    inside one buffer and larger than the shape needs, with canaries around c that must survive;
 //  - one product of at least 1024 along every dimension (1024 x 1056 x 1040) per form;
+//  - the narrow kernel (a side of at most 16: N in NT, M in TN, K in NN), forced, with every
+//    epilogue mode, on the classifier layer's shapes and on the bounds of its side and tiles;
 //  - the activation epilogue (vkt_op_matmul_ex) for every activation (leaky_relu with a positive
 //    and a negative slope) in every mode: f(z), f(z) keeping z, z * f'(x) from the input and
 //    z * f'(x) from the output; every form carries forward and backward modes, on the awkward
@@ -612,6 +614,48 @@ int main(void) {
                      "forced %s: the plain product would run %s", ss_cases[i].variant, got);
         }
         run_on_all(t, ops, cmd, &mc, seed++, true);
+        vkt_context_set_matmul_variant(t->ctx, NULL);
+    }
+
+    // The narrow kernel (matmul_narrow.glsl: NT with N <= 16, TN with M <= 16, NN with K <= 16)
+    // forced, on every device but SwiftShader (whose subgroups of 4 it cannot use: the rule's
+    // kernels run there): the classifier layer's shapes (128 x 10 x 256 and its two gradients),
+    // the bounds (16 and 1 along the narrow side), rows and columns past a workgroup's, every
+    // epilogue mode, bias, beta and offset views.
+    const struct {
+        int act, mode;
+        vkt_mm_form form;
+        uint32_t M, N, K;
+    } narrow_cases[] = {
+        {0, 0, VKT_MM_NT, 128, 10, 256}, {1, 2, VKT_MM_NN, 128, 256, 10},
+        {2, 0, VKT_MM_TN, 10, 256, 128}, {3, 1, VKT_MM_NT, 37, 16, 36},
+        {4, 3, VKT_MM_NT, 9, 1, 4},      {5, 2, VKT_MM_NN, 37, 36, 16},
+        {0, 3, VKT_MM_NN, 1, 4, 1},      {1, 1, VKT_MM_NN, 70, 132, 7},
+        {4, 3, VKT_MM_TN, 16, 36, 13},   {3, 2, VKT_MM_TN, 1, 4, 1},
+        {4, 1, VKT_MM_TN, 7, 132, 40},   {5, 2, VKT_MM_NT, 66, 7, 44},
+    };
+    for (size_t i = 0; i < sizeof narrow_cases / sizeof narrow_cases[0]; i++) {
+        int a = narrow_cases[i].act, mode = narrow_cases[i].mode;
+        VT_OK(t, vkt_context_set_matmul_variant(t->ctx, "narrow-g8"));
+        mm_case mc = {narrow_cases[i].form,
+                      narrow_cases[i].M,
+                      narrow_cases[i].N,
+                      narrow_cases[i].K,
+                      (i % 2) == 0,
+                      betas[i % 3],
+                      (uint32_t)(i % 4),
+                      i < 2 ? VKT_MM_EPI_NONE : mode_kind[mode],
+                      acts[a].act,
+                      acts[a].alpha,
+                      mode == 1};
+        for (int d = 0; d < t->ndev; d++) {
+            if (!ops[d] || is_swiftshader(t->dev[d])) continue;
+            const char *got = vkt_matmul_variant(ops[d], mc.form, mc.M, mc.N, mc.K);
+            VT_CHECK(t, strcmp(got, "narrow-g8") == 0,
+                     "forced narrow-g8: %s %ux%ux%u would run %s on %s", form_name(mc.form), mc.M,
+                     mc.N, mc.K, got, vkt_device_label(t->dev[d]));
+        }
+        run_on_all(t, ops, cmd, &mc, seed++, false);
         vkt_context_set_matmul_variant(t->ctx, NULL);
     }
 

@@ -88,6 +88,15 @@
 // zeros at the end of each k sum, so the results are the texel kernel's bit for bit, a block of a
 // split product's too.
 //
+// Narrow products (the same devices): where the side that is not a multiple of 8 is at most 16
+// (N in NT, M in TN, K in NN: the classifier's three products), narrow-g8 (matmul_narrow.glsl)
+// runs the product in place in one dispatch, ahead of the padded variant: fashion_mlp's last layer
+// went from 14 commands a step (copies, padded products, copies back) to 3, and from 600 to 400 us
+// of device time (traced; docs/PERFORMANCE.md). It sums each output as the texel kernel does (from
+// 0 or beta c, its k terms in order by fma, then the bias and the epilogue), so it gives the padded
+// variant's results bit for bit (a 60-step fashion_mlp run saved the same parameters and momentum
+// buffers with either); like it, it is taken over the scalar kernel unmeasured (fitting()).
+//
 // Not done here: no fp16. Views smaller than their shapes are bugs in the engine's layer code and
 // are asserted, as ops_nn.c does.
 #include <math.h>
@@ -118,6 +127,7 @@ typedef enum mm_kind {
     MM_WIDE,   // matmul_wide.glsl: tile and width by specialization constants
     MM_SCALAR, // matmul_scalar.glsl: tile compiled into the kernel (matmul_s<tm>x<tc>)
     MM_TILED,  // matmul_tiled.comp: wg x wg lanes, shared-memory slices w deep, any shape
+    MM_NARROW, // matmul_narrow.glsl: a side of at most tc (N in NT, M in TN, K in NN)
 } mm_kind;
 
 typedef struct mm_variant {
@@ -164,6 +174,10 @@ static const mm_variant VARIANTS[] = {
     {"wide64t-r16c16-g8", TEXEL_FORMS, MM_WIDE, 8, 16, 16, 8, 0, true, false, false},
     // wide64t-r32c8-g8 on padded copies (mm_variant.pad).
     {"pad-wide64t-r32c8-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 8, 8, 0, true, false, true},
+    // A side of at most 16 (tc) in place, one subgroup of 8 lanes, 32 rows per workgroup in NN
+    // (tm), texel reads of 4 floats (w): the classifier layers' products (narrow_fits).
+    {"narrow-g8", ALL_FORMS(VKT_SHADER_MATMUL_NARROW), MM_NARROW, 8, 32, 16, 4, 0, false, false,
+     false},
     // The same tiles through storage buffers: dvec4 pieces, one subgroup of 8 lanes per
     // workgroup; 32 rows x 16 columns per lane (LLVM compiles it in a third of 32 x 32's time).
     // lavapipe keeps 32 x 16 as a candidate (views the texel limits refuse); 32 x 32 is no one's
@@ -270,13 +284,14 @@ typedef struct mm_rule {
 // lavapipe's storage-buffer reads (wide64-r32c16-g8) are the texel kernels' sums read another
 // way: slower in every measurement (1.2-2.9x at 1024^2-2048^2 and at the training
 // shapes, docs/PERFORMANCE.md) and as slow to compile (LLVM, about 2.5 s a form), so they are only
-// the fallback for products whose views texel buffers cannot hold. The padded texel kernel is a
-// candidate where neither fits (a side that is not a multiple of 8), and where it fits it is
-// taken over the scalar kernel unmeasured (fitting() says why).
+// the fallback for products whose views texel buffers cannot hold. The narrow kernel and then the
+// padded texel kernel are candidates where neither fits (a side that is not a multiple of 8), and
+// where one fits it is taken over the scalar kernel unmeasured (fitting() says why).
 static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe,
      {{"wide64t-r32c8-g8", 0, false},
       {"wide64-r32c16-g8", 0, true},
+      {"narrow-g8", 0, true},
       {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true},
       {"scalar-r8c8-g8", 0, false}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
@@ -289,6 +304,7 @@ static const mm_rule DEVICE_RULES[] = {
     {is_cpu_fp64,
      {{"wide64t-r32c8-g8", 0, false},
       {"wide64-r32c16-g8", 0, true},
+      {"narrow-g8", 0, true},
       {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true},
       {"scalar-r8c8-g8", 0, false}}},
     {is_cpu, {{"wide-r32c16-g8", 0, false}, {"scalar-r8c8-g8", 0, false}}},
@@ -309,8 +325,11 @@ static bool runs_on(const vkt_device_info *d, const mm_variant *v) {
     if (v->kind == MM_TILED)
         return v->wg * v->wg <= d->max_workgroup_invocations &&
                4ull * v->w * v->wg * (v->tm + v->tc) <= d->shared_memory_bytes;
-    // ss and texel kernels broadcast across the workgroup, which must be one subgroup; the texel
-    // kernels by subgroupShuffle.
+    // ss, texel and narrow kernels broadcast across the workgroup, which must be one subgroup;
+    // the texel and narrow kernels by subgroupShuffle.
+    if (v->kind == MM_NARROW)
+        return v->wg <= d->max_workgroup_invocations && d->subgroup_size >= v->wg &&
+               d->subgroup_shuffle && v->wg <= v->tc && v->tc <= 2 * v->wg;
     return v->wg <= d->max_workgroup_invocations && (v->w != 8 || d->shader_float64) &&
            (!(v->ss || v->texel) || d->subgroup_size >= v->wg) &&
            (!v->texel || (d->subgroup_shuffle && v->tm * v->w % (4 * v->wg) == 0));
@@ -496,6 +515,26 @@ static bool pad_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form 
     return p.bytes <= PAD_MAX_BYTES && 4ull * p.M * p.K <= tmax && 4ull * p.K * p.N <= tmax;
 }
 
+// Whether the narrow variant v (matmul_narrow.glsl) can run this product: the narrow side (NT: N,
+// TN: M, NN: K) at most v->tc; b, and in NT a, read in place as vec4 texels (their strides and
+// offsets in whole texels, views the device allows); in NN and TN c (and the epilogue's s and z)
+// written as vec4s: N, its stride and offsets multiples of 4 and the views 16-byte aligned. a in
+// NN and TN is read as floats: any layout.
+static bool narrow_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
+                        const vkt_view *c, const vkt_view *a, const vkt_view *b, const vkt_view *sv,
+                        const vkt_view *zv, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K) {
+    uint64_t tmax = 16ull * d->max_texel_buffer_elements;
+    bool b_ok = g->ldb % 4 == 0 && g->b_off % 4 == 0 && vkt_texel_offset_ok(d, b->offset) &&
+                b->size % 16 == 0 && b->size <= tmax;
+    if (!b_ok) return false;
+    if (form == VKT_MM_NT)
+        return N <= v->tc && K % 4 == 0 && g->lda % 4 == 0 && g->a_off % 4 == 0 &&
+               vkt_texel_offset_ok(d, a->offset) && a->size % 16 == 0 && a->size <= tmax;
+    if ((form == VKT_MM_TN ? M : K) > v->tc) return false;
+    if (N % 4 || g->ldc % 4 || g->c_off % 4 || c->offset % 16) return false;
+    return !sv || (g->x_off % 4 == 0 && sv->offset % 16 == 0 && zv->offset % 16 == 0);
+}
+
 static const char *form_name(vkt_mm_form f) {
     return f == VKT_MM_NN ? "NN" : f == VKT_MM_NT ? "NT" : "TN";
 }
@@ -643,20 +682,22 @@ static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, c
             continue;
         if (v->pad) {
             if (!pad_fits(d, v, form, c, a, b, sv, zv, sgd, g, M, N, K)) continue;
+        } else if (v->kind == MM_NARROW) {
+            if (!narrow_fits(d, v, form, c, a, b, sv, zv, g, M, N, K)) continue;
         } else if (v->kind == MM_WIDE && (!wide_fits(d, v, form, c, a, b, g, M, N, K) ||
                                           (sv && (!wide_view_ok(d, v, sv, g->x_off) ||
                                                   !wide_view_ok(d, v, zv, g->x_off)))))
             continue;
         fit[nf++] = v;
     }
-    // A padded variant that fits (from PAD_MIN_MACS) is taken over the scalar kernels without
-    // measuring: the two round differently (the wide kernel starts its sum from beta c), their
-    // times can be within noise of each other, and a measured choice flipped between processes
-    // (test_mpi_layers' two ranks against one process lost their identical bits). The choice
-    // between them is the size rule, the same in every process.
+    // A padded or narrow variant that fits (the padded one from PAD_MIN_MACS) is taken over the
+    // scalar kernels without measuring: the two round differently (the wide kernel starts its sum
+    // from beta c), their times can be within noise of each other, and a measured choice flipped
+    // between processes (test_mpi_layers' two ranks against one process lost their identical
+    // bits). The choice between them is the size rule, the same in every process.
     bool padded = false;
     for (int i = 0; i < nf; i++)
-        padded = padded || fit[i]->pad;
+        padded = padded || fit[i]->pad || fit[i]->kind == MM_NARROW;
     if (padded && !*fixed) {
         int kept = 0;
         for (int i = 0; i < nf; i++)
@@ -1246,6 +1287,17 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
         (uint32_t)(((uint64_t)N + (uint64_t)v->wg * v->tc - 1) / ((uint64_t)v->wg * v->tc));
     vkt_view bind[8] = {c, a, b, bv, e->s, e->z, c, e->sgd_mode ? e->s : c};
     vkt_view bind_plain[8] = {c, a, b, bv, a, c, c, c};
+    if (v->kind == MM_NARROW) {
+        // matmul_narrow.glsl: NT one row per lane; TN and NN four columns per lane, NN tm rows
+        // per workgroup. a as texels (binding 1) in NT only; in NN and TN binding 1 holds b's
+        // texel view, unread, and a is read as floats (binding 6).
+        uint32_t cols = 4 * v->wg;
+        gx = form == VKT_MM_NT ? (M + v->wg - 1) / v->wg : form == VKT_MM_TN ? 1 : gx;
+        gy = form == VKT_MM_NT ? 1 : (N + cols - 1) / cols;
+        if (form != VKT_MM_NT) bind[1] = bind_plain[1] = b;
+        bind[6] = bind_plain[6] = a;
+        nbind = 7;
+    }
     // A K-split runs its chunks in order, each adding onto c: a barrier between them. The epilogue
     // belongs to the last chunk; the others run the plain kernel.
     uint32_t kc = v->kc && v->kc < K ? v->kc : K;
