@@ -14,7 +14,8 @@
 // and TN a is the operand every lane needs (b's multipliers): its rows may start anywhere (a
 // 10-wide row is not 16-byte aligned), so it is read as floats (binding 6), each lane one float,
 // and subgroupShuffle hands each to every lane (one vpermd on lavapipe). The workgroup must be one
-// subgroup of WG lanes, WG <= NS <= 2 WG. The host (engine/ops/matmul.c, narrow_fits) checks what
+// subgroup of WG lanes, WG <= NS <= 2 WG. TN with VKT_SPEC_MM_COLSUM also adds a's column sums to
+// binding 7 (vkt_abi.h). The host (engine/ops/matmul.c, narrow_fits) checks what
 // the texel reads and the vec4 stores need: NT: K, lda, ldb and the offsets of a and b multiples
 // of 4; NN and TN: N, ldb, ldc and the offsets of b, c (and s, z) multiples of 4. Rows and
 // columns past M, N (and k past K) are clamped on load and skipped on store.
@@ -47,6 +48,9 @@ layout(std430, binding = 5) writeonly buffer Zv { vec4 z4[]; };
 layout(std430, binding = 5) writeonly buffer Z1 { float z1[]; };
 layout(std430, binding = 6) readonly buffer A1 { float a1[]; };
 layout(push_constant) uniform PC { vkt_matmul_push p; };
+// TN: a's column sums (the bias gradient), added to binding 7 (vkt_abi.h, VKT_SPEC_MM_COLSUM).
+layout(constant_id = VKT_SPEC_MM_COLSUM) const uint MM_COLSUM = 0;
+layout(std430, binding = 7) buffer ColSum { float cs1[]; };
 
 #include "mm_epilogue.glsl"
 
@@ -140,6 +144,14 @@ void narrow_m(uint lane) {
         float x0 = a1[ar + min(lane, M - 1)], x1 = a1[ar + min(WG + lane, M - 1)];
         [[unroll]] for (uint m = 0; m < NS; m++)
             acc[m] = fma(vec4(from_lane(x0, x1, m)), bk, acc[m]);
+    }
+    // a's column sums, in the first workgroup only: row m by lane m % WG, k in order from 0.
+    if (MM_COLSUM != 0 && gl_WorkGroupID.y == 0) {
+        for (uint m = lane; m < M; m += WG) {
+            float s = 0.0;
+            for (uint k = p.k_begin; k < p.k_end; k++) s += a1[k * p.lda + p.a_off + m];
+            cs1[m] += s;
+        }
     }
     vec4 bsum = bias4(n, N);
     [[unroll]] for (uint m = 0; m < NS; m++) finish4(m, n, nc, acc[m], bsum);

@@ -9,6 +9,8 @@
 //   z = sum over k in [k_begin, k_end) of op(a)[m,k] op(b)[k,n]  (+ bias[n]) (+ beta * c)
 //   c = epilogue(z)  (mm_epilogue.glsl: z itself, f(z), or z * f'; also z[M,N] when kept)
 // where a dispatch with k_begin > 0 continues a K-split: beta is taken as 1 and bias is not added.
+// The texel kernels in TN with VKT_SPEC_MM_COLSUM also add a's column sums to binding 8
+// (vkt_abi.h).
 //
 // One workgroup of WG lanes computes TM rows x (WG * TC) columns. The rows are the same for every
 // lane and lane l owns the TC contiguous columns from (group_y * WG + l) * TC. Every operand is
@@ -72,6 +74,11 @@ layout(std430, binding = 5) writeonly buffer Zv { vec4 z4[]; };
 layout(std430, binding = 4) readonly buffer Sd { dvec4 s8[]; };
 #endif
 layout(push_constant) uniform PC { vkt_matmul_push p; };
+#ifdef MM_TEXEL
+// TN: a's column sums (the bias gradient), added to binding 8 (vkt_abi.h, VKT_SPEC_MM_COLSUM).
+layout(constant_id = VKT_SPEC_MM_COLSUM) const uint MM_COLSUM = 0;
+layout(std430, binding = 8) buffer ColSum { vec4 cs4[]; };
+#endif
 
 #include "mm_epilogue.glsl"
 
@@ -256,6 +263,20 @@ void main() {
 #endif
     }
 
+#ifdef MM_TEXEL
+    // a's column sums: in the first column of workgroups only (a branch no lane takes costs
+    // nothing on lavapipe: docs/PERFORMANCE.md), each lane four rows as one texel per k, in k order
+    // from 0 and then added, as bias_grad_texel.comp sums: the same bits as that kernel's.
+    if (MM_COLSUM != 0 && FORM == VKT_MM_FORM_TN && gl_WorkGroupID.y == 0) {
+        for (uint i = lane; i < TM / 4; i += WG) {
+            uint m = m0 + 4 * i, mc = min(m, M - 4);
+            vec4 s = vec4(0.0);
+            for (uint k = p.k_begin; k < p.k_end; k++)
+                s += texelFetch(at, int((k * p.lda + mc + p.a_off) / 4));
+            if (m < M) cs4[m / 4] += s;
+        }
+    }
+#endif
     // Epilogue: bias (read with clamped indices, scaled to 0 when absent), the activation epilogue
     // (s read with clamped indices, as c is above) and the bounds guard.
     float use_bias = (p.has_bias != 0 && p.k_begin == 0) ? 1.0 : 0.0;

@@ -129,6 +129,10 @@ VKT_STRUCT(vkt_adamw_push) {
 #define VKT_MM_FORM_TN 2
 #define VKT_SPEC_MM_ACT (VKT_SPEC_USER + 4)
 #define VKT_SPEC_MM_EPI (VKT_SPEC_USER + 5)
+// TN, the kernels that can (matmul_wide.glsl's texel kernels, matmul_narrow.glsl): nonzero adds
+// a's column sums to the binding after the kernel's others (col_sum[m] += sum over k of a[k, m],
+// k in order from 0: a dense layer's bias gradient), in the first column of workgroups.
+#define VKT_SPEC_MM_COLSUM (VKT_SPEC_USER + 6)
 #define VKT_MM_EPI_FORWARD 0   // c = f(z)
 #define VKT_MM_EPI_FORWARD_Z 1 // c = f(z), and z -> binding 5
 #define VKT_MM_EPI_GRAD_X 2    // c = z * f'(x), x = s (binding 4) the activation's input

@@ -61,9 +61,10 @@ typedef struct mm_case {
     vkt_act act;
     float alpha;
     bool keep_z;
+    bool col_sum; // TN: also a's column sums into a db that starts non-zero (vkt_mm_epilogue)
 } mm_case;
 
-#define NO_EPI VKT_MM_EPI_NONE, VKT_ACT_RELU, 0.0f, false
+#define NO_EPI VKT_MM_EPI_NONE, VKT_ACT_RELU, 0.0f, false, false
 
 static const char *act_name(vkt_act a) {
     static const char *n[] = {"relu", "leaky_relu", "gelu", "tanh", "sigmoid"};
@@ -98,6 +99,56 @@ static const char *form_name(vkt_mm_form f) {
     return f == VKT_MM_NN ? "NN" : f == VKT_MM_NT ? "NT" : "TN";
 }
 
+// a's column sums (TN: a is [K, M]) added to db0, as the product left them in db: within the fp32
+// bound of a K-term sum of the reference; recorded in the product's own dispatch exactly where
+// vkt_matmul_sums_columns says so (ndispatch: the command's dispatches, one product's or one more);
+// and where the product summed them and M is a multiple of 4, the same bits as vkt_op_bias_grad
+// gives on the same inputs (run here on a buffer of its own).
+static void check_col_sum(vt *t, vkt_device *dev, vkt_ops *ops, const mm_case *mc, const char *what,
+                          const float *a, const float *db0, const float *db, int ndispatch) {
+    uint32_t M = mc->M, K = mc->K;
+    double *ref = malloc(sizeof(double) * M);
+    for (uint32_t m = 0; m < M; m++) {
+        double sum = db0[m];
+        for (uint32_t k = 0; k < K; k++)
+            sum += a[(size_t)k * M + m];
+        ref[m] = sum;
+    }
+    char cwhat[240];
+    snprintf(cwhat, sizeof cwhat, "%s: column sums", what);
+    size_t bad = vt_compare(cwhat, db, ref, M, 1e-6 * (K + 1), 1e-5);
+    VT_CHECK(t, bad == 0, "%s: %zu wrong", cwhat, bad);
+    bool in_kernel = vkt_matmul_sums_columns(ops, M, mc->N, K);
+    VT_CHECK(t, ndispatch == (in_kernel ? 1 : 2), "%s: %d dispatches (the sums %s)", cwhat,
+             ndispatch, in_kernel ? "in the product's" : "in one of their own");
+    free(ref);
+    if (!in_kernel || M % 4) return;
+    // The same inputs through vkt_op_bias_grad.
+    uint64_t align = vkt_device_align(dev, 1), off_db = vkt_device_align(dev, 4ull * K * M);
+    vkt_buffer *buf = NULL;
+    VT_OK(t, vkt_buffer_create(dev, off_db + 4ull * M + align, "colsum-test", &buf));
+    vkt_cmd *cmd = NULL;
+    VT_OK(t, vkt_cmd_create(dev, &cmd));
+    float *sep = malloc(4ull * M);
+    if (buf && cmd && sep) {
+        VT_OK(t, vkt_buffer_write(buf, 0, a, 4ull * K * M));
+        VT_OK(t, vkt_buffer_write(buf, off_db, db0, 4ull * M));
+        VT_OK(t, vkt_cmd_begin(cmd, false));
+        vkt_op_bias_grad(cmd, ops, vkt_buffer_view(buf, off_db, 4ull * M),
+                         vkt_buffer_view(buf, 0, 4ull * K * M), K, M, "bias_grad");
+        VT_OK(t, vkt_cmd_end(cmd));
+        VT_OK(t, vkt_ops_status(ops));
+        VT_OK(t, vkt_cmd_submit(cmd));
+        VT_OK(t, vkt_cmd_wait(cmd, VKT_WAIT_MS));
+        VT_OK(t, vkt_buffer_read(buf, off_db, sep, 4ull * M));
+        VT_CHECK(t, memcmp(sep, db, 4ull * M) == 0,
+                 "%s: not the bits vkt_op_bias_grad gives on the same inputs", cwhat);
+    }
+    free(sep);
+    vkt_cmd_destroy(cmd);
+    vkt_buffer_destroy(buf);
+}
+
 // Runs one case on one device: ref is the expected c, zref the product before the epilogue
 // (the kept z), s the epilogue's input.
 static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const mm_case *mc,
@@ -114,7 +165,8 @@ static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const m
     uint64_t off_b = vkt_device_align(dev, off_a + 4 * na + 64) + mc->pad * align;
     uint64_t off_bias = vkt_device_align(dev, off_b + 4 * nb + 64);
     uint64_t off_s = vkt_device_align(dev, off_bias + 4ull * N + canary) + mc->pad * align;
-    uint64_t size = off_s + 4 * nc + canary;
+    uint64_t off_db = vkt_device_align(dev, off_s + 4 * nc + canary);
+    uint64_t size = off_db + 4ull * M + canary;
     vkt_buffer *buf = NULL;
     VT_OK(t, vkt_buffer_create(dev, size, "matmul-test", &buf));
     if (!buf) return;
@@ -127,6 +179,9 @@ static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const m
     memcpy((char *)host + off_bias, bias, 4ull * N);
     bool grad = mc->epi == VKT_MM_EPI_GRAD_X || mc->epi == VKT_MM_EPI_GRAD_Y;
     if (grad) memcpy((char *)host + off_s, s, 4 * nc);
+    float *db0 = malloc(4ull * M);
+    vt_fill_uniform(db0, M, 77, -1, 1);
+    if (mc->col_sum) memcpy((char *)host + off_db, db0, 4ull * M);
     VT_OK(t, vkt_buffer_write(buf, 0, host, size));
     // Views larger than the shape needs (up to the next operand), as the engine's packing makes.
     vkt_view vc = vkt_buffer_view(buf, off_c, 4 * nc + 64);
@@ -134,8 +189,19 @@ static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const m
     vkt_view vb = vkt_buffer_view(buf, off_b, off_bias - off_b);
     vkt_view vbias = vkt_buffer_view(buf, off_bias, 4ull * N);
     vkt_view vs = vkt_buffer_view(buf, off_s, 4 * nc);
+    vkt_view vdb = vkt_buffer_view(buf, off_db, 4ull * M);
     VT_OK(t, vkt_cmd_begin(cmd, true));
-    if (mc->epi == VKT_MM_EPI_NONE) {
+    if (mc->col_sum) {
+        bool grad_s = mc->epi == VKT_MM_EPI_GRAD_X || mc->epi == VKT_MM_EPI_GRAD_Y;
+        vkt_mm_epilogue e = {.kind = mc->epi,
+                             .act = mc->act,
+                             .alpha = mc->alpha,
+                             .saved = grad_s || mc->keep_z ? &vs : NULL,
+                             .col_sum = &vdb,
+                             .col_sum_label = "matmul:colsum"};
+        vkt_op_matmul_ex(cmd, ops, mc->form, vc, va, vb, mc->bias ? &vbias : NULL, mc->beta, M, N,
+                         K, &e, "matmul");
+    } else if (mc->epi == VKT_MM_EPI_NONE) {
         vkt_op_matmul(cmd, ops, mc->form, vc, va, vb, mc->bias ? &vbias : NULL, mc->beta, M, N, K,
                       "matmul");
     } else {
@@ -146,6 +212,7 @@ static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const m
         vkt_op_matmul_ex(cmd, ops, mc->form, vc, va, vb, mc->bias ? &vbias : NULL, mc->beta, M, N,
                          K, &e, "matmul");
     }
+    int ndispatch = vkt_cmd_dispatch_count(cmd);
     VT_OK(t, vkt_cmd_end(cmd));
     VT_OK(t, vkt_ops_status(ops));
     VT_OK(t, vkt_cmd_submit(cmd));
@@ -179,11 +246,15 @@ static void run_case(vt *t, vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, const m
     for (uint64_t i = 0; i < size / 4; i++) {
         bool in_c = i >= off_c / 4 && i < (off_c + 4 * nc) / 4;
         bool in_z = keep_z && i >= off_s / 4 && i < (off_s + 4 * nc) / 4;
-        if (!in_c && !in_z) clobbered += got[i] != host[i];
+        bool in_db = mc->col_sum && i >= off_db / 4 && i < (off_db + 4ull * M) / 4;
+        if (!in_c && !in_z && !in_db) clobbered += got[i] != host[i];
     }
     VT_CHECK(t, clobbered == 0, "%s: %zu words outside c changed", what, clobbered);
+    if (mc->col_sum)
+        check_col_sum(t, dev, ops, mc, what, a, db0, (float *)((char *)got + off_db), ndispatch);
     free(got);
     free(host);
+    free(db0);
     vkt_buffer_destroy(buf);
 }
 
@@ -524,7 +595,8 @@ int main(void) {
                           mode_kind[mode],
                           acts[i].act,
                           acts[i].alpha,
-                          mode == 1};
+                          mode == 1,
+                          false};
             run_on_all(t, ops, cmd, &mc, seed++, false);
             nepi++;
         }
@@ -578,7 +650,8 @@ int main(void) {
                       mode_kind[mode],
                       acts[a].act,
                       acts[a].alpha,
-                      mode == 1};
+                      mode == 1,
+                      false};
         run_on_all(t, ops, cmd, &mc, seed++, false);
         vkt_context_set_matmul_variant(t->ctx, NULL);
     }
@@ -606,7 +679,8 @@ int main(void) {
                       mode_kind[mode],
                       acts[a].act,
                       acts[a].alpha,
-                      mode == 1};
+                      mode == 1,
+                      false};
         for (int d = 0; d < t->ndev; d++) {
             if (!ops[d] || !is_swiftshader(t->dev[d])) continue;
             const char *got = vkt_matmul_variant(ops[d], mc.form, mc.M, mc.N, mc.K);
@@ -647,7 +721,8 @@ int main(void) {
                       i < 2 ? VKT_MM_EPI_NONE : mode_kind[mode],
                       acts[a].act,
                       acts[a].alpha,
-                      mode == 1};
+                      mode == 1,
+                      false};
         for (int d = 0; d < t->ndev; d++) {
             if (!ops[d] || is_swiftshader(t->dev[d])) continue;
             const char *got = vkt_matmul_variant(ops[d], mc.form, mc.M, mc.N, mc.K);
@@ -655,6 +730,33 @@ int main(void) {
                      "forced narrow-g8: %s %ux%ux%u would run %s on %s", form_name(mc.form), mc.M,
                      mc.N, mc.K, got, vkt_device_label(t->dev[d]));
         }
+        run_on_all(t, ops, cmd, &mc, seed++, false);
+        vkt_context_set_matmul_variant(t->ctx, NULL);
+    }
+
+    // a's column sums with the product (vkt_mm_epilogue.col_sum, TN: a dense layer's bias
+    // gradient): on the device's choice (lavapipe: the texel kernel), on the narrow kernel (M of
+    // 10, 16 and 7, with and without an epilogue), and forced onto the scalar kernel (every
+    // device: the sums by a dispatch of their own).
+    const struct {
+        uint32_t M, N, K;
+        const char *variant;
+        int act, mode; // mode -1: no epilogue
+    } col_cases[] = {
+        {72, 136, 40, NULL, 0, -1},         {64, 512, 128, NULL, 0, -1},
+        {10, 256, 128, "narrow-g8", 0, -1}, {16, 36, 13, "narrow-g8", 1, 2},
+        {7, 132, 40, "narrow-g8", 0, -1},   {72, 136, 40, "scalar-r8c8-g8", 2, 1},
+    };
+    for (size_t i = 0; i < sizeof col_cases / sizeof col_cases[0]; i++) {
+        if (col_cases[i].variant)
+            VT_OK(t, vkt_context_set_matmul_variant(t->ctx, col_cases[i].variant));
+        int a = col_cases[i].act, mode = col_cases[i].mode;
+        mm_case mc = {VKT_MM_TN,         col_cases[i].M,
+                      col_cases[i].N,    col_cases[i].K,
+                      (i % 2) == 1,      betas[i % 3],
+                      (uint32_t)(i % 4), mode < 0 ? VKT_MM_EPI_NONE : mode_kind[mode],
+                      acts[a].act,       acts[a].alpha,
+                      mode == 1,         true};
         run_on_all(t, ops, cmd, &mc, seed++, false);
         vkt_context_set_matmul_variant(t->ctx, NULL);
     }

@@ -97,6 +97,13 @@
 // variant's results bit for bit (a 60-step fashion_mlp run saved the same parameters and momentum
 // buffers with either); like it, it is taken over the scalar kernel unmeasured (fitting()).
 //
+// Column sums (vkt_mm_epilogue.col_sum, TN: a dense layer's bias gradient with its weight
+// gradient): where the product is one block on a kernel that can (colsum_in_kernel: the narrow
+// kernel, the texel kernel), its first column of workgroups adds a's column sums to col_sum after
+// the k loop (a branch no lane takes costs nothing on lavapipe), in k order, as the bias-gradient
+// kernel sums them: fashion_mlp's step loses three dispatches of 40-60 us (docs/PERFORMANCE.md).
+// Elsewhere vkt_op_bias_grad runs after the product, as before.
+//
 // Not done here: no fp16. Views smaller than their shapes are bugs in the engine's layer code and
 // are asserted, as ops_nn.c does.
 #include <math.h>
@@ -515,6 +522,16 @@ static bool pad_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form 
     return p.bytes <= PAD_MAX_BYTES && 4ull * p.M * p.K <= tmax && 4ull * p.K * p.N <= tmax;
 }
 
+// Whether variant v adds a's column sums (VKT_SPEC_MM_COLSUM) into col_sum cs in its own
+// dispatch: TN on the narrow kernel, or on a texel wide kernel (four rows per lane, one
+// 16-byte-aligned vec4 a lane).
+static bool colsum_in_kernel(const mm_variant *v, vkt_mm_form form, const vkt_view *cs) {
+    if (form != VKT_MM_TN) return false;
+    if (v->kind == MM_NARROW) return true;
+    return v->kind == MM_WIDE && v->texel && !v->pad && v->kc == 0 && v->tm % 4 == 0 &&
+           cs->offset % 16 == 0;
+}
+
 // Whether the narrow variant v (matmul_narrow.glsl) can run this product: the narrow side (NT: N,
 // TN: M, NN: K) at most v->tc; b, and in NT a, read in place as vec4 texels (their strides and
 // offsets in whole texels, views the device allows); in NN and TN c (and the epilogue's s and z)
@@ -550,7 +567,7 @@ typedef struct mm_epi_args {
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
                            vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
                            float beta, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K,
-                           const mm_epi_args *e, const char *label);
+                           const mm_epi_args *e, const vkt_view *cs, const char *label);
 
 // The floats a binding of an operand spans: rows rows of cols floats, ld apart.
 static uint64_t span_of(uint32_t rows, uint32_t cols, uint32_t ld) {
@@ -601,7 +618,7 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, const mm_geom *g, uint32_t M
             uint32_t rows = v[j]->kind == MM_TILED ? v[j]->wg * v[j]->tm : v[j]->tm;
             uint32_t cols = v[j]->wg * v[j]->tc;
             record_variant(cmd, ops, v[j], form, c, a, b, a, false, 0.0f, &mg, rows < M ? rows : M,
-                           cols < N ? cols : N, K, NULL, NULL);
+                           cols < N ? cols : N, K, NULL, NULL, NULL);
             vkt_cmd_barrier(cmd); // every variant writes c
         }
         ok = vkt_ops_status(ops) == VKT_OK && vkt_cmd_end(cmd) == VKT_OK &&
@@ -615,7 +632,7 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, const mm_geom *g, uint32_t M
             for (int j = i; ok && j < n && (stamps || j == i); j++) {
                 if (!active[j]) continue;
                 record_variant(cmd, ops, v[j], form, c, a, b, a, false, 0.0f, &mg, M, N, K, NULL,
-                               labels[j]);
+                               NULL, labels[j]);
                 vkt_cmd_barrier(cmd); // every variant writes c
             }
             if (vkt_ops_status(ops) != VKT_OK) ok = false; // a candidate that cannot be built
@@ -988,6 +1005,14 @@ const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint3
     return plain_variant(ops, form, M, N, K)->name;
 }
 
+bool vkt_matmul_sums_columns(vkt_ops *ops, uint32_t M, uint32_t N, uint32_t K) {
+    const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
+    mm_plan plan = plan_of(d, VKT_MM_TN, M, N, K);
+    vkt_view cs = {0};
+    return plan.kb >= K && plan.mb >= M && plan.nb >= N &&
+           colsum_in_kernel(plain_variant(ops, VKT_MM_TN, M, N, K), VKT_MM_TN, &cs);
+}
+
 bool vkt_matmul_epilogue_pays(vkt_ops *ops) {
     // Fusing pays where the driver folds the epilogue's specialization constants (lavapipe, GPU
     // drivers); SwiftShader runs every activation's code in a fused kernel, which makes it slower
@@ -1121,6 +1146,13 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
     }
     p.with_epi = kind != VKT_MM_EPI_NONE;
     p.e = e;
+    // a's column sums (vkt_mm_epilogue.col_sum): in the kernel where one block runs the product
+    // on a kernel that can, else vkt_op_bias_grad after it.
+    const vkt_view *cs = epi ? epi->col_sum : NULL;
+    VKT_ASSERT(!cs || (form == VKT_MM_TN && cs->size >= 4ull * M));
+    VKT_ASSERT(!cs || cs->buffer != c.buffer || cs->offset >= c.offset + need_c ||
+               c.offset >= cs->offset + 4ull * M);
+    bool cs_done = false;
 
     // Bind exactly what each block uses: a view may be larger than needed, and one larger than
     // maxStorageBufferRange could not be bound at all. A product that fits is one block: its
@@ -1129,6 +1161,7 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
     uint32_t nk = nblocks(K, plan.kb);
     VKT_ASSERT(kind != VKT_MM_EPI_SGD || nk == 1); // only where vkt_matmul_sgd_fits
     mm_hazards hz = {.n = 0};
+    bool one_block = nk == 1 && plan.mb >= M && plan.nb >= N;
     // K-chunks in order, each adding onto c (beta 1 after the first); the bias and the epilogue
     // in the last, so that the wide kernels' sums come out bit for bit as unsplit.
     for (uint32_t kc = 0; kc < nk; kc++) {
@@ -1143,12 +1176,16 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
                 be.s = bl.s;
                 be.z = bl.z;
                 if (nk > 1 || plan.mb < M || plan.nb < N) hazard_barrier(cmd, &hz, &p, &bl);
+                const vkt_view *bcs = cs && one_block && colsum_in_kernel(v, form, cs) ? cs : NULL;
+                cs_done = cs_done || bcs;
                 record_variant(cmd, ops, v, form, bl.c, bl.a, bl.b, bl.bias, p.has_bias && last,
                                kc == 0 ? beta : 1.0f, &bl.g, bl.M, bl.N, bl.K,
-                               epi_here ? &be : NULL, label);
+                               epi_here ? &be : NULL, bcs, label);
             }
         }
     }
+    if (cs && !cs_done)
+        vkt_op_bias_grad(cmd, ops, *cs, a, K, M, epi->col_sum_label ? epi->col_sum_label : label);
 }
 
 void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt_view a, vkt_view b,
@@ -1208,7 +1245,7 @@ static vkt_view stage(vkt_cmd *cmd, vkt_view zeros, vkt_view src, uint32_t ld, u
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
                            vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
                            float beta, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K,
-                           const mm_epi_args *e, const char *label);
+                           const mm_epi_args *e, const vkt_view *cs, const char *label);
 
 // Records the padded variant v (pad_fits holds): the operands that need it staged in the ops'
 // scratch, zero-padded to the shape its kernel takes, the kernel on them, and c's M x N copied
@@ -1227,7 +1264,7 @@ static void record_padded(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_m
     VKT_ASSERT(base && !base->pad && (!e || !p.c || e->mode == VKT_MM_EPI_FORWARD));
     if (!vkt_ops_scratch(ops, p.bytes, &zeros, &s)) {
         record_variant(cmd, ops, named("scalar-r8c8-g4"), form, c, a, b, bv, has_bias, beta, g, M,
-                       N, K, e, label);
+                       N, K, e, NULL, label);
         return;
     }
     vkt_cmd_barrier(cmd); // the scratch's last user (this or another padded product) is done
@@ -1246,7 +1283,7 @@ static void record_padded(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_m
     if (p.bias) biasp = stage(cmd, zeros, bv, N, g->bias_off, 1, N, s, p.bias_at, 1, p.N, label);
     vkt_cmd_barrier(cmd);
     record_variant(cmd, ops, base, form, cp, ap, bp, biasp, has_bias, beta, &p.g, p.M, p.N, p.K, e,
-                   label);
+                   NULL, label);
     if (!p.c) return;
     vkt_cmd_barrier(cmd);
     vkt_cmd_copy_rows(cmd, cp, 4ull * p.N,
@@ -1259,7 +1296,7 @@ static void record_padded(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_m
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
                            vkt_view c, vkt_view a, vkt_view b, vkt_view bv, bool has_bias,
                            float beta, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K,
-                           const mm_epi_args *e, const char *label) {
+                           const mm_epi_args *e, const vkt_view *cs, const char *label) {
     if (v->pad) {
         record_padded(cmd, ops, v, form, c, a, b, bv, has_bias, beta, g, M, N, K, e, label);
         return;
@@ -1268,16 +1305,17 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     VKT_ASSERT(!e || e->mode != VKT_MM_EPI_SGD || has_sgd(v));
     mm_epi_args none = {VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD, 0.0f, a, c, 0.0f, 0.0f, 0};
     if (!e) e = &none;
+    VKT_ASSERT(!cs || colsum_in_kernel(v, form, cs));
     vkt_kernel_key key, plain;
     variant_key(v, form, e->act_code, e->mode, &key);
+    if (cs) key.spec[9] = 1, key.nspec = 10; // VKT_SPEC_MM_COLSUM
     plain = key; // a K-split's chunks before the last: the same shader, no epilogue
     plain.spec[7] = VKT_ACT_CODE_NONE;
     plain.spec[8] = VKT_MM_EPI_FORWARD;
     int nbind = has_epilogue(v) ? 6 : 4;
     // The texel-read kernel with the optimizer epilogue reads c and s as texels too (bindings 6
-    // and 7).
-    bool sgd = e->mode == VKT_MM_EPI_SGD;
-    if (sgd && v->texel) nbind = 8;
+    // and 7); the texel-read kernels add a's column sums to binding 8 (unused: c).
+    if (v->texel) nbind = 9;
     vkt_kernel *k = vkt_ops_kernel(ops, key.shader, key.spec, key.nspec);
     if (!k) return; // reported by vkt_ops_status
 
@@ -1285,8 +1323,8 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     uint32_t gx = (M + rows - 1) / rows;
     uint32_t gy =
         (uint32_t)(((uint64_t)N + (uint64_t)v->wg * v->tc - 1) / ((uint64_t)v->wg * v->tc));
-    vkt_view bind[8] = {c, a, b, bv, e->s, e->z, c, e->sgd_mode ? e->s : c};
-    vkt_view bind_plain[8] = {c, a, b, bv, a, c, c, c};
+    vkt_view bind[9] = {c, a, b, bv, e->s, e->z, c, e->sgd_mode ? e->s : c, cs ? *cs : c};
+    vkt_view bind_plain[9] = {c, a, b, bv, a, c, c, c, c};
     if (v->kind == MM_NARROW) {
         // matmul_narrow.glsl: NT one row per lane; TN and NN four columns per lane, NN tm rows
         // per workgroup. a as texels (binding 1) in NT only; in NN and TN binding 1 holds b's
@@ -1296,7 +1334,9 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
         gy = form == VKT_MM_NT ? 1 : (N + cols - 1) / cols;
         if (form != VKT_MM_NT) bind[1] = bind_plain[1] = b;
         bind[6] = bind_plain[6] = a;
-        nbind = 7;
+        bind[7] = cs ? *cs : c; // a's column sums (TN)
+        bind_plain[7] = c;
+        nbind = 8;
     }
     // A K-split runs its chunks in order, each adding onto c: a barrier between them. The epilogue
     // belongs to the last chunk; the others run the plain kernel.

@@ -120,6 +120,14 @@ typedef struct vkt_mm_epilogue {
     const vkt_view *saved; // [M,N] as c, see kind; required by the GRAD kinds. May not overlap c.
     float momentum, weight_decay; // VKT_MM_EPI_SGD
     bool nesterov;                // VKT_MM_EPI_SGD
+    // TN, with any kind (NONE included): also col_sum[m] += the sum over k of a[k, m], m < M (a's
+    // column sums: a dense layer's bias gradient, a being its output gradient), summed in k
+    // order, as vkt_op_bias_grad(col_sum, a, K, M) sums them where it reads texels (M a multiple
+    // of 4; in another order otherwise). In the product's own dispatch where its kernel can
+    // (lavapipe's texel and narrow kernels, a product of one block), else by that op after it,
+    // labelled col_sum_label. a must be dense ([K, M]); col_sum (4 M bytes) may not overlap c.
+    const vkt_view *col_sum;
+    const char *col_sum_label;
 } vkt_mm_epilogue;
 
 // vkt_op_matmul with an activation epilogue (epi == NULL or kind NONE: exactly vkt_op_matmul).
@@ -142,6 +150,9 @@ bool vkt_matmul_sgd_fits(vkt_ops *ops, vkt_mm_form form, const vkt_view *c, cons
                          uint32_t K);
 // The variant vkt_op_matmul uses on this device for that shape (for benchmarks and logs).
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K);
+// Whether a TN product of this shape (dense views, col_sum 16-byte aligned) adds
+// vkt_mm_epilogue.col_sum in its own dispatch rather than by a vkt_op_bias_grad after it.
+bool vkt_matmul_sums_columns(vkt_ops *ops, uint32_t M, uint32_t N, uint32_t K);
 // The candidates for that shape on this device (views at offset 0) with their measured time in
 // ms (0 where not measured: a single candidate, VKT_TUNE_OFF, or a matmul_variant fixed by the
 // context), at most max of them; returns their number.

@@ -91,11 +91,21 @@ static vkt_mm_epilogue sgd_epilogue(const vkt_rec *r, int node, vkt_view *buf) {
                              .nesterov = o->nesterov};
 }
 
-// dW = dy^T x with the SGD step applied to W in the epilogue (the gradient is not stored).
+// db[out] += column sums of dy, which the weight gradient's product adds in its own dispatch where
+// its kernel can (vkt_mm_epilogue.col_sum).
+static void bias_grad_in(vkt_rec *r, int node, vkt_mm_epilogue *e, vkt_view *db) {
+    if (!vkt_rec_node(r, node)->desc->bias) return;
+    *db = vkt_rec_param(r, node, 1, VKT_STORE_GRAD);
+    e->col_sum = db;
+    e->col_sum_label = vkt_rec_label(r, node, "bwd", "dbias");
+}
+
+// dW = dy^T x with the SGD step applied to W in the epilogue (the gradient is not stored), and db.
 static void dense_fused_dweight(vkt_rec *r, int node) {
     const vkt_layer_desc *l = vkt_rec_node(r, node)->desc;
-    vkt_view buf;
+    vkt_view buf, db;
     vkt_mm_epilogue e = sgd_epilogue(r, node, &buf);
+    bias_grad_in(r, node, &e, &db);
     vkt_op_matmul_ex(r->cmd, r->ops, VKT_MM_TN, vkt_rec_param(r, node, 0, VKT_STORE_PARAM),
                      vkt_rec_dy(r, node), vkt_rec_in(r, node), NULL, 0.0f, l->units,
                      last_dim(&l->in), vkt_rec_rows(r, node), &e,
@@ -124,14 +134,14 @@ static void dense_backward(vkt_rec *r, int node) {
         else
             dense_fused_dweight(r, node);
     } else {
-        // dW[out,in] += dy[rows,out]^T x[rows,in]
-        vkt_op_matmul(r->cmd, r->ops, VKT_MM_TN, vkt_rec_param(r, node, 0, VKT_STORE_GRAD), dy, x,
-                      NULL, 1.0f, l->units, in, rows, vkt_rec_label(r, node, "bwd", "dweight"));
+        // dW[out,in] += dy[rows,out]^T x[rows,in], and db
+        vkt_mm_epilogue e = {.kind = VKT_MM_EPI_NONE};
+        vkt_view db;
+        bias_grad_in(r, node, &e, &db);
+        vkt_op_matmul_ex(r->cmd, r->ops, VKT_MM_TN, vkt_rec_param(r, node, 0, VKT_STORE_GRAD), dy,
+                         x, NULL, 1.0f, l->units, in, rows, &e,
+                         vkt_rec_label(r, node, "bwd", "dweight"));
     }
-    // db[out] += column sums of dy
-    if (l->bias)
-        vkt_op_bias_grad(r->cmd, r->ops, vkt_rec_param(r, node, 1, VKT_STORE_GRAD), dy, rows,
-                         l->units, vkt_rec_label(r, node, "bwd", "dbias"));
     if (!need_dx) return;
     // dx[rows,in] = dy[rows,out] W[out,in], and on through a fused activation before it.
     vkt_view dx = vkt_rec_dx(r, node), saved;
