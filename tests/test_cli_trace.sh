@@ -157,6 +157,13 @@ else
         sleep 0.1
     done
     check "train --view opens a window titled vktrain" $found
+    # Xvfb's own log where the window did not appear (it goes with $work at exit): once, in a
+    # sanitizer run, Xvfb said :0 was up and the client could not open it.
+    if [ $found -ne 0 ]; then
+        echo "Xvfb log:"
+        cat "$work/xvfb.log"
+        kill -0 "$xvfb_pid" 2> /dev/null && echo "Xvfb $xvfb_pid still running" || echo "Xvfb $xvfb_pid gone"
+    fi
     cat > "$work/live_check.py" <<'PY'
 # The live window is the same kind of picture: the title's text colour, and the forward and
 # backward colours of the timeline, each over a good number of pixels.
