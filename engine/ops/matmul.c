@@ -399,6 +399,13 @@ static bool geom_is_dense(const mm_geom *g, vkt_mm_form form, uint32_t M, uint32
     return g->lda == d.lda && g->ldb == d.ldb && g->ldc == d.ldc;
 }
 
+// Whether view v can be bound as a texel buffer of vec4 texels: the device's offset alignment,
+// whole texels, and within maxTexelBufferElements (SwiftShader allows only 65536 texels, 1 MiB).
+static bool texel_view_ok(const vkt_device_info *d, const vkt_view *v) {
+    return vkt_texel_offset_ok(d, v->offset) && v->size % 16 == 0 &&
+           v->size <= 16ull * d->max_texel_buffer_elements;
+}
+
 // Whether the wide variant v can run this product: every W-wide piece it reads or writes must
 // start on a multiple of W inside its view (the strides and offsets too), and the views must
 // start where W-wide access is aligned.
@@ -416,11 +423,7 @@ static bool wide_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form
     if (align > 16 && d->type == VKT_DEVICE_CPU) align = 16;
     if (c->offset % align || a->offset % align || b->offset % align) return false;
     if (!v->texel) return true;
-    // Texel views: the device's offset alignment, whole texels, and a and b within
-    // maxTexelBufferElements (SwiftShader allows only 65536 texels, 1 MiB).
-    uint64_t max = 16ull * d->max_texel_buffer_elements;
-    return vkt_texel_offset_ok(d, a->offset) && vkt_texel_offset_ok(d, b->offset) &&
-           a->size % 16 == 0 && b->size % 16 == 0 && a->size <= max && b->size <= max;
+    return texel_view_ok(d, a) && texel_view_ok(d, b);
 }
 
 // Whether a view read or written like c (the epilogue's s and z, at element offset x_off) allows
@@ -449,8 +452,7 @@ static uint32_t up8(uint32_t x) { return (x + 7u) / 8u * 8u; }
 // Whether an operand can be read in place as the texel kernel reads a and b: strides and offset
 // in whole 8-float pieces, a texel view the device allows.
 static bool texel_in_place(const vkt_device_info *d, const vkt_view *v, uint32_t ld, uint32_t off) {
-    return ld % 8 == 0 && off % 8 == 0 && vkt_texel_offset_ok(d, v->offset) && v->size % 16 == 0 &&
-           v->size <= 16ull * d->max_texel_buffer_elements;
+    return ld % 8 == 0 && off % 8 == 0 && texel_view_ok(d, v);
 }
 
 // Whether c (or the epilogue's s and z, at element offset off) can be written in place: 8-float
@@ -540,13 +542,10 @@ static bool colsum_in_kernel(const mm_variant *v, vkt_mm_form form, const vkt_vi
 static bool narrow_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
                         const vkt_view *c, const vkt_view *a, const vkt_view *b, const vkt_view *sv,
                         const vkt_view *zv, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K) {
-    uint64_t tmax = 16ull * d->max_texel_buffer_elements;
-    bool b_ok = g->ldb % 4 == 0 && g->b_off % 4 == 0 && vkt_texel_offset_ok(d, b->offset) &&
-                b->size % 16 == 0 && b->size <= tmax;
-    if (!b_ok) return false;
+    if (g->ldb % 4 || g->b_off % 4 || !texel_view_ok(d, b)) return false;
     if (form == VKT_MM_NT)
         return N <= v->tc && K % 4 == 0 && g->lda % 4 == 0 && g->a_off % 4 == 0 &&
-               vkt_texel_offset_ok(d, a->offset) && a->size % 16 == 0 && a->size <= tmax;
+               texel_view_ok(d, a);
     if ((form == VKT_MM_TN ? M : K) > v->tc) return false;
     if (N % 4 || g->ldc % 4 || g->c_off % 4 || c->offset % 16) return false;
     return !sv || (g->x_off % 4 == 0 && sv->offset % 16 == 0 && zv->offset % 16 == 0);
@@ -686,17 +685,13 @@ static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, c
     const mm_variant *cand[MAX_CANDS];
     bool fallback[MAX_CANDS];
     int nc = candidates(dev, macs, cand, fallback, fixed), nf = 0;
-    uint64_t tmax = 16ull * d->max_texel_buffer_elements;
     for (int i = 0; i < nc; i++) {
         const mm_variant *v = cand[i];
         if (fallback[i] && nf > 0) continue;
         if (sv && !has_epilogue(v)) continue;
         if (sgd && !has_sgd(v)) continue;
         // With the SGD epilogue a texel kernel reads c and the momentum buffer as texels too.
-        if (sgd && v->texel &&
-            (!vkt_texel_offset_ok(d, c->offset) || c->size % 16 || c->size > tmax ||
-             (sv && (!vkt_texel_offset_ok(d, sv->offset) || sv->size % 16 || sv->size > tmax))))
-            continue;
+        if (sgd && v->texel && (!texel_view_ok(d, c) || (sv && !texel_view_ok(d, sv)))) continue;
         if (v->pad) {
             if (!pad_fits(d, v, form, c, a, b, sv, zv, sgd, g, M, N, K)) continue;
         } else if (v->kind == MM_NARROW) {
