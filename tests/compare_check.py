@@ -133,9 +133,11 @@ def suite(label, name, driver, vendor_id, mem, limit, quick, fma, bw, mm, curves
 def fixtures(d):
     os.makedirs(d, exist_ok=True)
     M256 = 256 << 20
+    # lavapipe's GFLOP/s from 256 to 1024 lie along SwiftShader's peak FMA line (52.2), as they did
+    # in a CI run: the line checks must look past the curve drawn over it.
     lava = suite("llvmpipe", "llvmpipe (LLVM 15.0.6, 256 bits)", "llvmpipe (Mesa 22.3.6)", 0x10005,
                  8323002368, M256, False, 117.4, 21.6,
-                 {256: 37.2, 512: 55.1, 1024: 68.1, 2048: 65.2},
+                 {256: 51.9, 512: 52.6, 1024: 52.4, 2048: 65.2},
                  {"fashion_mlp": (15000, 24), "fashion_cnn": (158, 4), "char_gpt": (61, 8),
                   "gpt2_small": (0.11, 1)}, "2026-12-01T18:00:00Z", 7)
     swift = suite("SwiftShader", "SwiftShader Device (LLVM 10.0.0)", "SwiftShader driver", 0x1ae0,
@@ -557,11 +559,15 @@ def check_picture(pic, img, rs, lay):
                      f"{axis_map(pic['y'], want[k])}")
             share = sum(abs(o["py"] - l["py"]) < 2.5 for o in got.values())
             y = int(round(l["py"]))
-            xs = range(int(l["x0"]) + 2, int(l["x1"]) - 2)
+            # Curves and markers are drawn over the lines: a device's curve can run along another's
+            # peak (lavapipe's GFLOP/s at SwiftShader's peak FMA), so only the open stretches count.
+            xs = [x for x in range(int(l["x0"]) + 2, int(l["x1"]) - 2)
+                  if not any(seg_dist(x, l["py"], p0, p1) < 4 for _, p0, p1 in segs)
+                  and not any(math.hypot(px - x, py - l["py"]) < 9 for _, px, py in all_pts)]
             on = sum(any(near(img, x, yy, l["color"], 0) for yy in (y - 1, y)) for x in xs)
             if on < 0.6 * len(xs) / (share + 0.7):
-                fail(f"{name}: {rs[k].legend}: the line at y {y} shows its colour on {on} of {len(xs)} "
-                     f"pixels ({share} lines share the row)")
+                fail(f"{name}: {rs[k].legend}: the line at y {y} shows its colour on {on} of the {len(xs)} "
+                     f"pixels no curve covers ({share} lines share the row)")
     # Legend swatches.
     for e in pic["legend"]:
         cx, cy = (e["x0"] + e["x1"]) / 2, (e["y0"] + e["y1"]) / 2
