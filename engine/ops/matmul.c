@@ -849,6 +849,12 @@ static mm_plan plan_of(const vkt_device_info *d, vkt_mm_form form, uint32_t M, u
 
 static uint32_t nblocks(uint32_t n, uint32_t b) { return (n + b - 1) / b; }
 
+// Whether a product runs as one block: no K-chunks, no row or column blocks (its column sums can
+// then be added by its one dispatch).
+static bool one_block(const mm_plan *plan, uint32_t M, uint32_t N, uint32_t K) {
+    return nblocks(K, plan->kb) == 1 && plan->mb >= M && plan->nb >= N;
+}
+
 void vkt_matmul_test_plan(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K,
                           uint32_t blocks[3]) {
     mm_plan p = plan_of(vkt_device_get_info(vkt_ops_device(ops)), form, M, N, K);
@@ -1004,7 +1010,7 @@ bool vkt_matmul_sums_columns(vkt_ops *ops, uint32_t M, uint32_t N, uint32_t K) {
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
     mm_plan plan = plan_of(d, VKT_MM_TN, M, N, K);
     vkt_view cs = {0};
-    return plan.kb >= K && plan.mb >= M && plan.nb >= N &&
+    return one_block(&plan, M, N, K) &&
            colsum_in_kernel(plain_variant(ops, VKT_MM_TN, M, N, K), VKT_MM_TN, &cs);
 }
 
@@ -1156,7 +1162,7 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
     uint32_t nk = nblocks(K, plan.kb);
     VKT_ASSERT(kind != VKT_MM_EPI_SGD || nk == 1); // only where vkt_matmul_sgd_fits
     mm_hazards hz = {.n = 0};
-    bool one_block = nk == 1 && plan.mb >= M && plan.nb >= N;
+    bool single = one_block(&plan, M, N, K);
     // K-chunks in order, each adding onto c (beta 1 after the first); the bias and the epilogue
     // in the last, so that the wide kernels' sums come out bit for bit as unsplit.
     for (uint32_t kc = 0; kc < nk; kc++) {
@@ -1171,7 +1177,7 @@ void vkt_op_matmul_ex(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, 
                 be.s = bl.s;
                 be.z = bl.z;
                 if (nk > 1 || plan.mb < M || plan.nb < N) hazard_barrier(cmd, &hz, &p, &bl);
-                const vkt_view *bcs = cs && one_block && colsum_in_kernel(v, form, cs) ? cs : NULL;
+                const vkt_view *bcs = cs && single && colsum_in_kernel(v, form, cs) ? cs : NULL;
                 cs_done = cs_done || bcs;
                 record_variant(cmd, ops, v, form, bl.c, bl.a, bl.b, bl.bias, p.has_bias && last,
                                kc == 0 ? beta : 1.0f, &bl.g, bl.M, bl.N, bl.K,
