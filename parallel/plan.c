@@ -164,7 +164,7 @@ static uint64_t packed_offset(const vkt_net_tensor *t, int nt, uint64_t align, u
         if (t[i].state) continue;
         if (e < at + t[i].count) return off + (e - at) * 4;
         at += t[i].count;
-        off = align_up(off + t[i].count * 4, align);
+        off = vkt_net_next_offset(off, t[i].count * 4, align);
     }
     return off ? off : align;
 }

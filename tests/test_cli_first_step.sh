@@ -6,8 +6,9 @@
 # negative and together no more than the total; the first run measured matmul shapes and says
 # "cold", the second measured none, took every choice from the cache, says "warm" and spent less
 # time tuning than the first. bench train reports the same, in its text and its JSON, cold then
-# warm; VKT_TUNE=off measures nothing and says "none". No wall-time speedup is asserted (the
-# machine is shared). Args: VKTRAIN_BINARY SOURCE_DIR
+# warm; VKT_TUNE=off measures nothing and says "none". On lavapipe with Mesa's shader cache empty,
+# the run after the cold one compiles nothing. No wall-time speedup is asserted (the machine is
+# shared). Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
 . "$(dirname "$0")/check.bash" # fails, check NAME STATUS
@@ -79,6 +80,20 @@ VKT_TUNE=off VKT_CACHE_DIR=$work/off-cache "$bin" train --device llvmpipe --max-
     --limit-train 256 --no-eval --json > "$work/off.txt" 2> "$work/off.err"
 check "train, VKT_TUNE=off" $?
 verify "$work/off.txt" none; check "VKT_TUNE=off: no tuning, says none" $?
+
+# 4. lavapipe with Mesa's shader cache empty, twice: the second run compiles nothing (Mesa's
+# cache gains no file). Mesa 22.3 compiled a kernel once per texel-view size class and missed the
+# second such compile in the next run (engine/core/cmd.c, texel_view): fashion_mlp's first hidden
+# layers gave 17 cache files in the cold run and 2 more in the one after it.
+export MESA_SHADER_CACHE_DIR=$work/mesa VKT_CACHE_DIR=$work/mesa-vkt
+mrun="train --device llvmpipe --max-steps 3 --limit-train 384 --no-eval"
+"$bin" $mrun > "$work/m1.txt" 2>&1; check "train, Mesa's cache empty" $?
+n1=$(find "$work/mesa" -type f | wc -l)
+"$bin" $mrun > "$work/m2.txt" 2>&1; check "train, Mesa's cache from the run before" $?
+n2=$(find "$work/mesa" -type f | wc -l)
+echo "  Mesa's cache: $n1 files after the cold run, $n2 after the next"
+[ "$n1" -gt 0 ] && [ "$n2" -eq "$n1" ]; check "the run after a cold one compiles nothing" $?
+unset MESA_SHADER_CACHE_DIR
 
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all first-step checks passed"

@@ -46,8 +46,10 @@ for p in (p8, p1):
         for d in x["devices"]:
             for k in ("parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes"):
                 assert d[k] > 0, (x["strategy"], k, d)
-    assert s["single"]["devices"][0]["parameters_bytes"] == 4 * 163037184
-    assert sum(d["parameters_bytes"] for d in s["layers"]["devices"]) == 4 * 163037184
+    # 4 bytes a parameter and VKT_NET_TENSOR_GUARD (256) free bytes after each of the 149
+    # tensors (engine/include/vktrain/network.h), in one device or over the stages.
+    assert s["single"]["devices"][0]["parameters_bytes"] == 4 * 163037184 + 256 * 149
+    assert sum(d["parameters_bytes"] for d in s["layers"]["devices"]) == 4 * 163037184 + 256 * 149
 a8 = {x["strategy"]: x for x in p8["strategies"]}["single"]["devices"][0]["activations_bytes"]
 a1 = {x["strategy"]: x for x in p1["strategies"]}["single"]["devices"][0]["activations_bytes"]
 assert 7 * a1 < a8 <= 8 * a1, (a1, a8)

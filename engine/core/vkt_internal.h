@@ -114,6 +114,9 @@ struct vkt_buffer {
     uint64_t size;
     uint64_t alloc_size; // what the device's accounting holds for it
     void *mapped;        // non-NULL when host-visible
+    // Bytes after the end of every view a kernel binds that no other view covers (the network's
+    // packed buffers and activations: VKT_NET_TENSOR_GUARD), 0 when not known; see texel_view.
+    uint64_t guard;
     char name[64];
 };
 

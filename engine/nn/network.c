@@ -137,7 +137,7 @@ static int place(layout_walk *w, const vkt_layer_desc *l, int n, int top, int pa
     uint64_t bytes = w->B * l->out_features * 4;
     if (l->type->saved) {
         nd->saved_off = w->s;
-        w->s = align_up(w->s + l->type->saved(l, (uint32_t)w->B), w->align);
+        w->s = vkt_net_next_offset(w->s, l->type->saved(l, (uint32_t)w->B), w->align);
     }
     if (l->type->scratch) {
         uint64_t sb = l->type->scratch(l, (uint32_t)w->B);
@@ -155,13 +155,13 @@ static int place(layout_walk *w, const vkt_layer_desc *l, int n, int top, int pa
         nd->out_off = in_off;
         nd->grad_off = dx_off;
     } else {
-        nd->out_off = w->s, w->s = align_up(w->s + bytes, w->align);
+        nd->out_off = w->s, w->s = vkt_net_next_offset(w->s, bytes, w->align);
         // A body's last layer writes its output gradient where the container's is: dL/d body
         // output is the container's output gradient (y = x + body(x)).
         if (last_child)
             nd->grad_off = L->nodes[parent].grad_off;
         else
-            nd->grad_off = w->s, w->s = align_up(w->s + bytes, w->align);
+            nd->grad_off = w->s, w->s = vkt_net_next_offset(w->s, bytes, w->align);
     }
     nd->tensor0 = w->tensor;
     vkt_param_spec ps[VKT_LAYER_MAX_PARAMS];
@@ -255,7 +255,7 @@ static vkt_status make_layout(const vkt_net_desc *d, uint64_t align, stage_layou
     for (int i = 0; i < L->ntensors; i++) {
         uint64_t *o = L->tensors[i].state ? &soff : &off;
         L->tensors[i].offset = *o;
-        *o = align_up(*o + L->tensors[i].count * 4, align);
+        *o = vkt_net_next_offset(*o, L->tensors[i].count * 4, align);
     }
     L->param_bytes = off ? off : align;
     L->state_bytes = soff;
@@ -267,8 +267,8 @@ static vkt_status make_layout(const vkt_net_desc *d, uint64_t align, stage_layou
     // output gradient (none for a reshape, which is its input), the targets and the loss rows.
     layout_walk w = {.L = L, .B = d->max_batch, .align = align};
     uint64_t B = d->max_batch;
-    L->in_off = w.s, w.s = align_up(w.s + B * L->in_features * 4, align);
-    L->in_grad_off = w.s, w.s = align_up(w.s + B * L->in_features * 4, align);
+    L->in_off = w.s, w.s = vkt_net_next_offset(w.s, B * L->in_features * 4, align);
+    L->in_grad_off = w.s, w.s = vkt_net_next_offset(w.s, B * L->in_features * 4, align);
     int n = 0, prev = -1;
     uint64_t in = L->in_off, dx = L->in_grad_off;
     for (int l = L->first; l < L->last; l++) {
@@ -285,8 +285,8 @@ static vkt_status make_layout(const vkt_net_desc *d, uint64_t align, stage_layou
     VKT_ASSERT(n == L->nnodes && w.tensor == L->ntensors);
     uint64_t tgt = B * vkt_model_targets_per_sample(m) * 4;
     uint64_t rows = m->loss == VKT_LOSS_MSE ? 1 : vkt_model_targets_per_sample(m);
-    L->targets_off = w.s, w.s = align_up(w.s + tgt, align);
-    L->loss_off = w.s, w.s = align_up(w.s + B * rows * 4, align);
+    L->targets_off = w.s, w.s = vkt_net_next_offset(w.s, tgt, align);
+    L->loss_off = w.s, w.s = vkt_net_next_offset(w.s, B * rows * 4, align);
     L->slot_bytes = w.s;
     L->correct_off = w.s * (uint64_t)d->slots;
     L->act_bytes = L->correct_off + align;
@@ -377,6 +377,13 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
     if (s != VKT_OK) {
         vkt_net_destroy(net);
         return s;
+    }
+    // The layout leaves VKT_NET_TENSOR_GUARD bytes after every tensor of these buffers (the
+    // optimizer state's only where it packs as the parameters do, not a shard's pieces).
+    net->params->guard = net->grads->guard = net->act->guard = VKT_NET_TENSOR_GUARD;
+    if (L->optim_full) {
+        if (net->opt1) net->opt1->guard = VKT_NET_TENSOR_GUARD;
+        if (net->opt2) net->opt2->guard = VKT_NET_TENSOR_GUARD;
     }
     *out = net;
     return VKT_OK;
@@ -888,21 +895,20 @@ void vkt_net_record_backward(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, b
 }
 
 void vkt_net_param_range(const vkt_net *net, int lo, int hi, uint64_t *off, uint64_t *bytes) {
-    uint64_t a = UINT64_MAX, b = 0;
+    uint64_t a = UINT64_MAX, b = 0, al = vkt_device_align(net->dev, 1);
     for (int i = 0; i < net->L.ntensors; i++) {
         const vkt_net_tensor *t = &net->L.tensors[i];
         if (t->layer < lo || t->layer >= hi || t->state) continue;
         if (t->offset < a) a = t->offset;
-        if (t->offset + t->count * 4 > b) b = t->offset + t->count * 4;
+        uint64_t next = vkt_net_next_offset(t->offset, t->count * 4, al);
+        if (next > b) b = next;
     }
     if (a == UINT64_MAX) {
         *off = *bytes = 0;
         return;
     }
-    // Up to the next tensor's aligned start (the padding is zero and travels along), so that
-    // ranges stay aligned for views.
-    uint64_t al = vkt_device_align(net->dev, 1);
-    b = align_up(b, al);
+    // Up to the next tensor's start (the padding and the guard are zero and travel along), so
+    // that ranges stay aligned for views and the ranges of consecutive layers tile the buffer.
     if (b > net->L.param_bytes) b = net->L.param_bytes;
     *off = a;
     *bytes = b - a;
@@ -986,8 +992,8 @@ int vkt_net_record_backward_step(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t 
         }
         int j = i + 1;
         while (j < net->L.ntensors && !fused[j] &&
-               net->L.tensors[j].offset ==
-                   align_up(net->L.tensors[j - 1].offset + net->L.tensors[j - 1].count * 4, al))
+               net->L.tensors[j].offset == vkt_net_next_offset(net->L.tensors[j - 1].offset,
+                                                               net->L.tensors[j - 1].count * 4, al))
             j++;
         const vkt_net_tensor *a = &net->L.tensors[i], *z = &net->L.tensors[j - 1];
         uint64_t off = a->offset, bytes = z->offset + z->count * 4 - a->offset;

@@ -17,6 +17,19 @@
 #include "ops.h"
 #include "vktrain.h"
 
+// Bytes left free after every tensor (aligned) in the packed buffers and the activations, on
+// every device so that every device packs alike: on lavapipe a texel view whose size has bits
+// 8-15 zero reads this much more of its buffer, so that no kernel is compiled twice for the sizes
+// of its views (engine/core/cmd.c, texel_view; docs/PERFORMANCE.md). The next tensor starts at
+// vkt_net_next_offset.
+#define VKT_NET_TENSOR_GUARD 256u
+
+// Where the tensor after one at byte off of `bytes` bytes starts, with alignment align.
+static inline uint64_t vkt_net_next_offset(uint64_t off, uint64_t bytes, uint64_t align) {
+    uint64_t end = (off + bytes + align - 1) / align * align;
+    return (end + VKT_NET_TENSOR_GUARD + align - 1) / align * align;
+}
+
 typedef enum vkt_optim_kind { VKT_OPTIM_SGD, VKT_OPTIM_ADAMW } vkt_optim_kind;
 
 typedef struct vkt_optim_desc {
