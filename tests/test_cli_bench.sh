@@ -41,10 +41,13 @@ for d in devs:
         assert abs(r["gflops"] - flops / (r["median_ms"] * 1e6)) <= 1e-6 * r["gflops"], r
         # The fraction pairs each run with a peak_fma run right after it (the median of those
         # ratios): of the order of the median figure over the median of those peak runs, and
-        # those peak runs of the order of the device's best-of-three peak.
+        # those peak runs of the order of the device's best-of-three peak: within 3x either way,
+        # for the suite runs two tests at once and a device's peak moves with the load from one
+        # second to the next (a CI run: SwiftShader's best of three 33.0 GFLOP/s, its runs
+        # beside 64^3 52.3), while a wrong unit or device would be off by far more.
         assert r["peak_gflops_adjacent"] > 0 and r["fraction_of_peak"] > 0, r
         assert 0.5 < r["fraction_of_peak"] / (r["gflops"] / r["peak_gflops_adjacent"]) < 2, r
-        assert 0.3 < r["peak_gflops_adjacent"] / d["peak_gflops"] < 1.5, (r, d["peak_gflops"])
+        assert 1 / 3 < r["peak_gflops_adjacent"] / d["peak_gflops"] < 3, (r, d["peak_gflops"])
         # The variant was chosen by measurement (tune.c): every candidate has a time, and the
         # one used is the fastest of them.
         c = r["candidates"]
