@@ -246,10 +246,10 @@ static vkt_status texel_view(vkt_cmd *c, const vkt_view *v, const char *shader, 
     // 256 bytes more where its buffer guarantees that no other view covers them (the guard after
     // the network's tensors): every such view then has the bits nonzero, the kernel one variant.
     // The shader reads no further than before (docs/PERFORMANCE.md, "Time to the first step").
-    if (dev->info->driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && v->buffer->guard >= 256 &&
-        ((v->size >> 8) & 0xff) == 0 && v->offset + v->size + 256 <= v->buffer->size &&
-        v->size + 256 <= max)
-        ci.range += 256;
+    if (dev->info->driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && v->buffer->guard >= VKT_TEXEL_WIDEN &&
+        ((v->size >> 8) & 0xff) == 0 && v->offset + v->size + VKT_TEXEL_WIDEN <= v->buffer->size &&
+        v->size + VKT_TEXEL_WIDEN <= max)
+        ci.range += VKT_TEXEL_WIDEN;
     VKT_VK(dev->vk.vkCreateBufferView(dev->handle, &ci, NULL, out), "creating a texel buffer view");
     c->views[c->nviews++] = *out;
     return VKT_OK;

@@ -107,6 +107,8 @@ struct vkt_device {
     char label[300];
 };
 
+#define VKT_TEXEL_WIDEN 256
+
 struct vkt_buffer {
     vkt_device *dev;
     VkBuffer handle;
@@ -115,7 +117,8 @@ struct vkt_buffer {
     uint64_t alloc_size; // what the device's accounting holds for it
     void *mapped;        // non-NULL when host-visible
     // Bytes after the end of every view a kernel binds that no other view covers (the network's
-    // packed buffers and activations: VKT_NET_TENSOR_GUARD), 0 when not known; see texel_view.
+    // packed buffers and activations: VKT_NET_TENSOR_GUARD; the matmul's tuning operands), 0
+    // when not known. On lavapipe cmd.c's texel_view widens a view by VKT_TEXEL_WIDEN into it.
     uint64_t guard;
     char name[64];
 };

@@ -380,6 +380,7 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
     }
     // The layout leaves VKT_NET_TENSOR_GUARD bytes after every tensor of these buffers (the
     // optimizer state's only where it packs as the parameters do, not a shard's pieces).
+    _Static_assert(VKT_NET_TENSOR_GUARD >= VKT_TEXEL_WIDEN, "the guard must hold a widened view");
     net->params->guard = net->grads->guard = net->act->guard = VKT_NET_TENSOR_GUARD;
     if (L->optim_full) {
         if (net->opt1) net->opt1->guard = VKT_NET_TENSOR_GUARD;

@@ -591,10 +591,14 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, const mm_geom *g, uint32_t M
     uint64_t nc = span_of(M, N, g->ldc);
     vkt_buffer *ba = NULL, *bb = NULL, *bc = NULL;
     vkt_cmd *cmd = NULL;
-    bool ok = vkt_buffer_create(dev, 4 * na, "matmul tuning a", &ba) == VKT_OK &&
-              vkt_buffer_create(dev, 4 * nb, "matmul tuning b", &bb) == VKT_OK &&
-              vkt_buffer_create(dev, 4 * nc, "matmul tuning c", &bc) == VKT_OK &&
+    // Each operand in a buffer of its own with VKT_TEXEL_WIDEN bytes after it, so that on
+    // lavapipe its texel views are widened as the network's are (cmd.c, texel_view) and the
+    // step reuses the variant that tuning compiled.
+    bool ok = vkt_buffer_create(dev, 4 * na + VKT_TEXEL_WIDEN, "matmul tuning a", &ba) == VKT_OK &&
+              vkt_buffer_create(dev, 4 * nb + VKT_TEXEL_WIDEN, "matmul tuning b", &bb) == VKT_OK &&
+              vkt_buffer_create(dev, 4 * nc + VKT_TEXEL_WIDEN, "matmul tuning c", &bc) == VKT_OK &&
               vkt_cmd_create(dev, &cmd) == VKT_OK;
+    if (ok) ba->guard = bb->guard = bc->guard = VKT_TEXEL_WIDEN;
     bool active[MAX_CANDS];
     for (int i = 0; i < n; i++) {
         ms[i] = INFINITY;
@@ -603,7 +607,8 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, const mm_geom *g, uint32_t M
     // The scratch counts against the device's limit (the plan leaves it out: vktrain/plan.h);
     // where the limit leaves no room for it, nothing is measured.
     if (!ok) goto out;
-    vkt_view a = vkt_buffer_whole(ba), b = vkt_buffer_whole(bb), c = vkt_buffer_whole(bc);
+    vkt_view a = vkt_buffer_view(ba, 0, 4 * na), b = vkt_buffer_view(bb, 0, 4 * nb),
+             c = vkt_buffer_view(bc, 0, 4 * nc);
     // Warm-up, untimed: each candidate once on one workgroup's share of the product (its own
     // rows and columns, the whole K). lavapipe compiles a pipeline's machine code at its first
     // dispatch, not when it is created: with Mesa's shader cache cold, a first timed run held
