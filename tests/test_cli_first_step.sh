@@ -7,8 +7,9 @@
 # "cold", the second measured none, took every choice from the cache, says "warm" and spent less
 # time tuning than the first. bench train reports the same, in its text and its JSON, cold then
 # warm; VKT_TUNE=off measures nothing and says "none". On lavapipe with Mesa's shader cache empty,
-# the run after the cold one compiles nothing. No wall-time speedup is asserted (the machine is
-# shared). Args: VKTRAIN_BINARY SOURCE_DIR
+# the run after the cold one compiles nothing (fashion_mlp, fashion_cnn, char_gpt and bench
+# matmul). No wall-time speedup is asserted (the machine is shared). Args: VKTRAIN_BINARY
+# SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
 . "$(dirname "$0")/check.bash" # fails, check NAME STATUS
@@ -84,16 +85,27 @@ verify "$work/off.txt" none; check "VKT_TUNE=off: no tuning, says none" $?
 # 4. lavapipe with Mesa's shader cache empty, twice: the second run compiles nothing (Mesa's
 # cache gains no file). Mesa 22.3 compiled a kernel once per texel-view size class and missed the
 # second such compile in the next run (engine/core/cmd.c, texel_view): fashion_mlp's first hidden
-# layers gave 17 cache files in the cold run and 2 more in the one after it.
-export MESA_SHADER_CACHE_DIR=$work/mesa VKT_CACHE_DIR=$work/mesa-vkt
-mrun="train --device llvmpipe --max-steps 3 --limit-train 384 --no-eval"
-"$bin" $mrun > "$work/m1.txt" 2>&1; check "train, Mesa's cache empty" $?
-n1=$(find "$work/mesa" -type f | wc -l)
-"$bin" $mrun > "$work/m2.txt" 2>&1; check "train, Mesa's cache from the run before" $?
-n2=$(find "$work/mesa" -type f | wc -l)
-echo "  Mesa's cache: $n1 files after the cold run, $n2 after the next"
-[ "$n1" -gt 0 ] && [ "$n2" -eq "$n1" ]; check "the run after a cold one compiles nothing" $?
-unset MESA_SHADER_CACHE_DIR
+# layers gave 17 cache files in the cold run and 2 more in the one after it; fashion_cnn's
+# convolution (its layer scratch) 37 and 2 more; char_gpt's attention backward 31 and 3 more;
+# bench matmul's own operands 5 and 1 more.
+mesa_twice() { # NAME ARGS...: cold and warm with a fresh Mesa cache of its own
+    local name=$1; shift
+    export MESA_SHADER_CACHE_DIR=$work/mesa-$name VKT_CACHE_DIR=$work/mesa-vkt-$name
+    "$bin" "$@" > "$work/m1-$name.txt" 2>&1; check "$name, Mesa's cache empty" $?
+    local n1 n2
+    n1=$(find "$work/mesa-$name" -type f | wc -l)
+    "$bin" "$@" > "$work/m2-$name.txt" 2>&1; check "$name, Mesa's cache from the run before" $?
+    n2=$(find "$work/mesa-$name" -type f | wc -l)
+    echo "  $name: Mesa's cache $n1 files after the cold run, $n2 after the next"
+    [ "$n1" -gt 0 ] && [ "$n2" -eq "$n1" ]; check "$name: the run after a cold one compiles nothing" $?
+    unset MESA_SHADER_CACHE_DIR VKT_CACHE_DIR
+}
+mesa_twice fashion_mlp train --device llvmpipe --max-steps 3 --limit-train 384 --no-eval
+mesa_twice fashion_cnn train --model "$src/assets/models/fashion_cnn.json" --device llvmpipe \
+    --max-steps 2 --limit-train 256 --no-eval
+mesa_twice char_gpt train --model "$src/assets/models/char_gpt.json" --device llvmpipe \
+    --max-steps 2 --batch 4 --limit-train 8 --no-eval
+mesa_twice bench_matmul bench matmul --sizes 256 --device llvmpipe
 
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all first-step checks passed"

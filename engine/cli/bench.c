@@ -186,13 +186,17 @@ vkt_status cli_bench_matmul_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, cl
                                  vkt_mm_form form, int reps, uint32_t S, cli_matmul_result *r) {
     memset(r, 0, sizeof *r);
     r->size = S;
-    uint64_t bytes = 4ull * S * S;
-    uint64_t off_a = vkt_device_align(dev, bytes), off_b = off_a + vkt_device_align(dev, bytes);
+    // c, a and b, each with the guard after it that the network leaves after its tensors: on
+    // lavapipe the product then runs the compiled variant that tuning's operands gave it.
+    uint64_t bytes = 4ull * S * S, G = VKT_NET_TENSOR_GUARD;
+    uint64_t off_a = vkt_device_align(dev, bytes + G),
+             off_b = off_a + vkt_device_align(dev, bytes + G);
     vkt_buffer *buf = NULL;
     float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
     vkt_status s = (a && b && c) ? VKT_OK : bench_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-    if (s == VKT_OK) s = vkt_buffer_create(dev, off_b + bytes, "bench matmul", &buf);
+    if (s == VKT_OK) s = vkt_buffer_create(dev, off_b + bytes + G, "bench matmul", &buf);
     if (s != VKT_OK) goto done;
+    vkt_buffer_set_guard(buf, G);
     uint64_t state = fill_inputs(S, a, b);
     if ((s = vkt_buffer_write(buf, off_a, a, bytes)) != VKT_OK) goto done;
     if ((s = vkt_buffer_write(buf, off_b, b, bytes)) != VKT_OK) goto done;

@@ -6,10 +6,9 @@
 
 #include "vkt_internal.h"
 
-static const VkBufferUsageFlags USAGE = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-                                        VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
-                                        VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                        VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+static const VkBufferUsageFlags USAGE =
+    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
+    VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
 static vkt_status buffer_create(vkt_device *dev, uint64_t size, const char *name, bool host,
                                 vkt_buffer **out) {
@@ -73,6 +72,7 @@ void vkt_buffer_destroy(vkt_buffer *b) {
 }
 
 uint64_t vkt_buffer_size(const vkt_buffer *b) { return b->size; }
+void vkt_buffer_set_guard(vkt_buffer *b, uint64_t bytes) { b->guard = bytes; }
 void *vkt_buffer_mapped(vkt_buffer *b) { return b->mapped; }
 
 vkt_view vkt_buffer_view(vkt_buffer *b, uint64_t offset, uint64_t size) {

@@ -140,7 +140,8 @@ static int place(layout_walk *w, const vkt_layer_desc *l, int n, int top, int pa
         w->s = vkt_net_next_offset(w->s, l->type->saved(l, (uint32_t)w->B), w->align);
     }
     if (l->type->scratch) {
-        uint64_t sb = l->type->scratch(l, (uint32_t)w->B);
+        // With the guard after it that the layers' regions have after theirs.
+        uint64_t sb = l->type->scratch(l, (uint32_t)w->B) + VKT_NET_TENSOR_GUARD;
         if (sb > L->scratch_bytes) L->scratch_bytes = sb;
     }
     if (l->type->matmuls) {
@@ -382,6 +383,7 @@ vkt_status vkt_net_create(vkt_device *dev, vkt_ops *ops, const vkt_net_desc *des
     // optimizer state's only where it packs as the parameters do, not a shard's pieces).
     _Static_assert(VKT_NET_TENSOR_GUARD >= VKT_TEXEL_WIDEN, "the guard must hold a widened view");
     net->params->guard = net->grads->guard = net->act->guard = VKT_NET_TENSOR_GUARD;
+    if (net->work) net->work->guard = VKT_NET_TENSOR_GUARD; // the layers' regions: theirs
     if (L->optim_full) {
         if (net->opt1) net->opt1->guard = VKT_NET_TENSOR_GUARD;
         if (net->opt2) net->opt2->guard = VKT_NET_TENSOR_GUARD;

@@ -127,7 +127,8 @@ static uint64_t slice_units(vkt_ops *ops, uint64_t unit, uint64_t multiple) {
 // The scratch: the per-channel coefficients (VKT_BN_COEF floats each), then, from the next
 // 256-byte boundary, two floats per channel, part and segment (bn_cut).
 static uint64_t bn_part_offset(uint32_t C) {
-    return (4ull * VKT_BN_COEF * C + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
+    // VKT_TEXEL_WIDEN free bytes between the two (the layer scratch's guard: cmd.c, texel_view).
+    return (4ull * VKT_BN_COEF * C + VKT_TEXEL_WIDEN + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
 }
 
 // How the partial sums cut the batch: parts of spp samples (the last fewer), each plane into

@@ -204,6 +204,11 @@ vkt_status vkt_buffer_create(vkt_device *dev, uint64_t size, const char *name, v
 vkt_status vkt_buffer_create_host(vkt_device *dev, uint64_t size, const char *name,
                                   vkt_buffer **out);
 void vkt_buffer_destroy(vkt_buffer *buf);
+// Declares that every view of buf a kernel binds has `bytes` bytes after it, inside buf, that no
+// other view covers. With 256 or more, lavapipe's texel views of buf may read into them, so that
+// a kernel compiles once whatever the sizes of its views (engine/core/cmd.c, texel_view). The
+// network's buffers are guarded (VKT_NET_TENSOR_GUARD); other callers lay out theirs alike.
+void vkt_buffer_set_guard(vkt_buffer *buf, uint64_t bytes);
 uint64_t vkt_buffer_size(const vkt_buffer *buf);
 vkt_view vkt_buffer_view(vkt_buffer *buf, uint64_t offset, uint64_t size);
 vkt_view vkt_buffer_whole(vkt_buffer *buf);

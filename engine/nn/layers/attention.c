@@ -151,14 +151,15 @@ typedef struct attn_scratch {
     vkt_view dout, dqkv, stats;
 } attn_scratch;
 
-// Bytes of three regions of a, b and c bytes, each aligned, and their views in whole (when not
-// NULL), each v[i] cut to the `used` bytes of the recorded batch.
+// Bytes of three regions of a, b and c bytes, each aligned with VKT_NET_TENSOR_GUARD free bytes
+// after it (the network's guard: engine/core/cmd.c, texel_view), and their views in whole (when
+// not NULL), each v[i] cut to the `used` bytes of the recorded batch.
 static uint64_t regions(const uint64_t size[3], const uint64_t used[3], const vkt_view *whole,
                         vkt_view v[3]) {
     uint64_t off = 0;
     for (int i = 0; i < 3; i++) {
         if (whole) v[i] = (vkt_view){whole->buffer, whole->offset + off, used[i]};
-        off = align_up(off + size[i], REGION_ALIGN);
+        off = align_up(off + size[i] + (i < 2 ? VKT_NET_TENSOR_GUARD : 0), REGION_ALIGN);
     }
     if (whole) VKT_ASSERT(whole->size >= off);
     return off;

@@ -96,8 +96,11 @@ static uint64_t scratch_layout(const vkt_layer_desc *l, uint64_t nb, const vkt_v
     uint64_t z = 4ull * g.OC * vkt_conv_p(&g) * nb;
     uint64_t part =
         vkt_conv_dw_part_bytes(l->units, (uint32_t)vkt_conv_k(&g), l->bias, vkt_conv_p(&g) * nb);
-    uint64_t zoff = align_up(cols, REGION_ALIGN), doff = zoff + align_up(z, REGION_ALIGN);
-    uint64_t poff = doff + align_up(cols, REGION_ALIGN);
+    // Each region with the network's guard after it (the last one's is the buffer's own: the
+    // network adds it after the scratch; engine/core/cmd.c, texel_view).
+    const uint64_t G = VKT_NET_TENSOR_GUARD;
+    uint64_t zoff = align_up(cols + G, REGION_ALIGN), doff = zoff + align_up(z + G, REGION_ALIGN);
+    uint64_t poff = doff + align_up(cols + G, REGION_ALIGN);
     if (whole) {
         VKT_ASSERT(whole->size >= poff + part);
         s->cols = (vkt_view){whole->buffer, whole->offset, cols};
