@@ -48,15 +48,24 @@ for d in devs:
         assert r["peak_gflops_adjacent"] > 0 and r["fraction_of_peak"] > 0, r
         assert 0.5 < r["fraction_of_peak"] / (r["gflops"] / r["peak_gflops_adjacent"]) < 2, r
         assert 1 / 3 < r["peak_gflops_adjacent"] / d["peak_gflops"] < 3, (r, d["peak_gflops"])
-        # The variant was chosen by measurement (tune.c): every candidate has a time, and the
-        # one used is the fastest of them.
+        # Where there are two or more candidates the variant was chosen by measurement (tune.c):
+        # every candidate has a time, and the one used is the fastest of them. A single candidate
+        # (lavapipe's texel kernel: the others are fallbacks) is used unmeasured (a time stored by
+        # an earlier build may still be shown).
         c = r["candidates"]
-        assert len(c) >= 2 and all(e["measured_ms"] > 0 and e["gflops"] > 0 for e in c), c
-        assert r["variant"] == min(c, key=lambda e: e["measured_ms"])["variant"], (r["variant"], c)
+        assert len(c) >= 1, r
+        if len(c) >= 2:
+            assert all(e["measured_ms"] > 0 and e["gflops"] > 0 for e in c), c
+            assert r["variant"] == min(c, key=lambda e: e["measured_ms"])["variant"], (r["variant"], c)
+        else:
+            assert r["variant"] == c[0]["variant"], (r["variant"], c)
 # lavapipe has the wide kernel for 128 (a multiple of 8).
 assert devs[0]["results"][1]["variant"].startswith("wide"), devs[0]["results"]
+# lavapipe: one candidate where its texel kernel fits (128), used unmeasured.
+assert [c["variant"] for c in devs[0]["results"][1]["candidates"]] == ["wide64t-r32c8-g8"], devs[0]
 # SwiftShader measures its own kernels (matmul_ss.glsl) against the scalar one.
 assert any(c["variant"].startswith("ss-") for c in devs[1]["results"][1]["candidates"]), devs[1]
+assert len(devs[1]["results"][1]["candidates"]) >= 2, devs[1]
 PY
 
 # The table: one line per size, and the command that reproduces it.
