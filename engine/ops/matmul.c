@@ -294,10 +294,10 @@ typedef struct mm_rule {
 // the fallback for products whose views texel buffers cannot hold. The narrow kernel and then the
 // padded texel kernel are candidates where neither fits (a side that is not a multiple of 8), and
 // where one fits it is taken over the scalar kernel unmeasured (fitting() says why). The scalar
-// kernel is a fallback too: it lost every measurement to the texel kernel, 1.5-10x at fashion_mlp's
-// shapes from batch 1 to 128 (M = 1 included, where the texel kernel's 32-row tile computes 31
-// clamped rows) and at fashion_cnn's, and measuring it was most of a cold first step's tuning
-// (its compiles: fashion_mlp 7.4 -> 4.4 s to the first step; docs/PERFORMANCE.md).
+// kernel is a fallback too: it lost every measurement to the texel kernel, by 1.2-10.5x at
+// fashion_mlp's shapes from batch 1 to 128 (M = 1 included, where the texel kernel's 32-row tile
+// computes 31 clamped rows) and at fashion_cnn's, and measuring it was most of a cold first
+// step's tuning (its compiles: fashion_mlp 7.4 -> 4.4 s to the first step; docs/PERFORMANCE.md).
 static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe,
      {{"wide64t-r32c8-g8", 0, false},
