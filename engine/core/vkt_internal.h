@@ -117,8 +117,9 @@ struct vkt_buffer {
     uint64_t alloc_size; // what the device's accounting holds for it
     void *mapped;        // non-NULL when host-visible
     // Bytes after the end of every view a kernel binds that no other view covers (the network's
-    // packed buffers and activations: VKT_NET_TENSOR_GUARD; the matmul's tuning operands), 0
-    // when not known. On lavapipe cmd.c's texel_view widens a view by VKT_TEXEL_WIDEN into it.
+    // packed buffers, activations and layer scratch: VKT_NET_TENSOR_GUARD; the matmul's tuning
+    // operands; the CLI's benchmark operands, vkt_buffer_set_guard), 0 when not known. On
+    // lavapipe cmd.c's texel_view widens a view by VKT_TEXEL_WIDEN into it.
     uint64_t guard;
     char name[64];
 };
