@@ -85,6 +85,24 @@ cmp -s "$work/keep.safetensors" "$work/llvmpipe.safetensors"; check "the old che
 "$bin" eval --model "$model" --init "$work/llvmpipe.safetensors" --limit-test 200 --device llvmpipe --quiet > /dev/null
 check "the old checkpoint still loads" $?
 
+# 3a. A writer killed after renaming its checkpoint, before removing the optimizer file it
+# replaced (test_cli_interrupt met it at random, killing the final save): a run resumed from that
+# checkpoint and saving to it removes that file, even with no step left to run (and so no save);
+# files of other names stay.
+ka=$work/killed-after
+mkdir -p "$ka"
+tiny_a="--model $src/assets/models/tiny_mlp.json --limit-train 256 --batch 64 --epochs 1 --quiet --no-eval --device llvmpipe"
+"$bin" train $tiny_a --save "$ka/run.safetensors" > /dev/null; check "3a: a finished run's checkpoint" $?
+own_a=$(cd "$ka" && ls run.optim-s*.safetensors)
+cp "$ka/$own_a" "$ka/run.optim-s2.safetensors"       # the replaced file the killed writer left
+cp "$ka/$own_a" "$ka/run.optim-s2.safetensors.bak"   # not a name a writer gives: kept
+cp "$ka/$own_a" "$ka/other.optim-s2.safetensors"     # another checkpoint's: kept
+"$bin" train $tiny_a --resume "$ka/run.safetensors" --save "$ka/run.safetensors" > /dev/null
+check "3a: the finished run resumes (no step left)" $?
+left=$(cd "$ka" && ls | tr '\n' ' ')
+[ "$left" = "other.optim-s2.safetensors run.optim-s2.safetensors.bak $own_a run.safetensors " ]
+check "3a: the replaced optimizer file is removed, the checkpoint's own and other names kept ($left)" $?
+
 # 3b. Saving touches only the files it writes, and a checkpoint names only its own siblings.
 ck=$work/own
 mkdir -p "$ck"

@@ -297,6 +297,23 @@ static void remove_stale_optim(const char *path, const char *keep_base) {
     closedir(d);
 }
 
+// A writer killed after it renamed its checkpoint and before remove_stale_optim left the optimizer
+// files that checkpoint replaced. A run resumed from the checkpoint that saves to it removes them
+// now, as that writer would have: a run with no step left saves nothing, and would leave them for
+// good. Only where --resume and --save are the same file, on rank 0, keeping the optimizer file
+// the checkpoint names.
+static void finish_killed_save(vkt_strategy *s, const char *resume, const char *save) {
+    struct stat a, b;
+    if (!resume || !save || vkt_strategy_rank(s) != 0 || stat(resume, &a) != 0 ||
+        stat(save, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+        return;
+    vkt_checkpoint *ck;
+    if (vkt_checkpoint_open(resume, &ck) != VKT_OK) return; // loaded a moment ago: not expected
+    const char *ostate = vkt_checkpoint_meta(ck, "optimizer_state");
+    remove_stale_optim(save, ostate ? ostate : "");
+    vkt_checkpoint_close(ck);
+}
+
 // A checkpoint path --save may write: NAME.safetensors, where NAME is not itself the name of an
 // optimizer file ("run.optim-s4"), so that every checkpoint's optimizer files have names no other
 // checkpoint's can have.
@@ -1098,6 +1115,7 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     oo.strategy.model = r.m; // the checkpoints' "model" metadata
     st = vkt_lr_check(&o->lr, o->optim.lr, total_steps);
     if (st == VKT_OK && o->resume_path) st = check_resume(o->resume_path, &oo.lr, o);
+    if (st == VKT_OK) finish_killed_save(r.s, o->resume_path, o->save_path);
     if (st == VKT_OK && o->metrics_path && vkt_strategy_rank(r.s) == 0) // rank 0 writes them
         st = metrics_open(&r, o->metrics_path, o->resume_path != NULL, pos.step);
     if (st != VKT_OK) {
