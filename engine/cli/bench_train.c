@@ -75,16 +75,11 @@ static vkt_status step_vs_alone(vkt_context *ctx, int phys, vkt_strategy *st, co
     if (s == VKT_OK) s = vkt_ops_create(dev, &ops);
     if (s == VKT_OK) s = vkt_cmd_create(dev, &cmd);
     // Each operand with the network's guard after it, so that on lavapipe the products alone run
-    // the compiled variants the step runs (vkt_buffer_set_guard).
+    // the compiled variants the step runs (vkt_buffer_create_guarded).
     uint64_t G = VKT_NET_TENSOR_GUARD;
-    if (s == VKT_OK) s = vkt_buffer_create(dev, most * 4 + G, "bench a", &a);
-    if (s == VKT_OK) s = vkt_buffer_create(dev, most * 4 + G, "bench b", &b);
-    if (s == VKT_OK) s = vkt_buffer_create(dev, most * 4 + G, "bench c", &c);
-    if (s == VKT_OK) {
-        vkt_buffer_set_guard(a, G);
-        vkt_buffer_set_guard(b, G);
-        vkt_buffer_set_guard(c, G);
-    }
+    if (s == VKT_OK) s = vkt_buffer_create_guarded(dev, most * 4, G, "bench a", &a);
+    if (s == VKT_OK) s = vkt_buffer_create_guarded(dev, most * 4, G, "bench b", &b);
+    if (s == VKT_OK) s = vkt_buffer_create_guarded(dev, most * 4, G, "bench c", &c);
     double sum_alone = 0;
     for (int p = -1; p < pairs && s == VKT_OK; p++) { // p = -1: the warm-up pass, no step
         double step_ns = 0;

@@ -57,6 +57,13 @@ vkt_status vkt_buffer_create(vkt_device *dev, uint64_t size, const char *name, v
     return buffer_create(dev, size, name, false, out);
 }
 
+vkt_status vkt_buffer_create_guarded(vkt_device *dev, uint64_t size, uint64_t guard,
+                                     const char *name, vkt_buffer **out) {
+    vkt_status s = buffer_create(dev, size + guard, name, false, out);
+    if (s == VKT_OK) (*out)->guard = guard;
+    return s;
+}
+
 vkt_status vkt_buffer_create_host(vkt_device *dev, uint64_t size, const char *name,
                                   vkt_buffer **out) {
     return buffer_create(dev, size, name, true, out);

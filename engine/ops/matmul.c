@@ -598,11 +598,11 @@ static bool measure(vkt_ops *ops, vkt_mm_form form, const mm_geom *g, uint32_t M
     // Each operand in a buffer of its own with VKT_TEXEL_WIDEN bytes after it, so that on
     // lavapipe its texel views are widened as the network's are (cmd.c, texel_view) and the
     // step reuses the variant that tuning compiled.
-    bool ok = vkt_buffer_create(dev, 4 * na + VKT_TEXEL_WIDEN, "matmul tuning a", &ba) == VKT_OK &&
-              vkt_buffer_create(dev, 4 * nb + VKT_TEXEL_WIDEN, "matmul tuning b", &bb) == VKT_OK &&
-              vkt_buffer_create(dev, 4 * nc + VKT_TEXEL_WIDEN, "matmul tuning c", &bc) == VKT_OK &&
+    const uint64_t G = VKT_TEXEL_WIDEN;
+    bool ok = vkt_buffer_create_guarded(dev, 4 * na, G, "matmul tuning a", &ba) == VKT_OK &&
+              vkt_buffer_create_guarded(dev, 4 * nb, G, "matmul tuning b", &bb) == VKT_OK &&
+              vkt_buffer_create_guarded(dev, 4 * nc, G, "matmul tuning c", &bc) == VKT_OK &&
               vkt_cmd_create(dev, &cmd) == VKT_OK;
-    if (ok) ba->guard = bb->guard = bc->guard = VKT_TEXEL_WIDEN;
     bool active[MAX_CANDS];
     for (int i = 0; i < n; i++) {
         ms[i] = INFINITY;

@@ -209,6 +209,10 @@ void vkt_buffer_destroy(vkt_buffer *buf);
 // a kernel compiles once whatever the sizes of its views (engine/core/cmd.c, texel_view). The
 // network's buffers are guarded (VKT_NET_TENSOR_GUARD); other callers lay out theirs alike.
 void vkt_buffer_set_guard(vkt_buffer *buf, uint64_t bytes);
+// A buffer for one view of `size` bytes at offset 0: `size` + `guard` bytes, the guard declared
+// (vkt_buffer_set_guard). Bind vkt_buffer_view(buf, 0, size), not the whole buffer.
+vkt_status vkt_buffer_create_guarded(vkt_device *dev, uint64_t size, uint64_t guard,
+                                     const char *name, vkt_buffer **out);
 uint64_t vkt_buffer_size(const vkt_buffer *buf);
 vkt_view vkt_buffer_view(vkt_buffer *buf, uint64_t offset, uint64_t size);
 vkt_view vkt_buffer_whole(vkt_buffer *buf);
