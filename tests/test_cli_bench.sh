@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_cli_bench.sh: `vktrain bench matmul` on lavapipe and SwiftShader: a tiny run (sizes 64 and
-# 128, 7 reps) whose JSON must name each device, its driver, API version and vendor id, give a
+# 128, 7 reps; and shapes MxNxK in the TN form) whose JSON must name each device, its driver, API version and vendor id, give a
 # positive peak FMA rate and, per size, the form, the variant, GFLOP/s consistent with the median
 # time, the fraction of the peak and a passing spot check; the table output must print the command
 # that reproduces it; --baseline must add OpenBLAS's figures, kernel, the faster of 1 thread and all
@@ -148,9 +148,39 @@ PY
     grep '^CPU BLAS' "$out/base.txt"
 fi
 
+# Shapes MxNxK (a model's products, not cubes): the TN form, one shape the texel kernel takes
+# and one (odd sizes) that falls back; the figures use 2 M N K flops, the spot check passes, a
+# shape has M, N and K in its JSON and no "size"; with OpenBLAS, sgemm runs the same shapes.
+base_opt=""
+grep -q 'this build has none' "$out/base.err" || base_opt=--baseline
+"$bin" bench matmul --sizes 40x24x72,33x17x9 --form TN --reps 3 $base_opt --json --device lavapipe \
+    > "$out/shape.json"; check "bench matmul --sizes MxNxK runs ($base_opt)" $?
+python3 - "$out/shape.json" "$base_opt" <<'PY'; check "json: shapes, 2MNK flops, spot check, baseline" $?
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+assert "--sizes 40x24x72,33x17x9 " in o["command"] and "--form TN" in o["command"], o["command"]
+sets = [o["devices"][0]["results"]] + ([o["baseline"]["results"]] if sys.argv[2] else [])
+for rs in sets:
+    assert [(r["M"], r["N"], r["K"]) for r in rs] == [(40, 24, 72), (33, 17, 9)], rs
+    for r in rs:
+        assert "size" not in r and r["form"] == "TN" and r["check_ok"] is True, r
+        flops = 2.0 * r["M"] * r["N"] * r["K"]
+        assert abs(r["gflops"] - flops / (r["median_ms"] * 1e6)) <= 1e-6 * r["gflops"], r
+if sys.argv[2]:
+    for r in o["devices"][0]["results"]:
+        assert r["vs_blas"] > 0 and r["blas_gflops"] > 0, r
+PY
+"$bin" bench matmul --sizes 40x24x72 --form NT --reps 1 --device lavapipe > "$out/table"
+grep -Eq '^ +40x24x72 NT .* ok ' "$out/table" \
+    && grep -q '^reproduce: vktrain bench matmul --sizes 40x24x72 --reps 1 --form NT --device lavapipe' "$out/table"
+check "table: a shape's line and reproduce line" $?
+
 # Bad options fail with a message and a non-zero status.
-"$bin" bench matmul --sizes 0 > /dev/null 2> "$out/err"; rc=$?
-[ $rc -eq 2 ] && grep -q -- '--sizes' "$out/err"; check "bad --sizes" $?
+for bad in 0 64x 64x2 64x2x 1x2x3x4 64,,3 64, -5 20000 20000x1x1 " 64" 64x+2x3; do
+    "$bin" bench matmul --sizes "$bad" > /dev/null 2> "$out/err"; rc=$?
+    [ $rc -eq 2 ] && grep -q -- '--sizes takes' "$out/err" && grep -q -- "not \"$bad\"" "$out/err"
+    check "bad --sizes \"$bad\"" $?
+done
 "$bin" bench matmul --reps 0 > /dev/null 2> "$out/err"; rc=$?
 [ $rc -eq 2 ] && grep -q -- '--reps' "$out/err"; check "bad --reps" $?
 "$bin" bench matmul --device nosuchgpu > /dev/null 2> "$out/err"; rc=$?

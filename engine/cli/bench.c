@@ -2,17 +2,18 @@
 // bench_train.c, `bench suite` in suite.c, which also runs this file's peak and matmul timings).
 //
 // bench matmul: for each selected device, the peak fp32 FMA rate measured by shaders/peak_fma.comp
-// (independent FMA chains in registers, enough workgroups to fill the device), then for each size
-// S the GFLOP/s of one S x S x S fp32 vkt_op_matmul: the median of --reps runs timed by GPU
-// timestamps after a warm-up run (which also builds the kernel), the variant the engine chose
-// (with the GFLOP/s of every candidate it measured for that shape at first use,
+// (independent FMA chains in registers, enough workgroups to fill the device), then for each shape
+// the GFLOP/s of one fp32 vkt_op_matmul (--sizes: a size S is S x S x S; MxNxK is c[M,N] =
+// op(a)[M,K] op(b)[K,N], e.g. a model's layer at its batch size): the median of --reps runs timed
+// by GPU timestamps after a warm-up run (which also builds the kernel), the variant the engine
+// chose (with the GFLOP/s of every candidate it measured for that shape at first use,
 // engine/core/tune.c), and the figure as a fraction of the peak: each timed run against a peak_fma
 // run right after it, the median of those ratios (cli_bench_matmul_size says why). The product of
 // the last run is spot-checked against a double-precision dot product on random entries: a
 // benchmark of a broken kernel fails (exit 1). It prints the command line that reproduces it;
 // --json prints one JSON object instead.
 //
-// --baseline also runs a CPU BLAS sgemm (OpenBLAS, bench_blas.c) on the same sizes, form and
+// --baseline also runs a CPU BLAS sgemm (OpenBLAS, bench_blas.c) on the same shapes, form and
 // data: a warm-up call, then the median of --reps calls timed by the wall clock, its product
 // spot-checked like the GPU's. It reports the library, its config string, the kernel it chose
 // and its thread count, and each size's ratio vkt/BLAS. It runs after every device is done:
@@ -41,7 +42,7 @@
 #define SPOT_CHECKS 24
 
 typedef struct bench_opts {
-    uint32_t sizes[MAX_SIZES];
+    uint32_t shape[MAX_SIZES][3]; // M, N, K
     int nsizes;
     int reps;
     vkt_mm_form form;
@@ -132,11 +133,13 @@ vkt_status cli_peak_open(vkt_device *dev, cli_peak_bench *pb, double *gflops) {
 // ---------------------------------------------------------------------------------------------
 // One matmul size
 
-static double op_a(vkt_mm_form f, const float *a, uint32_t S, uint32_t m, uint32_t k) {
-    return f == VKT_MM_TN ? a[(size_t)k * S + m] : a[(size_t)m * S + k];
+// op(a)[m,k] and op(b)[k,n] of packed row-major operands: a is [M,K] ([K,M] in TN), b [K,N]
+// ([N,K] in NT).
+static double op_a(vkt_mm_form f, const float *a, uint32_t M, uint32_t K, uint32_t m, uint32_t k) {
+    return f == VKT_MM_TN ? a[(size_t)k * M + m] : a[(size_t)m * K + k];
 }
-static double op_b(vkt_mm_form f, const float *b, uint32_t S, uint32_t k, uint32_t n) {
-    return f == VKT_MM_NT ? b[(size_t)n * S + k] : b[(size_t)k * S + n];
+static double op_b(vkt_mm_form f, const float *b, uint32_t N, uint32_t K, uint32_t k, uint32_t n) {
+    return f == VKT_MM_NT ? b[(size_t)n * K + k] : b[(size_t)k * N + n];
 }
 
 static uint64_t lcg(uint64_t *state) {
@@ -145,65 +148,67 @@ static uint64_t lcg(uint64_t *state) {
 
 // Uniform in [-1, 1] from a fixed seed: every run of the benchmark (and the BLAS baseline)
 // multiplies the same data. Returns the generator's state, which picks the spot-checked entries.
-static uint64_t fill_inputs(uint32_t S, float *a, float *b) {
-    uint64_t state = 0x9e3779b97f4a7c15ull ^ S;
-    for (size_t i = 0; i < (size_t)S * S; i++) {
+static uint64_t fill_inputs(uint32_t M, uint32_t N, uint32_t K, float *a, float *b) {
+    uint64_t state = 0x9e3779b97f4a7c15ull ^ M ^ (uint64_t)N << 21 ^ (uint64_t)K << 42;
+    for (size_t i = 0; i < (size_t)M * K; i++)
         a[i] = (float)((lcg(&state) >> 40) * (1.0 / 8388608.0) * 2.0 - 1.0);
+    for (size_t i = 0; i < (size_t)K * N; i++)
         b[i] = (float)((lcg(&state) >> 40) * (1.0 / 8388608.0) * 2.0 - 1.0);
-    }
     return state;
 }
 
 // Spot check of c = op(a) op(b) on SPOT_CHECKS random entries against a double-precision dot
-// product: fp32 accumulation over S terms of [-1, 1] products errs by about 1e-7 sqrt(S) |sum|;
-// the tolerance is 1e-6 S + 1e-5 |ref|. Sets r->ok and r->max_err.
-static void spot_check(vkt_mm_form f, uint32_t S, const float *a, const float *b, const float *c,
-                       uint64_t state, cli_matmul_result *r) {
+// product: fp32 accumulation over K terms of [-1, 1] products errs by about 1e-7 sqrt(K) |sum|;
+// the tolerance is 1e-6 K + 1e-5 |ref|. Sets r->ok and r->max_err.
+static void spot_check(vkt_mm_form f, uint32_t M, uint32_t N, uint32_t K, const float *a,
+                       const float *b, const float *c, uint64_t state, cli_matmul_result *r) {
     r->ok = true;
     r->max_err = 0;
     for (int i = 0; i < SPOT_CHECKS; i++) {
         lcg(&state);
-        uint32_t m = (uint32_t)((state >> 33) % S), n = (uint32_t)((state >> 13) % S);
+        uint32_t m = (uint32_t)((state >> 33) % M), n = (uint32_t)((state >> 13) % N);
         double ref = 0;
-        for (uint32_t k = 0; k < S; k++)
-            ref += op_a(f, a, S, m, k) * op_b(f, b, S, k, n);
-        double err = fabs(c[(size_t)m * S + n] - ref) / (1e-6 * S + 1e-5 * fabs(ref));
+        for (uint32_t k = 0; k < K; k++)
+            ref += op_a(f, a, M, K, m, k) * op_b(f, b, N, K, k, n);
+        double err = fabs(c[(size_t)m * N + n] - ref) / (1e-6 * K + 1e-5 * fabs(ref));
         if (!(err <= 1.0)) r->ok = false; // NaN fails too
         if (!(err <= r->max_err)) r->max_err = err;
     }
 }
 
-// Sorts the reps times (ns) and sets the median, best and GFLOP/s of an S^3 matmul.
-static void summarize(double *ns, int reps, uint32_t S, cli_matmul_result *r) {
+static double shape_flop(uint32_t M, uint32_t N, uint32_t K) { return 2.0 * M * N * (double)K; }
+
+// Sorts the reps times (ns) and sets the median, best and GFLOP/s of r's shape.
+static void summarize(double *ns, int reps, cli_matmul_result *r) {
     qsort(ns, (size_t)reps, sizeof *ns, cmp_double);
     double med = reps % 2 ? ns[reps / 2] : 0.5 * (ns[reps / 2 - 1] + ns[reps / 2]);
     r->median_ms = med * 1e-6;
     r->best_ms = ns[0] * 1e-6;
-    r->gflops = med > 0 ? 2.0 * S * S * (double)S / med : 0;
+    r->gflops = med > 0 ? shape_flop(r->m, r->n, r->k) / med : 0;
 }
 
 vkt_status cli_bench_matmul_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, cli_peak_bench *pb,
-                                 vkt_mm_form form, int reps, uint32_t S, cli_matmul_result *r) {
+                                 vkt_mm_form form, int reps, uint32_t M, uint32_t N, uint32_t K,
+                                 cli_matmul_result *r) {
     memset(r, 0, sizeof *r);
-    r->size = S;
+    r->m = M, r->n = N, r->k = K;
     // c, a and b, each with the guard after it that the network leaves after its tensors: on
     // lavapipe the product then runs the compiled variant that tuning's operands gave it.
-    uint64_t bytes = 4ull * S * S, G = VKT_NET_TENSOR_GUARD;
-    uint64_t off_a = vkt_device_align(dev, bytes + G),
-             off_b = off_a + vkt_device_align(dev, bytes + G);
+    uint64_t bc = 4ull * M * N, ba = 4ull * M * K, bb = 4ull * K * N, G = VKT_NET_TENSOR_GUARD;
+    uint64_t off_a = vkt_device_align(dev, bc + G), off_b = off_a + vkt_device_align(dev, ba + G);
     vkt_buffer *buf = NULL;
-    float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
+    float *a = malloc(ba), *b = malloc(bb), *c = malloc(bc);
     vkt_status s = (a && b && c) ? VKT_OK : bench_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
-    if (s == VKT_OK) s = vkt_buffer_create(dev, off_b + bytes + G, "bench matmul", &buf);
+    if (s == VKT_OK) s = vkt_buffer_create(dev, off_b + bb + G, "bench matmul", &buf);
     if (s != VKT_OK) goto done;
     vkt_buffer_set_guard(buf, G);
-    uint64_t state = fill_inputs(S, a, b);
-    if ((s = vkt_buffer_write(buf, off_a, a, bytes)) != VKT_OK) goto done;
-    if ((s = vkt_buffer_write(buf, off_b, b, bytes)) != VKT_OK) goto done;
-    vkt_view vc = vkt_buffer_view(buf, 0, bytes), va = vkt_buffer_view(buf, off_a, bytes),
-             vb = vkt_buffer_view(buf, off_b, bytes);
-    r->variant = vkt_matmul_variant(ops, form, S, S, S);
-    r->ncand = vkt_matmul_candidates(ops, form, S, S, S, r->cand, r->cand_ms, 8);
+    uint64_t state = fill_inputs(M, N, K, a, b);
+    if ((s = vkt_buffer_write(buf, off_a, a, ba)) != VKT_OK) goto done;
+    if ((s = vkt_buffer_write(buf, off_b, b, bb)) != VKT_OK) goto done;
+    vkt_view vc = vkt_buffer_view(buf, 0, bc), va = vkt_buffer_view(buf, off_a, ba),
+             vb = vkt_buffer_view(buf, off_b, bb);
+    r->variant = vkt_matmul_variant(ops, form, M, N, K);
+    r->ncand = vkt_matmul_candidates(ops, form, M, N, K, r->cand, r->cand_ms, 8);
     double *ns = calloc((size_t)reps, sizeof *ns);
     double *frac = calloc((size_t)reps, sizeof *frac), *pk = calloc((size_t)reps, sizeof *pk);
     if (!ns || !frac || !pk) {
@@ -214,7 +219,7 @@ vkt_status cli_bench_matmul_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, cl
     // Run 0 is the warm-up: it builds the kernel (lavapipe compiles on first dispatch).
     for (int run = 0; run <= reps; run++) {
         if ((s = vkt_cmd_begin(cmd, true)) != VKT_OK) break;
-        vkt_op_matmul(cmd, ops, form, vc, va, vb, NULL, 0.0f, S, S, S, "matmul");
+        vkt_op_matmul(cmd, ops, form, vc, va, vb, NULL, 0.0f, M, N, K, "matmul");
         if ((s = vkt_cmd_end(cmd)) != VKT_OK || (s = vkt_ops_status(ops)) != VKT_OK ||
             (s = vkt_cmd_submit(cmd)) != VKT_OK || (s = vkt_cmd_wait(cmd, VKT_WAIT_MS)) != VKT_OK)
             break;
@@ -223,18 +228,18 @@ vkt_status cli_bench_matmul_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, cl
         double g, pns;
         if ((s = cli_peak_run(pb, &g, &pns)) != VKT_OK) break;
         pk[run - 1] = g;
-        frac[run - 1] = g > 0 && ns[run - 1] > 0 ? 2.0 * S * S * (double)S / ns[run - 1] / g : 0;
+        frac[run - 1] = g > 0 && ns[run - 1] > 0 ? shape_flop(M, N, K) / ns[run - 1] / g : 0;
     }
     if (s == VKT_OK) {
-        summarize(ns, reps, S, r);
+        summarize(ns, reps, r);
         qsort(frac, (size_t)reps, sizeof *frac, cmp_double);
         qsort(pk, (size_t)reps, sizeof *pk, cmp_double);
         r->frac_peak = frac[reps / 2];
         r->peak_adjacent = pk[reps / 2];
-        s = vkt_buffer_read(buf, 0, c, bytes);
+        s = vkt_buffer_read(buf, 0, c, bc);
     }
     free(ns), free(frac), free(pk);
-    if (s == VKT_OK) spot_check(form, S, a, b, c, state, r);
+    if (s == VKT_OK) spot_check(form, M, N, K, a, b, c, state, r);
 done:
     vkt_buffer_destroy(buf);
     free(a);
@@ -244,7 +249,7 @@ done:
 }
 
 // ---------------------------------------------------------------------------------------------
-// The CPU BLAS baseline of one size
+// The CPU BLAS baseline of one shape
 
 static double now_ns(void) {
     struct timespec ts;
@@ -256,12 +261,12 @@ static double now_ns(void) {
 // all cores (or only the count the environment fixes): per count a warm-up call (it starts
 // OpenBLAS's threads and fills the caches), then reps calls each timed by the wall clock, each
 // count's results spot-checked; the faster count's figures are kept.
-static vkt_status bench_blas_size(const bench_opts *o, const cli_blas_info *blas, uint32_t S,
-                                  cli_matmul_result *r) {
+static vkt_status bench_blas_size(const bench_opts *o, const cli_blas_info *blas,
+                                  const uint32_t *shape, cli_matmul_result *r) {
     memset(r, 0, sizeof *r);
-    r->size = S;
-    size_t n = (size_t)S * S;
-    float *a = malloc(4 * n), *b = malloc(4 * n), *c = malloc(4 * n);
+    uint32_t M = shape[0], N = shape[1], K = shape[2];
+    r->m = M, r->n = N, r->k = K;
+    float *a = malloc(4ull * M * K), *b = malloc(4ull * K * N), *c = malloc(4ull * M * N);
     double *ns = calloc((size_t)o->reps, sizeof *ns);
     vkt_status s =
         (a && b && c && ns) ? VKT_OK : bench_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
@@ -272,15 +277,15 @@ static vkt_status bench_blas_size(const bench_opts *o, const cli_blas_info *blas
     double worst = 0;
     for (int k = 0; k < ncounts && s == VKT_OK; k++) {
         cli_blas_set_threads(counts[k]);
-        cli_matmul_result t = {.size = S};
-        uint64_t state = fill_inputs(S, a, b);
+        cli_matmul_result t = {.m = M, .n = N, .k = K};
+        uint64_t state = fill_inputs(M, N, K, a, b);
         for (int run = 0; run <= o->reps; run++) {
             double t0 = now_ns();
-            cli_blas_sgemm(o->form == VKT_MM_TN, o->form == VKT_MM_NT, S, a, b, c);
+            cli_blas_sgemm(o->form == VKT_MM_TN, o->form == VKT_MM_NT, M, N, K, a, b, c);
             if (run > 0) ns[run - 1] = now_ns() - t0;
         }
-        summarize(ns, o->reps, S, &t);
-        spot_check(o->form, S, a, b, c, state, &t);
+        summarize(ns, o->reps, &t);
+        spot_check(o->form, M, N, K, a, b, c, state, &t);
         all_ok = all_ok && t.ok;
         worst = t.max_err > worst ? t.max_err : worst;
         r->tried_threads[k] = counts[k];
@@ -310,22 +315,59 @@ static vkt_status bench_blas_size(const bench_opts *o, const cli_blas_info *blas
 // ---------------------------------------------------------------------------------------------
 // vktrain bench matmul
 
-static int parse_sizes(const char *v, bench_opts *o) {
+// --sizes: comma-separated entries, each a size S (S x S x S) or a shape MxNxK, every dimension
+// from 1 to 16384 and every operand at most 16384^2 floats (1 GiB).
+static int parse_sizes(const char *arg, bench_opts *o) {
     o->nsizes = 0;
-    while (*v) {
-        char *end;
-        unsigned long x = strtoul(v, &end, 10);
-        if (end == v || x < 1 || x > 16384 || o->nsizes == MAX_SIZES || (*end && *end != ',')) {
-            fprintf(stderr,
-                    "vktrain bench matmul: --sizes takes up to %d comma-separated sizes "
-                    "from 1 to 16384 (e.g. 256,512,1024), not \"%s\"\n",
-                    MAX_SIZES, v);
-            return 2;
+    const char *v = arg;
+    bool ok = *v != 0;
+    while (ok && *v) {
+        unsigned long d[3];
+        int nd = 0;
+        char *end = (char *)v;
+        for (;;) {
+            if (*end < '0' || *end > '9') break; // strtoul would take a sign or spaces
+            d[nd] = strtoul(end, &end, 10);
+            if (d[nd] < 1 || d[nd] > 16384) break;
+            nd++;
+            if (nd == 3 || *end != 'x' || end[1] < '0' || end[1] > '9') break;
+            end++;
         }
-        o->sizes[o->nsizes++] = (uint32_t)x;
+        ok = (nd == 1 || nd == 3) && (*end == 0 || *end == ',') && o->nsizes < MAX_SIZES;
+        if (!ok) break;
+        uint32_t *sh = o->shape[o->nsizes++];
+        sh[0] = (uint32_t)d[0], sh[1] = (uint32_t)d[nd == 3], sh[2] = (uint32_t)d[nd == 3 ? 2 : 0];
+        const uint64_t most = 16384ull * 16384ull;
+        ok = (uint64_t)sh[0] * sh[2] <= most && (uint64_t)sh[2] * sh[1] <= most &&
+             (uint64_t)sh[0] * sh[1] <= most;
         v = *end ? end + 1 : end;
+        ok = ok && !(*end == ',' && *v == 0); // a trailing comma
+    }
+    if (!ok) {
+        fprintf(stderr,
+                "vktrain bench matmul: --sizes takes up to %d comma-separated sizes S (S x S x S) "
+                "or shapes MxNxK (c[M,N] = op(a)[M,K] op(b)[K,N]), each number from 1 to 16384 "
+                "and each matrix at most 16384^2 floats (e.g. 256,1024,128x512x784), not \"%s\"\n",
+                MAX_SIZES, arg);
+        return 2;
     }
     return 0;
+}
+
+// A shape as --sizes spells it: "1024" for 1024 x 1024 x 1024, else "128x512x784".
+static void shape_name(uint32_t M, uint32_t N, uint32_t K, char *out, size_t n) {
+    if (M == N && N == K)
+        snprintf(out, n, "%u", M);
+    else
+        snprintf(out, n, "%ux%ux%u", M, N, K);
+}
+
+// The shape's keys of a result object: M, N, K, and "size" where the shape is a size's cube.
+static void json_shape(cJSON *j, const cli_matmul_result *r) {
+    if (r->m == r->n && r->n == r->k) cJSON_AddNumberToObject(j, "size", r->m);
+    cJSON_AddNumberToObject(j, "M", r->m);
+    cJSON_AddNumberToObject(j, "N", r->n);
+    cJSON_AddNumberToObject(j, "K", r->k);
 }
 
 // Short name of a device for a column title: its first word ("llvmpipe", "SwiftShader").
@@ -367,8 +409,8 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *r
             printf("  OPENBLAS_CORETYPE=%s is set in the environment and forces this kernel; "
                    "unset it to let OpenBLAS pick one for this CPU\n",
                    blas->coretype_env);
-        printf("  %6s %-4s %10s %10s %7s  %-34s", "size", "form", "median ms", "GFLOP/s", "threads",
-               "spot check");
+        printf("  %14s %-4s %10s %10s %7s  %-34s", "size (MxNxK)", "form", "median ms", "GFLOP/s",
+               "threads", "spot check");
         for (int d = 0; d < ndev; d++) {
             char nm[24], title[40];
             cJSON *jd = cJSON_GetArrayItem(jdevs, d);
@@ -380,13 +422,12 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *r
     }
     for (int si = 0; si < o->nsizes; si++) {
         cli_matmul_result r;
-        vkt_status s = bench_blas_size(o, blas, o->sizes[si], &r);
+        vkt_status s = bench_blas_size(o, blas, o->shape[si], &r);
         if (s != VKT_OK) return cli_fail(vkt_error());
+        char name[48];
+        shape_name(r.m, r.n, r.k, name, sizeof name);
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "size", r.size);
-        cJSON_AddNumberToObject(j, "M", r.size);
-        cJSON_AddNumberToObject(j, "N", r.size);
-        cJSON_AddNumberToObject(j, "K", r.size);
+        json_shape(j, &r);
         cJSON_AddStringToObject(j, "form", form_name(o->form));
         cJSON_AddNumberToObject(j, "reps", o->reps);
         cJSON_AddNumberToObject(j, "median_ms", r.median_ms);
@@ -406,7 +447,7 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *r
             char chk[64];
             snprintf(chk, sizeof chk, "%s (worst %.2f of tolerance)", r.ok ? "ok" : "WRONG",
                      r.max_err);
-            printf("  %6u %-4s %10.3f %10.2f %7d  %-34s", r.size, form_name(o->form), r.median_ms,
+            printf("  %14s %-4s %10.3f %10.2f %7d  %-34s", name, form_name(o->form), r.median_ms,
                    r.gflops, r.threads, chk);
         }
         // Each device's result for this size: the BLAS figure beside it, and the ratio.
@@ -425,7 +466,7 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *r
             snprintf(msg, sizeof msg,
                      "%s sgemm %ux%ux%u gives wrong results (spot check off by %.3g times the "
                      "tolerance): the baseline is broken, not vktrain",
-                     blas->library, r.size, r.size, r.size, r.max_err);
+                     blas->library, r.m, r.n, r.k, r.max_err);
             return cli_fail(msg);
         }
     }
@@ -433,7 +474,11 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *r
 }
 
 static int bench_matmul(int argc, char **argv) {
-    bench_opts o = {.sizes = {256, 512, 1024, 2048}, .nsizes = 4, .reps = 5, .form = VKT_MM_NN};
+    bench_opts o = {
+        .shape = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}},
+        .nsizes = 4,
+        .reps = 5,
+        .form = VKT_MM_NN};
     const char *sizes_arg = "256,512,1024,2048";
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
@@ -471,11 +516,12 @@ static int bench_matmul(int argc, char **argv) {
             }
             i++;
         } else {
-            fprintf(stderr,
-                    "vktrain bench matmul: unknown option %s (usage: vktrain bench matmul "
-                    "[--sizes 256,512,1024,2048] [--device SPEC] [--reps N] [--form NN] "
-                    "[--baseline] [--json])\n",
-                    f);
+            fprintf(
+                stderr,
+                "vktrain bench matmul: unknown option %s (usage: vktrain bench matmul "
+                "[--sizes 256,512,1024,2048 | MxNxK,...] [--device SPEC] [--reps N] [--form NN] "
+                "[--baseline] [--json])\n",
+                f);
             return 2;
         }
     }
@@ -536,30 +582,30 @@ static int bench_matmul(int argc, char **argv) {
                    "below is "
                    "each run against a peak_fma run right after it, median)\n",
                    peak);
-            printf("  %6s %-4s %-22s %10s %10s %8s  %s\n", "size", "form", "variant", "median ms",
-                   "GFLOP/s", "of peak", "spot check");
+            printf("  %14s %-4s %-22s %10s %10s %8s  %s\n", "size (MxNxK)", "form", "variant",
+                   "median ms", "GFLOP/s", "of peak", "spot check");
         }
         for (int si = 0; si < o.nsizes && s == VKT_OK; si++) {
             // A large size runs for minutes on a CPU driver (first-use tuning of each variant,
             // o.reps timed runs, a peak_fma run after each): say so before it starts, on stderr,
             // so that a silent terminal is not taken for a hang.
-            double gflop = 2e-9 * o.sizes[si] * o.sizes[si] * o.sizes[si];
+            const uint32_t *sh = o.shape[si];
+            char name[48];
+            shape_name(sh[0], sh[1], sh[2], name, sizeof name);
+            double gflop = 1e-9 * shape_flop(sh[0], sh[1], sh[2]);
             double est_s = peak > 0 ? gflop * (o.reps + 3) / peak : 0;
             if (est_s > 5)
                 fprintf(stderr,
-                        "vktrain bench matmul: size %u on %s: at least %.0f s (%d timed runs and "
+                        "vktrain bench matmul: size %s on %s: at least %.0f s (%d timed runs and "
                         "the tuning of %.3g GFLOP products at this device's peak of %.1f "
                         "GFLOP/s)\n",
-                        o.sizes[si], info->name, est_s, o.reps, gflop, peak);
+                        name, info->name, est_s, o.reps, gflop, peak);
             cli_matmul_result r;
-            s = cli_bench_matmul_size(dev, ops, cmd, &pb, o.form, o.reps, o.sizes[si], &r);
+            s = cli_bench_matmul_size(dev, ops, cmd, &pb, o.form, o.reps, sh[0], sh[1], sh[2], &r);
             if (s != VKT_OK) break;
             double frac = r.frac_peak;
             cJSON *j = cJSON_CreateObject();
-            cJSON_AddNumberToObject(j, "size", r.size);
-            cJSON_AddNumberToObject(j, "M", r.size);
-            cJSON_AddNumberToObject(j, "N", r.size);
-            cJSON_AddNumberToObject(j, "K", r.size);
+            json_shape(j, &r);
             cJSON_AddStringToObject(j, "form", form_name(o.form));
             cJSON_AddStringToObject(j, "variant", r.variant);
             cJSON_AddNumberToObject(j, "reps", o.reps);
@@ -572,7 +618,7 @@ static int bench_matmul(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "check_max_err", r.max_err);
             // What the engine measured when it chose the variant (tune.c's cache).
             cJSON *jc = cJSON_AddArrayToObject(j, "candidates");
-            double flop = 2.0 * r.size * r.size * r.size;
+            double flop = shape_flop(r.m, r.n, r.k);
             for (int c = 0; c < r.ncand; c++) {
                 cJSON *e = cJSON_CreateObject();
                 cJSON_AddStringToObject(e, "variant", r.cand[c]);
@@ -583,15 +629,14 @@ static int bench_matmul(int argc, char **argv) {
             }
             cJSON_AddItemToArray(jr, j);
             if (!o.json)
-                printf("  %6u %-4s %-22s %10.3f %10.2f %7.1f%%  %s (worst %.2f of tolerance)\n",
-                       r.size, form_name(o.form), r.variant, r.median_ms, r.gflops, 100 * frac,
+                printf("  %14s %-4s %-22s %10.3f %10.2f %7.1f%%  %s (worst %.2f of tolerance)\n",
+                       name, form_name(o.form), r.variant, r.median_ms, r.gflops, 100 * frac,
                        r.ok ? "ok" : "WRONG", r.max_err);
             if (!o.json && r.ncand > 1 && r.cand_ms[0] > 0) {
-                printf("  %6s chosen at first use from:", "");
+                printf("  %14s chosen at first use from:", "");
                 for (int c = 0; c < r.ncand; c++)
                     printf("%s %s %.1f", c ? "," : "", r.cand[c],
-                           r.cand_ms[c] > 0 ? 2.0 * r.size * r.size * r.size / (r.cand_ms[c] * 1e6)
-                                            : 0.0);
+                           r.cand_ms[c] > 0 ? flop / (r.cand_ms[c] * 1e6) : 0.0);
                 printf(" GFLOP/s\n");
             }
             fflush(stdout); // each size as it comes, also into a pipe
@@ -600,7 +645,7 @@ static int bench_matmul(int argc, char **argv) {
                 snprintf(msg, sizeof msg,
                          "matmul %ux%ux%u (%s) on %s gives wrong results "
                          "(spot check off by %.3g times the tolerance)",
-                         r.size, r.size, r.size, r.variant, info->name, r.max_err);
+                         r.m, r.n, r.k, r.variant, info->name, r.max_err);
                 rc = cli_fail(msg);
                 break;
             }

@@ -61,11 +61,12 @@ bool cli_blas_info_get(cli_blas_info *info, char *msg, size_t msg_size) {
     return true;
 }
 
-void cli_blas_sgemm(bool trans_a, bool trans_b, uint32_t S, const float *a, const float *b,
-                    float *c) {
-    blasint n = (blasint)S;
+void cli_blas_sgemm(bool trans_a, bool trans_b, uint32_t M, uint32_t N, uint32_t K, const float *a,
+                    const float *b, float *c) {
+    blasint m = (blasint)M, n = (blasint)N, k = (blasint)K;
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, trans_a ? m : k, b,
+                trans_b ? k : n, 0.0f, c, n);
 }
 
 void cli_blas_set_threads(int n) { openblas_set_num_threads(n); }
@@ -81,8 +82,8 @@ bool cli_blas_info_get(cli_blas_info *info, char *msg, size_t msg_size) {
     return false;
 }
 
-void cli_blas_sgemm(bool trans_a, bool trans_b, uint32_t S, const float *a, const float *b,
-                    float *c) {
+void cli_blas_sgemm(bool trans_a, bool trans_b, uint32_t M, uint32_t N, uint32_t K, const float *a,
+                    const float *b, float *c) {
     abort(); // unreachable: bench.c calls it only after cli_blas_info_get succeeded
 }
 

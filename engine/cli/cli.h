@@ -139,9 +139,9 @@ vkt_status cli_peak_open(vkt_device *dev, cli_peak_bench *pb, double *gflops);
 vkt_status cli_peak_run(cli_peak_bench *pb, double *gflops, double *ns);
 void cli_peak_close(cli_peak_bench *pb); // accepts a zeroed or half-opened *pb
 
-// One S x S x S fp32 matmul timed by bench matmul.
+// One M x N x K fp32 matmul timed by bench matmul (c[M,N] = op(a)[M,K] op(b)[K,N]).
 typedef struct cli_matmul_result {
-    uint32_t size;
+    uint32_t m, n, k;
     const char *variant;
     int ncand; // the candidates the engine measured for this shape at first use (0: none)
     const char *cand[8];
@@ -156,7 +156,7 @@ typedef struct cli_matmul_result {
     int threads, ntried, tried_threads[2];
     double tried_gflops[2];
 } cli_matmul_result;
-// Times one size of vkt_op_matmul in form, reps runs after a warm-up (which builds the kernel and
+// Times one shape of vkt_op_matmul in form, reps runs after a warm-up (which builds the kernel and
 // lets the engine choose its variant), each run followed by a peak_fma run of pb, so that the
 // fraction of peak compares two runs a few milliseconds apart: this machine's speed changes by
 // up to 1.5x for seconds at a time, and against the peak measured once at the start the same
@@ -164,7 +164,8 @@ typedef struct cli_matmul_result {
 // spot-checked against double-precision dot products (r->ok, r->max_err: the caller decides what
 // a wrong product means). Returns VKT_OK, or the failure (message in vkt_error()).
 vkt_status cli_bench_matmul_size(vkt_device *dev, vkt_ops *ops, vkt_cmd *cmd, cli_peak_bench *pb,
-                                 vkt_mm_form form, int reps, uint32_t S, cli_matmul_result *r);
+                                 vkt_mm_form form, int reps, uint32_t M, uint32_t N, uint32_t K,
+                                 cli_matmul_result *r);
 // `vktrain advise --model FILE --batch N [--results ...] [--device-profile ...]`
 // (engine/cli/advise.c): which device and strategy, from measured results and device profiles.
 int cmd_advise(int argc, char **argv);
@@ -183,10 +184,10 @@ typedef struct cli_blas_info {
 // Fills *info; false, with a one-line message in msg saying what to do, when this build has no
 // BLAS or its header and library disagree. The strings belong to the library.
 bool cli_blas_info_get(cli_blas_info *info, char *msg, size_t msg_size);
-// c = op(a) op(b), all S x S, row-major, op a transpose where asked; call only after
-// cli_blas_info_get returned true.
-void cli_blas_sgemm(bool trans_a, bool trans_b, uint32_t S, const float *a, const float *b,
-                    float *c);
+// c[M,N] = op(a)[M,K] op(b)[K,N], row-major and packed (a is [K,M] when trans_a, b is [N,K] when
+// trans_b), op a transpose where asked; call only after cli_blas_info_get returned true.
+void cli_blas_sgemm(bool trans_a, bool trans_b, uint32_t M, uint32_t N, uint32_t K, const float *a,
+                    const float *b, float *c);
 // The threads the next cli_blas_sgemm calls use (openblas_set_num_threads).
 void cli_blas_set_threads(int n);
 

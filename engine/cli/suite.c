@@ -674,7 +674,7 @@ int cli_bench_suite(int argc, char **argv) {
         uint32_t S = sp->sizes[i];
         progress_point(&pr, "bench suite: %s: matmul %u ...", label, S);
         cli_matmul_result r;
-        s = cli_bench_matmul_size(dev, ops, cmd, &pb, VKT_MM_NN, sp->reps, S, &r);
+        s = cli_bench_matmul_size(dev, ops, cmd, &pb, VKT_MM_NN, sp->reps, S, S, S, &r);
         if (s != VKT_OK) break;
         if (!r.ok) {
             char msg[300];
