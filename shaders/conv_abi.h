@@ -78,6 +78,24 @@ VKT_STRUCT(vkt_conv_rowsum_push) {
 #define VKT_SPEC_CONV_FWD_P (VKT_SPEC_USER + 4)
 #define VKT_SPEC_CONV_FWD_BIAS (VKT_SPEC_USER + 5)
 
+// conv_direct: a stride-1 "same" convolution's forward or input gradient straight from the
+// activations (conv_direct.comp): the geometry's constants above (VKT_SPEC_CONV_C holding the
+// output rows R), TM rows per workgroup, the direction (FWD: 1 forward, 0 input gradient) and
+// whether a bias is added (forward only).
+#define VKT_SPEC_CONV_DIRECT_TM (VKT_SPEC_USER + 9)
+#define VKT_SPEC_CONV_DIRECT_FWD (VKT_SPEC_USER + 10)
+#define VKT_SPEC_CONV_DIRECT_BIAS (VKT_SPEC_USER + 11)
+// conv_direct: I input channels (summed over), n = nb*P positions of the chunk, the element
+// offsets of the chunk's first sample in the input's and output's bindings, and the texels of
+// the input's and A's bindings.
+VKT_STRUCT(vkt_conv_direct_push) {
+    VKT_U32 I;
+    VKT_U32 n;
+    VKT_U32 in_off;
+    VKT_U32 out_off;
+    VKT_U32 ntex_in;
+    VKT_U32 ntex_a;
+};
 // conv_dw: M channels of the output gradient, N rows of the columns (their K), n = nb*P columns;
 // a_off: the element offset of the chunk's first sample in the output gradient's binding;
 // pieces: V-float pieces per part (the workgroups of y); tiles_n: output tiles along NB.

@@ -85,10 +85,13 @@ mpi 2 train --model "$mlp" $common --device-per-rank llvmpipe,swiftshader --stra
 check "fashion_mlp, layers over 2 ranks (lavapipe, SwiftShader), 4 micro-batches" $?
 close_tensors "$work/layers2.safetensors" "$work/single.safetensors"
 check "layers over 2 ranks: within tolerance of the single device" $?
-# Batch norm over whole batches (one micro-batch): the single device is the reference.
-"$bin" train --model "$cnn" $common --device llvmpipe --save "$work/cnn_single.safetensors"
+# Batch norm over whole batches (one micro-batch): the single device is the reference. Both
+# through columns and the matmul (VKT_CONV=columns): lavapipe's direct conv kernels sum in
+# another order than SwiftShader's products, which 20 steps through batchnorm carry past the
+# tolerance (test_parallel.c says more).
+VKT_CONV=columns "$bin" train --model "$cnn" $common --device llvmpipe --save "$work/cnn_single.safetensors"
 check "fashion_cnn, single device" $?
-mpi 3 train --model "$cnn" $common --device-per-rank llvmpipe,swiftshader,llvmpipe \
+VKT_CONV=columns mpi 3 train --model "$cnn" $common --device-per-rank llvmpipe,swiftshader,llvmpipe \
     --strategy layers --micro-batches 1 --save "$work/cnn_layers3.safetensors"
 check "fashion_cnn, layers over 3 ranks (lavapipe, SwiftShader, lavapipe)" $?
 close_tensors "$work/cnn_layers3.safetensors" "$work/cnn_single.safetensors"

@@ -522,6 +522,86 @@ out:
     free(ref);
 }
 
+// The direct kernel (conv_direct.comp), forward (with or without bias, on the weight transposed
+// by vkt_op_conv_to_nchw as conv2d.c does) and input gradient, for samples [b0, b0 + nb) of a
+// batch of B against the direct convolution in double precision; the outputs start as NaN, so
+// every entry of the chunk must be written and nothing outside it. On a device that does not
+// take it (vkt_conv_direct false: SwiftShader, GPUs) nothing runs; where it does, the op must
+// accept these views (the layer would fall back to the columns otherwise, unseen).
+static void test_direct(dctx *c, vkt_conv_geom g, bool fwd, bool bias, uint32_t B, uint32_t b0,
+                        uint32_t nb, uint64_t seed) {
+    char what[200];
+    snprintf(what, sizeof what,
+             "conv_direct %s [%u, %u, %u] -> %u, k [%u, %u] p [%u, %u]%s, samples %u..%u of %u",
+             fwd ? "forward" : "input gradient", g.C, g.H, g.W, g.OC, g.KH, g.KW, g.PH, g.PW,
+             bias ? " with bias" : "", b0, b0 + nb - 1, B);
+    VT_CHECK(c->t, vkt_conv_direct_shape(&g, fwd), "%s: the shape should take the kernel", what);
+    if (!vkt_conv_direct(c->ops, &g, fwd)) return;
+    uint64_t P = vkt_conv_p(&g), K = vkt_conv_k(&g);
+    uint64_t R = fwd ? g.OC : g.C, I = fwd ? g.C : g.OC, nin = B * I * P, nout = B * R * P;
+    float *in = malloc(nin * 4), *w = malloc(K * g.OC * 4), *bv = malloc(g.OC * 4),
+          *out = malloc(nout * 4);
+    double *ref = calloc(nout, sizeof(double));
+    vt_fill_uniform(in, nin, seed, -1, 1);
+    vt_fill_uniform(w, K * g.OC, seed + 1, -1, 1);
+    vt_fill_uniform(bv, g.OC, seed + 2, -1, 1);
+    for (uint64_t i = 0; i < nout; i++)
+        out[i] = NAN;
+    vkt_buffer *bi = buf_new(c, nin * 4, in), *bw = buf_new(c, K * g.OC * 4, w);
+    vkt_buffer *bb = buf_new(c, g.OC * 4ull, bv), *bo = buf_new(c, nout * 4, out);
+    vkt_buffer *bt = buf_new(c, K * g.OC * 4, w); // the transposed weight (overwritten)
+    if (!bi || !bw || !bb || !bo || !bt) goto out;
+    vkt_view bias_v = vkt_buffer_whole(bb), a = vkt_buffer_whole(bw);
+    VT_OK(c->t, vkt_cmd_begin(c->cmd, false));
+    if (fwd) {
+        a = vkt_buffer_whole(bt);
+        vkt_op_conv_to_nchw(c->cmd, c->ops, a, vkt_buffer_whole(bw), NULL, g.OC, g.KH * g.KW, 0,
+                            g.C, "wtrans");
+        vkt_cmd_barrier(c->cmd);
+    }
+    bool took = vkt_op_conv_direct(c->cmd, c->ops, vkt_buffer_whole(bo), vkt_buffer_whole(bi), a,
+                                   bias ? &bias_v : NULL, &g, fwd, b0, nb, "conv_direct");
+    VT_CHECK(c->t, took, "%s on %s: the op refused the views", what, c->name);
+    if (!vt_run(c->t, c->cmd, c->ops, what, c->name)) goto out;
+    // out[b][m][y][x] = (bias) + sum over c, i, j of W x (forward) or W^T dy (backward), 0 outside.
+    for (uint64_t b = b0; b < b0 + nb; b++)
+        for (uint64_t m = 0; m < R; m++)
+            for (uint64_t q = 0; q < P; q++) {
+                int64_t y = (int64_t)(q / g.W), x = (int64_t)(q % g.W);
+                double sum = fwd && bias ? bv[m] : 0;
+                for (uint64_t ic = 0; ic < I; ic++)
+                    for (int64_t i = 0; i < g.KH; i++)
+                        for (int64_t j = 0; j < g.KW; j++) {
+                            int64_t yy = fwd ? y + i - g.PH : y + g.PH - i;
+                            int64_t xx = fwd ? x + j - g.PW : x + g.PW - j;
+                            if (yy < 0 || yy >= g.H || xx < 0 || xx >= g.W) continue;
+                            uint64_t oc = fwd ? m : ic, cc = fwd ? ic : m;
+                            double wv = w[((oc * g.C + cc) * g.KH + i) * g.KW + j];
+                            sum += wv * in[(b * I + ic) * P + yy * g.W + xx];
+                        }
+                ref[(b * R + m) * P + q] = sum;
+            }
+    VT_OK(c->t, vkt_buffer_read(bo, 0, out, nout * 4));
+    uint64_t first = (uint64_t)b0 * R * P, count = (uint64_t)nb * R * P;
+    compare(c, what, out + first, ref + first, count, 1e-5 * (double)(I * g.KH * g.KW));
+    size_t outside = 0;
+    for (uint64_t i = 0; i < nout; i++)
+        if ((i < first || i >= first + count) && !isnan(out[i])) outside++;
+    VT_CHECK(c->t, outside == 0, "%s on %s wrote %zu floats outside its samples", what, c->name,
+             outside);
+out:
+    vkt_buffer_destroy(bi);
+    vkt_buffer_destroy(bw);
+    vkt_buffer_destroy(bb);
+    vkt_buffer_destroy(bo);
+    vkt_buffer_destroy(bt);
+    free(in);
+    free(w);
+    free(bv);
+    free(out);
+    free(ref);
+}
+
 static void test_kernels(dctx *c) {
     uint64_t seed = 1000;
     // (geometry, batch, first sample, samples)
@@ -553,6 +633,23 @@ static void test_kernels(dctx *c) {
     test_fwd(c, 7, 1, 16, 3, 0, 3, true, seed++);
     // Columns beyond SwiftShader's 65536 texels (read as vec4s from a storage buffer there).
     test_fwd(c, 4, 9, 300, 101, 1, 100, false, seed++);
+    // The direct kernel: fashion_cnn's second conv (32 -> 64, 3x3 on 14x14; 14 % 4 != 0, so
+    // pieces of 4 positions wrap rows) both ways; a single input channel (fashion_cnn's first
+    // conv); 36 rows (two row tiles, the second 4 of 32) with a bias; a 5x5 kernel; a [3, 5]
+    // kernel with padding [1, 2]; a 1x1 kernel; chunks that start at sample 1 or 2 and end
+    // inside a 64-position lane group.
+    // (geometry, forward, bias, batch, first sample, samples)
+    test_direct(c, geom(32, 14, 14, 64, 3, 3, 1, 1, 1, 1), true, false, 3, 1, 2, seed++);
+    test_direct(c, geom(32, 14, 14, 64, 3, 3, 1, 1, 1, 1), false, false, 3, 1, 2, seed++);
+    test_direct(c, geom(1, 28, 28, 32, 3, 3, 1, 1, 1, 1), true, false, 2, 0, 2, seed++);
+    test_direct(c, geom(8, 4, 4, 36, 3, 3, 1, 1, 1, 1), true, true, 3, 2, 1, seed++);
+    test_direct(c, geom(36, 4, 4, 8, 3, 3, 1, 1, 1, 1), false, false, 3, 0, 3, seed++);
+    test_direct(c, geom(4, 6, 6, 8, 5, 5, 1, 1, 2, 2), true, true, 3, 1, 2, seed++);
+    test_direct(c, geom(4, 6, 6, 8, 5, 5, 1, 1, 2, 2), false, false, 3, 1, 2, seed++);
+    test_direct(c, geom(4, 5, 8, 4, 3, 5, 1, 1, 1, 2), true, true, 2, 1, 1, seed++);
+    test_direct(c, geom(4, 5, 8, 4, 3, 5, 1, 1, 1, 2), false, false, 2, 0, 2, seed++);
+    test_direct(c, geom(12, 3, 4, 4, 1, 1, 1, 1, 0, 0), true, true, 5, 1, 3, seed++);
+    test_direct(c, geom(12, 3, 4, 4, 1, 1, 1, 1, 0, 0), false, false, 5, 1, 3, seed++);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -589,6 +686,18 @@ static const lc_case CASES[] = {
                       "\"loss\": \"mse\"}",
      .B = 3,
      .input_grad = true},
+    // The direct kernels where the device takes them (lavapipe; the columns elsewhere): a conv
+    // after a relu (4 -> 8, 3x3 padding 1 on 6x6, bias) and a [3, 5] kernel with padding [1, 2]
+    // (8 -> 4, no bias), both ways, and the input gradient through both.
+    {.json = IMG("direct", "[4, 6, 6]") "{\"type\": \"relu\"}," CONV(
+         8, "3") ", \"padding\": 1},"
+                 "{\"type\": \"relu\"}," CONV(
+                     4, "[3, 5]") ", \"padding\": [1, 2], \"bias\": false},"
+                                  "{\"type\": \"flatten\"}, {\"type\": \"dense\", \"units\": 3}],"
+                                  "\"loss\": \"softmax_cross_entropy\"}",
+     .B = 3,
+     .input_grad = true,
+     .max_fd = 60},
     // Odd everything: a stride larger than the kernel (inputs no column reads get dx = 0).
     {.json = IMG("sparse", "[3, 7, 5]") CONV(2, "1") ", \"stride\": [3, 2]},"
                                                      "{\"type\": \"flatten\"}, {\"type\": "
@@ -640,6 +749,17 @@ static const lc_case CHUNKED[] = {
                           4, "[3, 2]") ", \"padding\": [1, 0]}, {\"type\": \"flatten\"}, "
                                        "{\"type\": \"dense\", \"units\": 3}],"
                                        "\"loss\": \"softmax_cross_entropy\"}",
+     .B = 7,
+     .input_grad = true,
+     .max_fd = 60},
+    // The direct kernels over chunks of 2, 2, 2 and 1 samples (4 -> 4, 3x3 padding 1 on 3x4: K =
+    // 36, P = 12, 3648 bytes a sample): the forward's transposed weight is written once for
+    // chunks of two sizes.
+    {.json = IMG("chunked_direct", "[4, 3, 4]") CONV(
+         4,
+         "3") ", \"padding\": 1},"
+              "{\"type\": \"relu\"}, {\"type\": \"flatten\"}, {\"type\": \"dense\", \"units\": 3}],"
+              "\"loss\": \"softmax_cross_entropy\"}",
      .B = 7,
      .input_grad = true,
      .max_fd = 60},
@@ -726,10 +846,15 @@ static void test_networks(vt *t, vkt_ops *const *ops) {
     vkt_conv_set_chunk_bytes(9500);
     uint32_t n = chunks_of(t, CHUNKED[0].json, CHUNKED[0].B);
     VT_CHECK(t, n == 4, "the forced bound cuts batch 7 into %u chunks, expected 4", n);
+    n = chunks_of(t, CHUNKED[1].json, CHUNKED[1].B);
+    VT_CHECK(t, n == 4,
+             "the forced bound cuts batch 7 of chunked_direct into %u chunks, expected 4", n);
     for (size_t i = 0; i < sizeof CHUNKED / sizeof *CHUNKED; i++)
         lc_run(t, ops, &CHUNKED[i]);
-    for (int d = 0; d < t->ndev && ops[d]; d++)
+    for (int d = 0; d < t->ndev && ops[d]; d++) {
         test_deterministic(t, t->dev[d], ops[d], &CHUNKED[0]);
+        test_deterministic(t, t->dev[d], ops[d], &CHUNKED[1]);
+    }
     vkt_conv_set_chunk_bytes(0);
     n = chunks_of(t, CHUNKED[0].json, CHUNKED[0].B);
     VT_CHECK(t, n == 1, "the default bound makes %u chunks of batch 7", n);

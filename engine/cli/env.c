@@ -31,7 +31,7 @@ void cli_env_read(cli_env *e) {
     memset(e, 0, sizeof *e);
     const char *v = getenv("VKT_VALIDATION");
     cache_dir(e->cache_dir, sizeof e->cache_dir);
-    const char *tune = var("VKT_TUNE"), *fuse = var("VKT_NET_FUSE");
+    const char *tune = var("VKT_TUNE"), *fuse = var("VKT_NET_FUSE"), *conv = var("VKT_CONV");
     e->context = (vkt_context_desc){
         .validation = v && strcmp(v, "1") == 0,
         .cache_dir = e->cache_dir,
@@ -43,6 +43,7 @@ void cli_env_read(cli_env *e) {
         .fuse = !fuse                    ? VKT_FUSE_AUTO
                 : strcmp(fuse, "0") == 0 ? VKT_FUSE_OFF
                                          : VKT_FUSE_ON,
+        .conv = conv && strcmp(conv, "columns") == 0 ? VKT_CONV_COLUMNS : VKT_CONV_AUTO,
     };
     e->font = getenv("VKT_FONT");
 }

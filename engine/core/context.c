@@ -327,6 +327,7 @@ vkt_status vkt_context_create(const vkt_context_desc *desc, vkt_context **out) {
     memcpy(ctx->matmul_variant, variant, sizeof variant);
     ctx->tune = d.tune;
     ctx->fuse = d.fuse;
+    ctx->conv = d.conv;
     vkt_status s = create_instance(ctx);
     if (s == VKT_OK) s = list_devices(ctx);
     if (s != VKT_OK) {
@@ -357,6 +358,7 @@ vkt_status vkt_context_set_matmul_variant(vkt_context *ctx, const char *names) {
 }
 
 void vkt_context_set_fuse(vkt_context *ctx, vkt_fuse_mode fuse) { ctx->fuse = fuse; }
+void vkt_context_set_conv(vkt_context *ctx, vkt_conv_mode conv) { ctx->conv = conv; }
 
 int vkt_context_device_count(const vkt_context *ctx) { return ctx->ndevices; }
 

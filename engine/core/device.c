@@ -199,6 +199,7 @@ uint64_t vkt_device_memory_limit(const vkt_device *dev) { return dev->mem_limit;
 const char *vkt_device_label(const vkt_device *dev) { return dev->label; }
 
 vkt_fuse_mode vkt_device_fuse_mode(const vkt_device *dev) { return dev->ctx->fuse; }
+vkt_conv_mode vkt_device_conv_mode(const vkt_device *dev) { return dev->ctx->conv; }
 
 uint64_t vkt_device_align(const vkt_device *dev, uint64_t size) {
     uint64_t a = dev->info->min_storage_buffer_offset_alignment;

@@ -77,6 +77,7 @@ struct vkt_context {
     vkt_tune_mode tune;       // matmul.c, tune.c
     char matmul_variant[256]; // "" = choose by measurement (matmul.c)
     vkt_fuse_mode fuse;       // vkt_device_fuse_mode
+    vkt_conv_mode conv;       // vkt_device_conv_mode
 };
 
 typedef struct vkt_staging {
@@ -139,6 +140,8 @@ struct vkt_kernel {
 // Whether networks fuse activations and the SGD step into matmul epilogues on this device: its
 // context's vkt_context_desc.fuse (VKT_FUSE_AUTO: where vkt_matmul_epilogue_pays).
 vkt_fuse_mode vkt_device_fuse_mode(const vkt_device *dev);
+// How conv2d computes on this device: its context's vkt_context_desc.conv.
+vkt_conv_mode vkt_device_conv_mode(const vkt_device *dev);
 
 // The part of v from byte offset, size bytes long (asserted inside v).
 static inline vkt_view vkt_view_sub(vkt_view v, uint64_t offset, uint64_t size) {

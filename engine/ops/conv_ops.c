@@ -211,6 +211,76 @@ void vkt_op_conv_col2im(vkt_cmd *cmd, vkt_ops *ops, vkt_view dx, vkt_view dcols,
 }
 
 // ---------------------------------------------------------------------------------------------
+// Forward and input gradient straight from the activations (conv_direct.comp)
+
+// conv_direct's workgroup: one subgroup of 8 lanes (lavapipe's at 256 bits); output rows per
+// workgroup, at most: 32 x 8 positions a lane, the matmul texel kernel's tile.
+#define DIRECT_WG 8u
+#define DIRECT_TM 32u
+// The kernel unrolls every tap: bounded so that LLVM's compile stays a few seconds.
+#define DIRECT_MAX_TAPS 25u
+
+// Rows of the output: OC forward, C for the input gradient.
+static uint32_t direct_rows(const vkt_conv_geom *g, bool fwd) { return fwd ? g->OC : g->C; }
+
+bool vkt_conv_direct_shape(const vkt_conv_geom *g, bool fwd) {
+    uint64_t taps = (uint64_t)g->KH * g->KW;
+    return g->SH == 1 && g->SW == 1 && g->OH == g->H && g->OW == g->W &&
+           ((uint64_t)g->H * g->W) % 4 == 0 && taps <= DIRECT_MAX_TAPS &&
+           direct_rows(g, fwd) * taps % 4 == 0;
+}
+
+bool vkt_conv_direct(vkt_ops *ops, const vkt_conv_geom *g, bool fwd) {
+    const vkt_device_info *d = info_of(ops);
+    return vkt_device_conv_mode(vkt_ops_device(ops)) == VKT_CONV_AUTO &&
+           d->type == VKT_DEVICE_CPU && d->subgroup_size == DIRECT_WG && d->subgroup_shuffle &&
+           DIRECT_WG <= d->max_workgroup_invocations && vkt_conv_direct_shape(g, fwd);
+}
+
+bool vkt_op_conv_direct(vkt_cmd *cmd, vkt_ops *ops, vkt_view out, vkt_view in, vkt_view a,
+                        const vkt_view *bias, const vkt_conv_geom *g, bool fwd, uint32_t b0,
+                        uint32_t nb, const char *label) {
+    check_geom(g);
+    VKT_ASSERT(vkt_conv_direct(ops, g, fwd) && (fwd || !bias));
+    if (nb == 0) return true;
+    uint64_t P = vkt_conv_p(g), n = (uint64_t)nb * P, R = direct_rows(g, fwd);
+    uint64_t I = fwd ? g->C : g->OC, K = vkt_conv_k(g);
+    VKT_ASSERT(nb * R * P <= UINT32_MAX && nb * I * P <= UINT32_MAX);
+    vkt_conv_direct_push p = {.I = (uint32_t)I, .n = (uint32_t)n};
+    vkt_view iv = slice_texel(ops, in, b0 * I * P, nb * I * P, &p.in_off);
+    vkt_view ov = slice(ops, out, b0 * R * P, nb * R * P, &p.out_off);
+    vkt_view av = head(ops, a, 4 * K * g->OC);
+    // Whole texels (sizes are multiples of 16 here: P % 4 == 0, R*KH*KW % 4 == 0), vec4 stores.
+    if (!texel_ok(ops, iv) || !texel_ok(ops, av) || p.in_off % 4 || p.out_off % 4 || ov.offset % 16)
+        return false;
+    p.ntex_in = (uint32_t)(iv.size / 16);
+    p.ntex_a = (uint32_t)(av.size / 16);
+    uint32_t tm = R < DIRECT_TM ? (uint32_t)(R + 3) / 4 * 4 : DIRECT_TM;
+    uint32_t spec[VKT_SPEC_CONV_DIRECT_BIAS + 1] = {DIRECT_WG, 1, 1};
+    spec[VKT_SPEC_CONV_C] = (uint32_t)R;
+    spec[VKT_SPEC_CONV_H] = g->H;
+    spec[VKT_SPEC_CONV_W] = g->W;
+    spec[VKT_SPEC_CONV_KH] = g->KH;
+    spec[VKT_SPEC_CONV_KW] = g->KW;
+    spec[VKT_SPEC_CONV_SH] = 1;
+    spec[VKT_SPEC_CONV_SW] = 1;
+    spec[VKT_SPEC_CONV_PH] = g->PH;
+    spec[VKT_SPEC_CONV_PW] = g->PW;
+    spec[VKT_SPEC_CONV_DIRECT_TM] = tm;
+    spec[VKT_SPEC_CONV_DIRECT_FWD] = fwd;
+    spec[VKT_SPEC_CONV_DIRECT_BIAS] = bias != NULL;
+    vkt_kernel *k =
+        vkt_ops_kernel(ops, VKT_SHADER_CONV_DIRECT, spec, VKT_SPEC_CONV_DIRECT_BIAS + 1);
+    if (!k) return true; // reported by vkt_ops_status
+    const uint32_t *maxc = info_of(ops)->max_workgroup_count;
+    uint64_t gx = (R + tm - 1) / tm, gy = (n + 8 * DIRECT_WG - 1) / (8 * DIRECT_WG);
+    VKT_ASSERT(gx <= maxc[0] && gy <= maxc[1]);
+    vkt_view bind[4] = {iv, av, ov, bias ? head(ops, *bias, 4 * R) : av};
+    vkt_cmd_dispatch(cmd, k, bind, 4, &p, sizeof p, (uint32_t)gx, (uint32_t)gy, 1, label);
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Permutes and the bias gradient
 
 static void permute(vkt_cmd *cmd, vkt_ops *ops, uint32_t dir, vkt_view nchw, vkt_view z,

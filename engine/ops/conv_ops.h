@@ -69,6 +69,26 @@ void vkt_op_conv_forward_small(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view 
                                const vkt_view *bias, uint32_t M, uint32_t K, uint32_t P,
                                uint32_t b0, uint32_t nb, const char *label);
 
+// A stride-1 conv whose output is as large as its input, forward or input gradient, straight
+// from the activations (no columns, permutes or col2im), for the chunk's samples [b0, b0+nb):
+//   fwd:   out = y,  in = x,  a = W transposed to [C][OC][KH][KW] (vkt_op_conv_to_nchw with
+//          P = KH*KW and C "samples" writes it), bias or NULL:
+//          y[b][oc][h][w] = bias[oc] + sum over c, i, j of W[oc][c][i][j] x[b][c][h+i-PH][w+j-PW]
+//   !fwd:  out = dx, in = dy, a = W [OC][C][KH][KW], no bias:
+//          dx[b][c][h][w] = sum over oc, i, j of W[oc][c][i][j] dy[b][oc][h+PH-i][w+PW-j]
+// (overwrites; 0 outside the input's plane). vkt_conv_direct_shape: whether the geometry allows
+// it (stride 1, output as large as the input, P and rows*KH*KW multiples of 4, at most 25 taps;
+// rows = OC forward, C backward); vkt_conv_direct: and whether the device takes it (CPU drivers
+// with 8-lane subgroups and shuffles, i.e. lavapipe; not under VKT_CONV_COLUMNS, the context's
+// vkt_context_desc.conv). vkt_op_conv_direct: false, recording
+// nothing, where the views cannot be bound as its texels and vec4s (the caller takes the
+// columns' path).
+bool vkt_conv_direct_shape(const vkt_conv_geom *g, bool fwd);
+bool vkt_conv_direct(vkt_ops *ops, const vkt_conv_geom *g, bool fwd);
+bool vkt_op_conv_direct(vkt_cmd *cmd, vkt_ops *ops, vkt_view out, vkt_view in, vkt_view a,
+                        const vkt_view *bias, const vkt_conv_geom *g, bool fwd, uint32_t b0,
+                        uint32_t nb, const char *label);
+
 // The bound on a conv layer's scratch (columns, product and columns' gradient of one chunk of
 // samples) by which engine/nn/layers/conv2d.c cuts a batch into chunks: 32 MiB by default. A
 // test sets it small to force several chunks; 0 restores the default. Read when a network is

@@ -105,10 +105,17 @@ typedef enum vkt_fuse_mode {
     VKT_FUSE_ON,
 } vkt_fuse_mode;
 
+// How conv2d layers compute their forward and input gradient.
+typedef enum vkt_conv_mode {
+    VKT_CONV_AUTO = 0, // the direct kernels where the device and geometry take them (conv_ops.h)
+    VKT_CONV_COLUMNS,  // always columns (im2col) and the matmul: the order of sums every driver
+                       // shares (comparisons across drivers, and of the two paths)
+} vkt_conv_mode;
+
 // How a context and every device opened on it behave. All zeros (or desc == NULL) is the default:
 // no validation, no disk caches, measure at first use, fuse where it pays. The library reads no
 // environment variable: the CLI fills these fields from VKT_VALIDATION, VKT_CACHE_DIR, VKT_TUNE,
-// VKT_MATMUL_VARIANT and VKT_NET_FUSE (engine/cli/env.c). Strings are copied.
+// VKT_MATMUL_VARIANT, VKT_NET_FUSE and VKT_CONV (engine/cli/env.c). Strings are copied.
 typedef struct vkt_context_desc {
     // Khronos validation (with synchronization validation): 1 on; 0 (or any other value) off.
     // Tests always turn it on.
@@ -125,6 +132,7 @@ typedef struct vkt_context_desc {
     // wide candidates, a scalar name the scalar ones, "none" drops the wide ones. NULL: choose.
     const char *matmul_variant;
     vkt_fuse_mode fuse;
+    vkt_conv_mode conv;
 } vkt_context_desc;
 
 // Loads Vulkan, creates the instance and lists every physical device the loader sees. Fails with
@@ -133,13 +141,14 @@ typedef struct vkt_context_desc {
 // cache_dir or matmul_variant is too long (4095 and 255 bytes).
 vkt_status vkt_context_create(const vkt_context_desc *desc, vkt_context **out);
 void vkt_context_destroy(vkt_context *ctx);
-// Change tune, matmul_variant and fuse of a live context. Its devices read them when they next
-// choose a matmul variant or create a network, so a change applies to what is recorded or built
-// after it. Not while another thread uses a device of ctx. set_matmul_variant fails with
+// Change tune, matmul_variant, fuse and conv of a live context. Its devices read them when they
+// next choose a matmul variant or create a network, so a change applies to what is recorded or
+// built after it. Not while another thread uses a device of ctx. set_matmul_variant fails with
 // VKT_ERR_ARG (and changes nothing) when names is too long.
 void vkt_context_set_tune(vkt_context *ctx, vkt_tune_mode mode);
 vkt_status vkt_context_set_matmul_variant(vkt_context *ctx, const char *names);
 void vkt_context_set_fuse(vkt_context *ctx, vkt_fuse_mode fuse);
+void vkt_context_set_conv(vkt_context *ctx, vkt_conv_mode conv);
 int vkt_context_device_count(const vkt_context *ctx);
 const vkt_device_info *vkt_context_device_info(const vkt_context *ctx, int index);
 // Validation messages (warnings and errors) seen so far; tests fail when this is not zero.

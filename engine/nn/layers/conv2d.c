@@ -85,7 +85,7 @@ static uint32_t chunk_of(const vkt_layer_desc *l, uint32_t B) {
 }
 
 typedef struct conv_scratch {
-    vkt_view cols, z, dcols, part;
+    vkt_view cols, z, dcols, part, wt;
 } conv_scratch;
 
 // The regions of a chunk of nb samples (offsets for the scratch callback when whole is NULL).
@@ -96,14 +96,20 @@ static uint64_t scratch_layout(const vkt_layer_desc *l, uint64_t nb, const vkt_v
     uint64_t z = 4ull * g.OC * vkt_conv_p(&g) * nb;
     uint64_t part =
         vkt_conv_dw_part_bytes(l->units, (uint32_t)vkt_conv_k(&g), l->bias, vkt_conv_p(&g) * nb);
+    // The weight transposed to [C][OC][KH][KW] for the direct forward, where the shape takes it.
+    uint64_t wt = vkt_conv_direct_shape(&g, true) ? 4 * vkt_conv_k(&g) * g.OC : 0;
     // Each region with the network's guard after it (the last one's is the buffer's own: the
-    // network adds it after the scratch; engine/core/cmd.c, texel_view).
+    // network adds it after the scratch; engine/core/cmd.c, texel_view). The transposed weight
+    // first: its place does not depend on nb (the forward writes it once for all chunks).
     const uint64_t G = VKT_NET_TENSOR_GUARD;
-    uint64_t zoff = align_up(cols + G, REGION_ALIGN), doff = zoff + align_up(z + G, REGION_ALIGN);
+    uint64_t coff = wt ? align_up(wt + G, REGION_ALIGN) : 0;
+    uint64_t zoff = coff + align_up(cols + G, REGION_ALIGN),
+             doff = zoff + align_up(z + G, REGION_ALIGN);
     uint64_t poff = doff + align_up(cols + G, REGION_ALIGN);
     if (whole) {
         VKT_ASSERT(whole->size >= poff + part);
-        s->cols = (vkt_view){whole->buffer, whole->offset, cols};
+        s->wt = (vkt_view){whole->buffer, whole->offset, wt};
+        s->cols = (vkt_view){whole->buffer, whole->offset + coff, cols};
         s->z = (vkt_view){whole->buffer, whole->offset + zoff, z};
         s->dcols = (vkt_view){whole->buffer, whole->offset + doff, cols};
         s->part = (vkt_view){whole->buffer, whole->offset + poff, part};
@@ -226,10 +232,24 @@ static void conv_forward(vkt_rec *r, int node) {
     const char *lm = vkt_rec_label(r, node, "fwd", "conv");
     const char *lp = vkt_rec_label(r, node, "fwd", "permute");
     bool small = vkt_conv_fwd_small(l->units, K);
+    // The direct kernel where the device and geometry take it (conv_ops.h), on the weight
+    // transposed to [C][OC][KH][KW] in the scratch (written here, every step: W changes).
+    bool direct = vkt_conv_direct(r->ops, &g, true);
+    if (direct) {
+        conv_scratch s;
+        scratch_layout(l, bc, &ws, &s);
+        vkt_op_conv_to_nchw(r->cmd, r->ops, s.wt, w, NULL, l->units, g.KH * g.KW, 0, g.C,
+                            vkt_rec_label(r, node, "fwd", "wtrans"));
+        vkt_cmd_barrier(r->cmd);
+    }
     for (uint32_t b0 = 0; b0 < r->B; b0 += bc) {
         uint32_t nb = r->B - b0 < bc ? r->B - b0 : bc;
         conv_scratch s;
         scratch_layout(l, nb, &ws, &s);
+        // (Reads x and the transposed weight, writes the chunk's y: nothing else of this layer.)
+        if (direct && vkt_op_conv_direct(r->cmd, r->ops, y, x, s.wt, l->bias ? &bias : NULL, &g,
+                                         true, b0, nb, lm))
+            continue;
         if (small) {
             // y = W cols (+ b) in one kernel, written in NCHW; the previous chunk's reads the
             // columns this im2col writes.
@@ -263,6 +283,9 @@ static void conv_backward(vkt_rec *r, int node) {
     if (l->bias) db = vkt_rec_param(r, node, 1, VKT_STORE_GRAD);
     bool need_dx = vkt_rec_need_dx(r, node);
     if (need_dx) dx = vkt_rec_dx(r, node);
+    // dx straight from dy where the device and geometry take it (conv_ops.h), else from the
+    // columns' gradient (the TN product and col2im).
+    bool direct = need_dx && vkt_conv_direct(r->ops, &g, false);
     const char *lc = vkt_rec_label(r, node, "bwd", "im2col");
     const char *lp = vkt_rec_label(r, node, "bwd", "permute");
     const char *lw = vkt_rec_label(r, node, "bwd", "dweight");
@@ -283,8 +306,11 @@ static void conv_backward(vkt_rec *r, int node) {
         scratch_layout(l, nb, &ws, &s);
         if (b0 > 0) vkt_rec_barrier(r); // the previous chunk's products read cols and dZ
         vkt_op_conv_im2col(r->cmd, r->ops, s.cols, x, &g, b0, nb, lc);
+        // dx straight from dy (no dependence on this chunk's other work), or later from dcols.
+        bool chunk_dx = need_dx && !(direct && vkt_op_conv_direct(r->cmd, r->ops, dx, dy, w, NULL,
+                                                                  &g, false, b0, nb, ld));
         // dZ in the products' layout, for the products that read it (the split reads dy).
-        if (!split || need_dx)
+        if (!split || chunk_dx)
             vkt_op_conv_from_nchw(r->cmd, r->ops, s.z, dy, l->units, P, b0, nb, lp);
         // (Nothing here writes the previous chunk's dcols or partials.)
         if (prev_dx) vkt_op_conv_col2im(r->cmd, r->ops, dx, prev.dcols, &g, prev_b0, prev_nb, li);
@@ -304,10 +330,10 @@ static void conv_backward(vkt_rec *r, int node) {
             if (l->bias) vkt_op_conv_rowsum(r->cmd, r->ops, db, s.z, l->units, n, lb);
         }
         // dcols[K, n] = W[OC, K]^T dZ[OC, n]
-        if (need_dx)
+        if (chunk_dx)
             vkt_op_matmul(r->cmd, r->ops, VKT_MM_TN, s.dcols, w, s.z, NULL, 0.0f, K, n, l->units,
                           ld);
-        prev = s, prev_b0 = b0, prev_nb = nb, prev_dx = need_dx, prev_split = split;
+        prev = s, prev_b0 = b0, prev_nb = nb, prev_dx = chunk_dx, prev_split = split;
     }
     if (prev_dx || prev_split) {
         vkt_rec_barrier(r);
