@@ -96,6 +96,18 @@ VKT_STRUCT(vkt_conv_direct_push) {
     VKT_U32 ntex_in;
     VKT_U32 ntex_a;
 };
+// conv_direct_dw: OC output channels, n = nb*P positions of the chunk, the element offsets of the
+// chunk's first sample in dy's and x's bindings, the texels of those bindings, and the pieces of
+// 4 positions a part takes (the workgroups of z).
+VKT_STRUCT(vkt_conv_direct_dw_push) {
+    VKT_U32 OC;
+    VKT_U32 n;
+    VKT_U32 dy_off;
+    VKT_U32 x_off;
+    VKT_U32 ntex_dy;
+    VKT_U32 ntex_x;
+    VKT_U32 pieces;
+};
 // conv_dw: M channels of the output gradient, N rows of the columns (their K), n = nb*P columns;
 // a_off: the element offset of the chunk's first sample in the output gradient's binding;
 // pieces: V-float pieces per part (the workgroups of y); tiles_n: output tiles along NB.

@@ -419,12 +419,12 @@ void vkt_op_conv_dw_parts(vkt_cmd *cmd, vkt_ops *ops, vkt_view part, vkt_view dy
     vkt_cmd_dispatch(cmd, k, bind, 7, &p, sizeof p, tiles, S, 1, label);
 }
 
-void vkt_op_conv_dw_reduce(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, const vkt_view *db,
-                           vkt_view part, uint32_t M, uint32_t N, uint64_t n, const char *label) {
-    uint32_t S = vkt_conv_dw_parts(M, N, db != NULL, n);
-    VKT_ASSERT(S);
+// dw[M, N] (and db[M]) += the sum over j < parts of part[j][M][NB], in order.
+static void dw_reduce(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, const vkt_view *db, vkt_view part,
+                      uint32_t M, uint32_t N, uint32_t parts, const char *label) {
+    VKT_ASSERT(parts);
     uint32_t NB = N + (db ? 1u : 0u), wg = vkt_ops_wg_1d(ops), gx, gy;
-    vkt_conv_reduce_push p = {.M = M, .N = N, .NB = NB, .parts = S * DW_WG};
+    vkt_conv_reduce_push p = {.M = M, .N = N, .NB = NB, .parts = parts};
     uint32_t spec[3] = {wg, 1, 1};
     vkt_kernel *k = vkt_ops_kernel(ops, VKT_SHADER_CONV_DW_REDUCE, spec, 3);
     if (!k) return;
@@ -433,6 +433,106 @@ void vkt_op_conv_dw_reduce(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, const vkt_vi
                         db ? head(ops, *db, 4ull * M) : dwv};
     grid_1d(ops, (uint64_t)M * NB, wg, &gx, &gy);
     vkt_cmd_dispatch(cmd, k, bind, 3, &p, sizeof p, gx, gy, 1, label);
+}
+
+void vkt_op_conv_dw_reduce(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, const vkt_view *db,
+                           vkt_view part, uint32_t M, uint32_t N, uint64_t n, const char *label) {
+    uint32_t S = vkt_conv_dw_parts(M, N, db != NULL, n);
+    VKT_ASSERT(S);
+    dw_reduce(cmd, ops, dw, db, part, M, N, S * DW_WG, label);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The weight gradient straight from the activations (conv_direct_dw.comp)
+
+// Pieces of 4 positions a part of conv_direct_dw takes (even: a step takes two): 512 positions,
+// for fashion_cnn's second conv 25 parts of a 64-sample chunk, 200 workgroups.
+#define DIRECT_DW_PIECES 128u
+
+static uint32_t direct_dw_tm(uint32_t OC) { return OC < DIRECT_TM ? (OC + 7) / 8 * 8 : DIRECT_TM; }
+
+bool vkt_conv_direct_dw_shape(const vkt_conv_geom *g) {
+    return g->C >= DIRECT_WG && g->SH == 1 && g->SW == 1 && g->OH == g->H && g->OW == g->W &&
+           ((uint64_t)g->H * g->W) % 4 == 0 && (uint64_t)g->KH * g->KW <= DIRECT_MAX_TAPS;
+}
+
+bool vkt_conv_direct_dw(vkt_ops *ops, const vkt_conv_geom *g) {
+    const vkt_device_info *d = info_of(ops);
+    return vkt_device_conv_mode(vkt_ops_device(ops)) == VKT_CONV_AUTO &&
+           d->type == VKT_DEVICE_CPU && d->subgroup_size == DIRECT_WG && d->subgroup_shuffle &&
+           DIRECT_WG <= d->max_workgroup_invocations && vkt_conv_direct_dw_shape(g);
+}
+
+static uint32_t direct_dw_parts(uint64_t n) {
+    return (uint32_t)((n / 4 + DIRECT_DW_PIECES - 1) / DIRECT_DW_PIECES);
+}
+
+uint64_t vkt_conv_direct_dw_part_bytes(const vkt_conv_geom *g, bool bias, uint64_t n) {
+    if (!vkt_conv_direct_dw_shape(g)) return 0;
+    return 4ull * direct_dw_parts(n) * g->OC * (vkt_conv_k(g) + (bias ? 1 : 0));
+}
+
+// The bindings of dy and x for the chunk (and their offsets in p): false where the device cannot
+// bind them as its texels.
+static bool direct_dw_views(vkt_ops *ops, vkt_view dy, vkt_view x, const vkt_conv_geom *g,
+                            uint32_t b0, uint32_t nb, vkt_conv_direct_dw_push *p, vkt_view *yv,
+                            vkt_view *xv) {
+    uint64_t P = vkt_conv_p(g), in = (uint64_t)g->C * P, out = (uint64_t)g->OC * P;
+    VKT_ASSERT(nb * in <= UINT32_MAX && nb * out <= UINT32_MAX);
+    *yv = slice_texel(ops, dy, b0 * out, nb * out, &p->dy_off);
+    *xv = slice_texel(ops, x, b0 * in, nb * in, &p->x_off);
+    return texel_ok(ops, *yv) && texel_ok(ops, *xv) && p->dy_off % 4 == 0 && p->x_off % 4 == 0;
+}
+
+bool vkt_conv_direct_dw_fits(vkt_ops *ops, vkt_view dy, vkt_view x, const vkt_conv_geom *g,
+                             uint32_t b0, uint32_t nb) {
+    vkt_conv_direct_dw_push p;
+    vkt_view yv, xv;
+    return vkt_conv_direct_dw(ops, g) && direct_dw_views(ops, dy, x, g, b0, nb, &p, &yv, &xv);
+}
+
+void vkt_op_conv_direct_dw(vkt_cmd *cmd, vkt_ops *ops, vkt_view part, vkt_view dy, vkt_view x,
+                           const vkt_conv_geom *g, bool bias, uint32_t b0, uint32_t nb,
+                           const char *label) {
+    check_geom(g);
+    VKT_ASSERT(vkt_conv_direct_dw(ops, g));
+    if (nb == 0) return;
+    uint64_t n = (uint64_t)nb * vkt_conv_p(g);
+    vkt_conv_direct_dw_push p = {.OC = g->OC, .n = (uint32_t)n, .pieces = DIRECT_DW_PIECES};
+    vkt_view yv, xv, pv = head(ops, part, vkt_conv_direct_dw_part_bytes(g, bias, n));
+    VKT_ASSERT(direct_dw_views(ops, dy, x, g, b0, nb, &p, &yv, &xv));
+    p.ntex_dy = (uint32_t)(yv.size / 16);
+    p.ntex_x = (uint32_t)(xv.size / 16);
+    uint32_t tm = direct_dw_tm(g->OC);
+    uint32_t spec[VKT_SPEC_CONV_DIRECT_BIAS + 1] = {DIRECT_WG, 1, 1};
+    spec[VKT_SPEC_CONV_C] = g->C;
+    spec[VKT_SPEC_CONV_H] = g->H;
+    spec[VKT_SPEC_CONV_W] = g->W;
+    spec[VKT_SPEC_CONV_KH] = g->KH;
+    spec[VKT_SPEC_CONV_KW] = g->KW;
+    spec[VKT_SPEC_CONV_SH] = 1;
+    spec[VKT_SPEC_CONV_SW] = 1;
+    spec[VKT_SPEC_CONV_PH] = g->PH;
+    spec[VKT_SPEC_CONV_PW] = g->PW;
+    spec[VKT_SPEC_CONV_DIRECT_TM] = tm;
+    spec[VKT_SPEC_CONV_DIRECT_FWD] = 0;
+    spec[VKT_SPEC_CONV_DIRECT_BIAS] = bias;
+    vkt_kernel *k =
+        vkt_ops_kernel(ops, VKT_SHADER_CONV_DIRECT_DW, spec, VKT_SPEC_CONV_DIRECT_BIAS + 1);
+    if (!k) return; // reported by vkt_ops_status
+    const uint32_t *maxc = info_of(ops)->max_workgroup_count;
+    uint64_t gx = (g->OC + tm - 1) / tm, gy = (g->C + DIRECT_WG - 1) / DIRECT_WG,
+             gz = direct_dw_parts(n);
+    VKT_ASSERT(gx <= maxc[0] && gy <= maxc[1] && gz <= maxc[2]);
+    vkt_view bind[3] = {yv, xv, pv};
+    vkt_cmd_dispatch(cmd, k, bind, 3, &p, sizeof p, (uint32_t)gx, (uint32_t)gy, (uint32_t)gz,
+                     label);
+}
+
+void vkt_op_conv_direct_dw_reduce(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, const vkt_view *db,
+                                  vkt_view part, const vkt_conv_geom *g, uint64_t n,
+                                  const char *label) {
+    dw_reduce(cmd, ops, dw, db, part, g->OC, (uint32_t)vkt_conv_k(g), direct_dw_parts(n), label);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -89,6 +89,27 @@ bool vkt_op_conv_direct(vkt_cmd *cmd, vkt_ops *ops, vkt_view out, vkt_view in, v
                         const vkt_view *bias, const vkt_conv_geom *g, bool fwd, uint32_t b0,
                         uint32_t nb, const char *label);
 
+// The weight gradient of a stride-1 conv whose output is as large as its input, straight from
+// the activations (no columns, no permute), for a chunk's samples [b0, b0+nb), n = nb*P
+// positions: vkt_op_conv_direct_dw writes the partial sums of parts of the positions into part
+// (vkt_conv_direct_dw_part_bytes: parts x OC x (C*KH*KW + bias) floats), and after a barrier
+// vkt_op_conv_direct_dw_reduce adds them, in order, into dw [OC][C*KH*KW] (and db[OC])
+// (accumulates; deterministic). vkt_conv_direct_dw_shape: the geometry of vkt_conv_direct_shape
+// with at least 8 input channels (the lanes take one each); vkt_conv_direct_dw: and the device
+// (as vkt_conv_direct); vkt_conv_direct_dw_fits: and the chunk's views bind as its texels (the op
+// asserts it).
+bool vkt_conv_direct_dw_shape(const vkt_conv_geom *g);
+bool vkt_conv_direct_dw(vkt_ops *ops, const vkt_conv_geom *g);
+bool vkt_conv_direct_dw_fits(vkt_ops *ops, vkt_view dy, vkt_view x, const vkt_conv_geom *g,
+                             uint32_t b0, uint32_t nb);
+uint64_t vkt_conv_direct_dw_part_bytes(const vkt_conv_geom *g, bool bias, uint64_t n);
+void vkt_op_conv_direct_dw(vkt_cmd *cmd, vkt_ops *ops, vkt_view part, vkt_view dy, vkt_view x,
+                           const vkt_conv_geom *g, bool bias, uint32_t b0, uint32_t nb,
+                           const char *label);
+void vkt_op_conv_direct_dw_reduce(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, const vkt_view *db,
+                                  vkt_view part, const vkt_conv_geom *g, uint64_t n,
+                                  const char *label);
+
 // The bound on a conv layer's scratch (columns, product and columns' gradient of one chunk of
 // samples) by which engine/nn/layers/conv2d.c cuts a batch into chunks: 32 MiB by default. A
 // test sets it small to force several chunks; 0 restores the default. Read when a network is

@@ -94,8 +94,11 @@ static uint64_t scratch_layout(const vkt_layer_desc *l, uint64_t nb, const vkt_v
     vkt_conv_geom g = geom_of(l);
     uint64_t cols = 4 * vkt_conv_k(&g) * vkt_conv_p(&g) * nb;
     uint64_t z = 4ull * g.OC * vkt_conv_p(&g) * nb;
+    // The split weight gradient's partial sums, or the direct one's (the larger: either runs).
     uint64_t part =
         vkt_conv_dw_part_bytes(l->units, (uint32_t)vkt_conv_k(&g), l->bias, vkt_conv_p(&g) * nb);
+    uint64_t dpart = vkt_conv_direct_dw_part_bytes(&g, l->bias, vkt_conv_p(&g) * nb);
+    if (dpart > part) part = dpart;
     // The weight transposed to [C][OC][KH][KW] for the direct forward, where the shape takes it.
     uint64_t wt = vkt_conv_direct_shape(&g, true) ? 4 * vkt_conv_k(&g) * g.OC : 0;
     // Each region with the network's guard after it (the last one's is the buffer's own: the
@@ -295,30 +298,42 @@ static void conv_backward(vkt_rec *r, int node) {
     const char *lr = vkt_rec_label(r, node, "bwd", "dwreduce");
     const vkt_view *dbp = l->bias ? &db : NULL;
     // The previous chunk's work after the barrier: its input gradient from its dcols (prev_dx)
-    // and the sums of its split weight gradient (prev_split).
+    // and the sums of its split or direct weight gradient's parts (prev_reduce).
+    enum { NO_REDUCE, SPLIT_REDUCE, DIRECT_REDUCE };
     conv_scratch prev = {0};
     uint32_t prev_b0 = 0, prev_nb = 0;
-    bool prev_dx = false, prev_split = false;
+    bool prev_dx = false;
+    int prev_reduce = NO_REDUCE;
     for (uint32_t b0 = 0; b0 < r->B; b0 += bc) {
         uint32_t nb = r->B - b0 < bc ? r->B - b0 : bc, n = nb * P;
-        bool split = vkt_conv_dw_parts(l->units, K, l->bias, n) > 0;
+        // The weight gradient straight from x and dy (no columns), where the device takes it.
+        bool ddw = vkt_conv_direct_dw_fits(r->ops, dy, x, &g, b0, nb);
+        bool split = !ddw && vkt_conv_dw_parts(l->units, K, l->bias, n) > 0;
         conv_scratch s;
         scratch_layout(l, nb, &ws, &s);
         if (b0 > 0) vkt_rec_barrier(r); // the previous chunk's products read cols and dZ
-        vkt_op_conv_im2col(r->cmd, r->ops, s.cols, x, &g, b0, nb, lc);
+        if (!ddw) vkt_op_conv_im2col(r->cmd, r->ops, s.cols, x, &g, b0, nb, lc);
         // dx straight from dy (no dependence on this chunk's other work), or later from dcols.
         bool chunk_dx = need_dx && !(direct && vkt_op_conv_direct(r->cmd, r->ops, dx, dy, w, NULL,
                                                                   &g, false, b0, nb, ld));
-        // dZ in the products' layout, for the products that read it (the split reads dy).
-        if (!split || chunk_dx)
+        // dZ in the products' layout, for the products that read it (the split and the direct
+        // weight gradient read dy).
+        if ((!split && !ddw) || chunk_dx)
             vkt_op_conv_from_nchw(r->cmd, r->ops, s.z, dy, l->units, P, b0, nb, lp);
         // (Nothing here writes the previous chunk's dcols or partials.)
         if (prev_dx) vkt_op_conv_col2im(r->cmd, r->ops, dx, prev.dcols, &g, prev_b0, prev_nb, li);
-        if (prev_split)
+        if (prev_reduce == SPLIT_REDUCE)
             vkt_op_conv_dw_reduce(r->cmd, r->ops, dw, dbp, prev.part, l->units, K,
                                   (uint64_t)prev_nb * P, lr);
+        if (prev_reduce == DIRECT_REDUCE)
+            vkt_op_conv_direct_dw_reduce(r->cmd, r->ops, dw, dbp, prev.part, &g,
+                                         (uint64_t)prev_nb * P, lr);
         vkt_rec_barrier(r);
-        if (split) {
+        if (ddw) {
+            // Partial sums of dW (and db) over parts of the positions, added into dW and db
+            // after the next barrier.
+            vkt_op_conv_direct_dw(r->cmd, r->ops, s.part, dy, x, &g, l->bias, b0, nb, lw);
+        } else if (split) {
             // Partial sums of dW[OC, K] += dZ[OC, n] cols[K, n]^T and db[OC] += row sums of dZ
             // over parts of the columns, added into dW and db after the next barrier.
             vkt_op_conv_dw_parts(r->cmd, r->ops, s.part, dy, s.cols, l->units, K, P, b0, nb,
@@ -333,14 +348,18 @@ static void conv_backward(vkt_rec *r, int node) {
         if (chunk_dx)
             vkt_op_matmul(r->cmd, r->ops, VKT_MM_TN, s.dcols, w, s.z, NULL, 0.0f, K, n, l->units,
                           ld);
-        prev = s, prev_b0 = b0, prev_nb = nb, prev_dx = chunk_dx, prev_split = split;
+        prev = s, prev_b0 = b0, prev_nb = nb, prev_dx = chunk_dx;
+        prev_reduce = ddw ? DIRECT_REDUCE : split ? SPLIT_REDUCE : NO_REDUCE;
     }
-    if (prev_dx || prev_split) {
+    if (prev_dx || prev_reduce != NO_REDUCE) {
         vkt_rec_barrier(r);
         if (prev_dx) vkt_op_conv_col2im(r->cmd, r->ops, dx, prev.dcols, &g, prev_b0, prev_nb, li);
-        if (prev_split)
+        if (prev_reduce == SPLIT_REDUCE)
             vkt_op_conv_dw_reduce(r->cmd, r->ops, dw, dbp, prev.part, l->units, K,
                                   (uint64_t)prev_nb * P, lr);
+        if (prev_reduce == DIRECT_REDUCE)
+            vkt_op_conv_direct_dw_reduce(r->cmd, r->ops, dw, dbp, prev.part, &g,
+                                         (uint64_t)prev_nb * P, lr);
     }
 }
 
