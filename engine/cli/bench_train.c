@@ -3,14 +3,16 @@
 // each device's step into matmuls, the fused attention kernels, other kernels, communication and
 // host overhead, all from GPU timestamps and the host clock of the same run. It then times the
 // step's own matmul shapes on their own and reports the step's achieved FLOP/s against them: how
-// much the rest of the step costs around the matmuls. --baseline then runs PyTorch CPU on the
-// same model, batch and optimizer (scripts/torch_bench.py under Debian's /usr/bin/python3, or
-// $VKT_PYTHON) after the engine's run, with as many warm-up and timed steps, at 1 thread and at
-// all cores, and reports the faster, the BLAS it ran on and the ratio of the two throughputs; a
-// PyTorch on netlib's reference BLAS is said to be no comparison (NOT COMPARABLE, JSON
-// baseline.comparable false).
-// A language model (an embedding first: input [T] token ids) gets ids in [0, V) as its random
-// inputs and one label per position, and its throughput in tokens/s as well (samples/s x T).
+// much the rest of the step costs around the matmuls. (A layer's products are its matrix
+// products wherever the step runs them: on lavapipe conv2d computes the stride-1 "same" ones
+// with direct kernels instead, engine/ops/conv_ops.h, and their matmul equivalents are timed.)
+// --baseline then runs PyTorch CPU on the same model, batch and optimizer (scripts/torch_bench.py
+// under Debian's /usr/bin/python3, or $VKT_PYTHON) after the engine's run, with as many warm-up and
+// timed steps, at 1 thread and at all cores, and reports the faster, the BLAS it ran on and the
+// ratio of the two throughputs; a PyTorch on netlib's reference BLAS is said to be no comparison
+// (NOT COMPARABLE, JSON baseline.comparable false). A language model (an embedding first: input [T]
+// token ids) gets ids in [0, V) as its random inputs and one label per position, and its throughput
+// in tokens/s as well (samples/s x T).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

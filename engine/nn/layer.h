@@ -244,7 +244,9 @@ struct vkt_layer_type {
     // Per sample, its own work (a container's body is added by the caller).
     void (*cost)(const vkt_layer_desc *l, vkt_layer_cost *c);
     // The products of its forward and backward at batch B (need_dx: its input gradient too);
-    // at most VKT_LAYER_MAX_MATMULS; returns how many.
+    // at most VKT_LAYER_MAX_MATMULS; returns how many. As matrix products, on any device: a
+    // device may run some with other kernels of the same FLOPs (conv2d's direct kernels on
+    // lavapipe; bench train's comparison then times the matmul equivalents).
     int (*matmuls)(const vkt_layer_desc *l, uint32_t B, bool need_dx, vkt_mm_shape *out);
     const char *const *matmul_labels; // the label ends ("dense", "dweight") that are products
     // An elementwise activation that a product can apply in its epilogue: its act and alpha.
