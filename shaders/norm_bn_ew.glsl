@@ -10,8 +10,23 @@
 // whole vec4 (NORM_TEXEL 1: read through uniform texel buffers, lavapipe; 0: storage buffers);
 // the floats before the plane's first whole vec4 and after its last go through the float
 // bindings, in the first and last chunk. Bindings from p.base floats before the first plane.
+// NORM_ACT 1 (norm_bn_apply_act*, norm_bn_dx_act*: the next layer's activation fused in, where
+// its derivative follows from its output): apply writes y = f(z); dx reads that activation's
+// output gradient dy and output y (bindings 4 and 5, the rest moving up by two) and takes
+// dy f'(y) for its dy, the floats the activation's own backward would have written. The
+// activation is the specialization constants ACT and ALPHA (vkt_abi.h's VKT_ACT_CODE_*).
 #extension GL_EXT_control_flow_attributes : require
 #include "norm_abi.h"
+#if NORM_ACT
+#include "act_fn.glsl"
+layout(constant_id = VKT_SPEC_USER + 2) const uint ACT = VKT_ACT_CODE_NONE;
+layout(constant_id = VKT_SPEC_USER + 3) const float ALPHA = 0.0;
+#endif
+#if NORM_BWD && NORM_ACT
+#define B_COEF 6
+#else
+#define B_COEF (NORM_BWD != 0 ? 4 : 2)
+#endif
 
 layout(local_size_x_id = VKT_SPEC_LOCAL_X) in;
 // 1 when every plane is whole vec4s (HW % 4 == 0: then so is every slice's start), 0 otherwise.
@@ -37,22 +52,41 @@ layout(std430, binding = 2) readonly buffer DY4 { vec4 dy4[]; };
 #define DY4(q) dy4[q]
 #endif
 layout(std430, binding = 3) readonly buffer DY1 { float dy1[]; };
-layout(std430, binding = 4) readonly buffer K { vec4 coef[]; };
-layout(std430, binding = 5) writeonly buffer O4 { vec4 o4[]; };
-layout(std430, binding = 6) writeonly buffer O1 { float o1[]; };
+#if NORM_ACT
+#if NORM_TEXEL
+layout(binding = 4) uniform samplerBuffer y4;
+#define Y4(q) texelFetch(y4, int(q))
 #else
-layout(std430, binding = 2) readonly buffer K { vec4 coef[]; };
-layout(std430, binding = 3) writeonly buffer O4 { vec4 o4[]; };
-layout(std430, binding = 4) writeonly buffer O1 { float o1[]; };
+layout(std430, binding = 4) readonly buffer Y4B { vec4 y4[]; };
+#define Y4(q) y4[q]
+#endif
+layout(std430, binding = 5) readonly buffer Y1 { float y1[]; };
+// dy f'(y) of the fused activation.
+#define DYA4(q) (DY4(q) * act_grad_y(ACT, ALPHA, Y4(q)))
+#define DYA1(f) (dy1[f] * act_grad_y(ACT, ALPHA, vec4(y1[f])).x)
+#else
+#define DYA4(q) DY4(q)
+#define DYA1(f) dy1[f]
+#endif
+#endif
+layout(std430, binding = B_COEF) readonly buffer K { vec4 coef[]; };
+layout(std430, binding = B_COEF + 1) writeonly buffer O4 { vec4 o4[]; };
+layout(std430, binding = B_COEF + 2) writeonly buffer O1 { float o1[]; };
+#if !NORM_BWD && NORM_ACT
+#define ACTF4(v) act_forward(ACT, ALPHA, v)
+#define ACTF1(v) act_forward(ACT, ALPHA, vec4(v)).x
+#else
+#define ACTF4(v) (v)
+#define ACTF1(v) (v)
 #endif
 layout(push_constant) uniform PC { vkt_bn_push p; };
 
 // One float through the float bindings.
 void one(uint f, vec4 k) {
 #if NORM_BWD
-    o1[f] = k.y * dy1[f] + (x1[f] - k.x) * k.z + k.w;
+    o1[f] = k.y * DYA1(f) + (x1[f] - k.x) * k.z + k.w;
 #else
-    o1[f] = (x1[f] - k.x) * k.y + k.z;
+    o1[f] = ACTF1((x1[f] - k.x) * k.y + k.z);
 #endif
 }
 
@@ -69,9 +103,9 @@ void main() {
     uint qa = gl_WorkGroupID.x * chunk, qb = min(qa + chunk, body);
     for (uint q = q0 + qa + l; q < q0 + qb; q += W) {
 #if NORM_BWD
-        o4[q] = k.y * DY4(q) + (X4(q) - k.x) * k.z + k.w;
+        o4[q] = k.y * DYA4(q) + (X4(q) - k.x) * k.z + k.w;
 #else
-        o4[q] = (X4(q) - k.x) * k.y + k.z;
+        o4[q] = ACTF4((X4(q) - k.x) * k.y + k.z);
 #endif
     }
     // The floats before the first whole vec4 (first chunk) and after the last (last chunk).

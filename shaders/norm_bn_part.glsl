@@ -17,8 +17,17 @@
 //   NORM_BWD 1: sum dy and sum dy * xhat, xhat = (x - mean) * invstd (saved[c], saved[C + c]).
 // norm_bn_finish / norm_bn_bwd_finish add them up per channel in that order: the same inputs
 // give the same bits on every run. Bindings from p.base floats before the first sample.
+// NORM_ACT 1 (norm_bn_bwd_sums_act*: the next layer's activation fused into the backward, where
+// its derivative follows from its output): dy is that activation's output gradient, read with
+// its output y (bindings 4 and 5, saved and part moving to 6 and 7), and dy f'(y) is summed,
+// the floats its own backward would have written (activation: ACT and ALPHA, as norm_bn_ew.glsl).
 #extension GL_EXT_control_flow_attributes : require
 #include "norm_abi.h"
+#if NORM_ACT
+#include "act_fn.glsl"
+layout(constant_id = VKT_SPEC_USER + 2) const uint ACT = VKT_ACT_CODE_NONE;
+layout(constant_id = VKT_SPEC_USER + 3) const float ALPHA = 0.0;
+#endif
 
 layout(local_size_x_id = VKT_SPEC_LOCAL_X) in;
 // 1 when every segment is whole vec4s (HW % 4 == 0: then so is every slice's start), 0 otherwise.
@@ -40,8 +49,25 @@ layout(std430, binding = 2) readonly buffer DY4 { vec4 dy4[]; };
 #define DY4(q) dy4[q]
 #endif
 layout(std430, binding = 3) readonly buffer DY1 { float dy1[]; };
-layout(std430, binding = 4) readonly buffer S { float saved[]; };
-layout(std430, binding = 5) writeonly buffer P { float part[]; };
+#if NORM_ACT
+#if NORM_TEXEL
+layout(binding = 4) uniform samplerBuffer y4;
+#define Y4(q) texelFetch(y4, int(q))
+#else
+layout(std430, binding = 4) readonly buffer Y4B { vec4 y4[]; };
+#define Y4(q) y4[q]
+#endif
+layout(std430, binding = 5) readonly buffer Y1 { float y1[]; };
+#define DYA4(q) (DY4(q) * act_grad_y(ACT, ALPHA, Y4(q)))
+#define DYA1(f) (dy1[f] * act_grad_y(ACT, ALPHA, vec4(y1[f])).x)
+#define B_SAVED 6
+#else
+#define DYA4(q) DY4(q)
+#define DYA1(f) dy1[f]
+#define B_SAVED 4
+#endif
+layout(std430, binding = B_SAVED) readonly buffer S { float saved[]; };
+layout(std430, binding = B_SAVED + 1) writeonly buffer P { float part[]; };
 #else
 layout(std430, binding = 2) writeonly buffer P { float part[]; };
 #endif
@@ -82,17 +108,17 @@ void main() {
     for (uint b = 0u; b < nb; b++) {
         seg g = seg_at(f00 + b * stride, len);
         for (uint k = 0u; k < g.body; k++) {
-            vec4 d = DY4(g.q0 + k);
+            vec4 d = DYA4(g.q0 + k);
             a4 += d;
             b4 += d * (X4(g.q0 + k) - mean);
         }
         for (uint k = 0u; k < g.head; k++) {
-            float d = dy1[g.f0 + k];
+            float d = DYA1(g.f0 + k);
             sdy += d;
             sdx += d * (x1[g.f0 + k] - mean);
         }
         for (uint k = 0u; k < g.tail; k++) {
-            float d = dy1[g.t0 + k];
+            float d = DYA1(g.t0 + k);
             sdy += d;
             sdx += d * (x1[g.t0 + k] - mean);
         }

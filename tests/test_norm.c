@@ -642,6 +642,17 @@ static void test_slice_counts(dctx *c) {
     "{\"type\": \"dense\", \"units\": 5}, {\"type\": \"batchnorm2d\", \"momentum\": 0.7}, "        \
     "{\"type\": \"relu\"}, {\"type\": \"flatten\"}, {\"type\": \"dense\", \"units\": 3}], "        \
     "\"loss\": \"softmax_cross_entropy\"}"
+// Each activation after a batchnorm: tanh, sigmoid and leaky_relu run in its passes where the
+// network fuses (their derivatives follow from their outputs), gelu (it does not) apart; a 3x3
+// plane (9 floats: the passes' float tails) and a negative slope of -0.5 (not fused either).
+#define BN_D                                                                                       \
+    "{\"name\": \"bn_acts\", \"input\": [4, 3, 3], \"layers\": ["                                  \
+    "{\"type\": \"batchnorm2d\"}, {\"type\": \"tanh\"}, {\"type\": \"batchnorm2d\"}, "             \
+    "{\"type\": \"sigmoid\"}, {\"type\": \"batchnorm2d\"}, "                                       \
+    "{\"type\": \"leaky_relu\", \"negative_slope\": 0.1}, {\"type\": \"batchnorm2d\"}, "           \
+    "{\"type\": \"gelu\"}, {\"type\": \"batchnorm2d\"}, "                                          \
+    "{\"type\": \"leaky_relu\", \"negative_slope\": -0.5}, {\"type\": \"flatten\"}, "              \
+    "{\"type\": \"dense\", \"units\": 3}], \"loss\": \"softmax_cross_entropy\"}"
 #define LN_A                                                                                       \
     "{\"name\": \"ln_mlp\", \"input\": [7], \"layers\": ["                                         \
     "{\"type\": \"layernorm\", \"eps\": 0.0001}, {\"type\": \"dense\", \"units\": 5}, "            \
@@ -666,6 +677,7 @@ static void test_networks(vt *t, vkt_ops *const *ops) {
     lc_run(t, ops, &(lc_case){.json = BN_B, .B = 2, .input_grad = true});
     lc_run(t, ops, &(lc_case){.json = BN_B, .B = 5, .input_grad = true});
     lc_run(t, ops, &(lc_case){.json = BN_C, .B = 4, .input_grad = true});
+    lc_run(t, ops, &(lc_case){.json = BN_D, .B = 5, .input_grad = true});
     lc_run(t, ops, &(lc_case){.json = LN_A, .B = 3, .input_grad = true});
     lc_run(t, ops, &(lc_case){.json = LN_B, .B = 4, .input_grad = true});
     lc_run(t, ops, &(lc_case){.json = LN_C, .B = 5, .input_grad = true});

@@ -86,7 +86,7 @@ typedef struct vkt_node {
     uint64_t in_off, dx_off;    // its input and input gradient in a slot (a neighbour's)
     uint64_t out_off, grad_off; // its output and output gradient in a slot
     int tensor0, ntensors;      // its own parameter tensors in the network's list
-    bool fused_fwd;             // an activation run in the epilogue of prev's forward product
+    bool fused_fwd;             // an activation run in prev's forward (its product's epilogue)
     uint64_t saved_off; // its own per-slot storage from forward to backward (kind's `saved`)
 } vkt_node;
 
@@ -170,6 +170,11 @@ bool vkt_rec_fwd_epilogue(const vkt_rec *r, int node, vkt_mm_epilogue *epi, vkt_
                           vkt_view *saved);
 bool vkt_rec_bwd_epilogue(const vkt_rec *r, int node, vkt_mm_epilogue *epi, vkt_view *dx,
                           vkt_view *saved);
+// For a kind with takes_act: whether the next layer's activation ran in this node's forward and
+// its backward runs in this node's backward; if so its act and alpha, its output gradient *dy
+// (read in place of this node's) and its output *y.
+bool vkt_rec_bwd_act_after(const vkt_rec *r, int node, vkt_act *act, float *alpha, vkt_view *dy,
+                           vkt_view *y);
 // Whether an activation node keeps its input for its backward (not when its forward ran fused
 // and f' follows from its output).
 bool vkt_rec_act_input_kept(const vkt_rec *r, int node);
@@ -254,6 +259,10 @@ struct vkt_layer_type {
     // Its forward product can apply the next layer's epilogue, and its input-gradient product
     // the backward of the activation before it.
     bool takes_epilogue;
+    // Its forward can apply the next layer's activation, where that activation's derivative
+    // follows from its output (vkt_act_grad_from_output), and its backward then that
+    // activation's backward first (batchnorm2d: vkt_rec_fwd_epilogue, vkt_rec_bwd_act_after).
+    bool takes_act;
     // The output is the input, reshaped (flatten): no memory, no work.
     bool aliases_input;
     // Bytes per slot the node keeps from its forward to its backward besides its output (a

@@ -10,7 +10,9 @@
 // of that product's input-gradient product (dZ = (dY W) * f'), where the device runs the
 // epilogue faster than the separate kernel (vkt_matmul_epilogue_pays; vkt_context_desc.fuse
 // overrides). The pre-activation is then written only for activations whose derivative needs it
-// (vkt_act_grad_from_output). One SGD step of fashion_mlp records 17 dispatches and 14 barriers
+// (vkt_act_grad_from_output). A kind that `takes_act` (batchnorm2d) applies such an activation
+// after it in its forward and the activation's backward in its own, where the derivative follows
+// from the output. One SGD step of fashion_mlp records 17 dispatches and 14 barriers
 // unfused, 13 and 10 fused (test_mlp_grad checks the counts; docs/PERFORMANCE.md what it bought).
 // The optimizer too, where a step's gradients are read by nobody but the optimizer (one batch on
 // one device, SGD, no clipping: vkt_net_record_backward_step): a kind may apply the SGD step to a
@@ -743,8 +745,10 @@ static bool fuses_forward(const vkt_net *net, int n) {
     const vkt_node *nd = &net->L.nodes[n];
     vkt_act act;
     float alpha;
-    return net->fuse && nd->prev >= 0 && net->L.nodes[nd->prev].desc->type->takes_epilogue &&
-           net->L.nodes[nd->prev].desc->tp != VKT_TP_ROW && epilogue_of(net, n, &act, &alpha);
+    if (!net->fuse || nd->prev < 0 || !epilogue_of(net, n, &act, &alpha)) return false;
+    const vkt_layer_desc *p = net->L.nodes[nd->prev].desc;
+    return (p->type->takes_epilogue && p->tp != VKT_TP_ROW) ||
+           (p->type->takes_act && vkt_act_grad_from_output(act, alpha));
 }
 
 bool vkt_rec_act_input_kept(const vkt_rec *r, int node) {
@@ -767,6 +771,25 @@ static bool fuses_backward(const vkt_rec *r, int n) {
            vkt_rec_node(r, nd->next)->desc->tp != VKT_TP_COLUMN &&
            epilogue_of(r->net, n, &act, &alpha) && nd->top >= r->lo &&
            vkt_rec_node(r, nd->next)->top < r->hi && vkt_rec_need_dx(r, n);
+}
+
+// Whether activation node n's backward runs in its previous sibling's (a kind that takes_act,
+// whose forward ran n's), when the backward records top-level layers [r->lo, r->hi): both in
+// the range.
+static bool fuses_backward_prev(const vkt_rec *r, int n) {
+    const vkt_node *nd = vkt_rec_node(r, n);
+    return nd->fused_fwd && nd->prev >= 0 && vkt_rec_node(r, nd->prev)->desc->type->takes_act &&
+           vkt_rec_node(r, nd->prev)->top >= r->lo && nd->top < r->hi;
+}
+
+bool vkt_rec_bwd_act_after(const vkt_rec *r, int node, vkt_act *act, float *alpha, vkt_view *dy,
+                           vkt_view *y) {
+    int a = vkt_rec_node(r, node)->next;
+    if (a < 0 || !fuses_backward_prev(r, a)) return false;
+    epilogue_of(r->net, a, act, alpha);
+    *dy = vkt_rec_dy(r, a);
+    *y = vkt_rec_out(r, a);
+    return true;
 }
 
 bool vkt_rec_fwd_epilogue(const vkt_rec *r, int node, vkt_mm_epilogue *epi, vkt_view *out,
@@ -879,7 +902,7 @@ void vkt_net_record_accuracy(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
 // nothing. A kind's deferred work (r->late) goes into the same level as the next node's.
 static void backward_node(vkt_rec *r, int n) {
     const vkt_node *nd = vkt_rec_node(r, n);
-    if (nd->desc->type->aliases_input || fuses_backward(r, n)) return;
+    if (nd->desc->type->aliases_input || fuses_backward(r, n) || fuses_backward_prev(r, n)) return;
     vkt_rec_flush_late(r);
     nd->desc->type->backward(r, n);
     vkt_rec_barrier(r);

@@ -230,9 +230,18 @@ static int bn_bind(vkt_view *bind, const vkt_view *sliced, int nsliced, const vk
 
 // The spec of a batchnorm pass: its workgroup, whether every plane is whole vec4s (HW % 4 == 0:
 // then so is every window's start), and (elementwise) the lanes per plane.
+// With a fused activation (fa not NULL) its code and slope too (norm_bn_ew.glsl's ACT, ALPHA).
 static vkt_kernel *bn_kernel(vkt_ops *ops, vkt_shader_id shader, uint32_t wg, uint32_t HW,
-                             uint32_t lpp) {
-    uint32_t spec[5] = {wg, 1, 1, HW % 4 == 0, lpp};
+                             uint32_t lpp, const vkt_bn_act *fa) {
+    uint32_t spec[7] = {wg, 1, 1, HW % 4 == 0, lpp};
+    if (fa) {
+        // The activations whose derivative follows from their output have their vkt_act value
+        // as their shader code (vkt_abi.h's VKT_ACT_CODE_*).
+        VKT_ASSERT(vkt_act_grad_from_output(fa->act, fa->alpha) && fa->act != VKT_ACT_GELU_ERF);
+        spec[5] = (uint32_t)fa->act;
+        memcpy(&spec[6], &fa->alpha, 4);
+        return vkt_ops_kernel(ops, shader, spec, 7);
+    }
     return vkt_ops_kernel(ops, shader, spec, lpp ? 5 : 4);
 }
 
@@ -240,7 +249,7 @@ static vkt_kernel *bn_kernel(vkt_ops *ops, vkt_shader_id shader, uint32_t wg, ui
 // bindings are the sliced views (x, and dy) as bn_bind makes them, then the fixed ones.
 static void bn_partials(vkt_cmd *cmd, vkt_ops *ops, vkt_shader_id storage, vkt_shader_id texel,
                         const vkt_view *sliced, int nsliced, const vkt_view *fixed, int nfixed,
-                        vkt_bn_push p, const char *label) {
+                        vkt_bn_push p, const vkt_bn_act *fa, const char *label) {
     bool tex = bn_texel(ops, sliced, nsliced);
     uint64_t align = bn_align(ops, tex), sample = (uint64_t)p.C * p.HW;
     uint64_t fit = bn_slice_units(ops, sample, align, tex);
@@ -250,13 +259,13 @@ static void bn_partials(vkt_cmd *cmd, vkt_ops *ops, vkt_shader_id storage, vkt_s
     if (wg > info_of(ops)->max_workgroup_invocations) wg = info_of(ops)->max_workgroup_invocations;
     for (uint64_t s0 = 0; s0 < p.B; s0 += chunk) {
         uint64_t ns = p.B - s0 < chunk ? p.B - s0 : chunk;
-        vkt_view bind[8];
+        vkt_view bind[10];
         bool use_texel = tex;
         int nb = bn_bind(bind, sliced, nsliced, fixed, nfixed, NULL, align, s0, ns, sample, &p.base,
                          &use_texel);
         p.n = (uint32_t)ns;
         p.first = (uint32_t)s0;
-        vkt_kernel *k = bn_kernel(ops, use_texel ? texel : storage, wg, p.HW, 0);
+        vkt_kernel *k = bn_kernel(ops, use_texel ? texel : storage, wg, p.HW, 0, fa);
         // The slices write disjoint parts of one partial array, each binding it whole: a barrier
         // keeps that legal for synchronization validation, which tracks bound ranges.
         if (s0 > 0) vkt_cmd_barrier(cmd);
@@ -270,7 +279,7 @@ static void bn_partials(vkt_cmd *cmd, vkt_ops *ops, vkt_shader_id storage, vkt_s
 // planes: bindings as bn_bind makes them, the coefficients the one fixed view.
 static void bn_elementwise(vkt_cmd *cmd, vkt_ops *ops, vkt_shader_id storage, vkt_shader_id texel,
                            const vkt_view *sliced, int nsliced, vkt_view coef, vkt_view out,
-                           vkt_bn_push p, const char *label) {
+                           vkt_bn_push p, const vkt_bn_act *fa, const char *label) {
     bool tex = bn_texel(ops, sliced, nsliced);
     uint64_t align = bn_align(ops, tex), planes = (uint64_t)p.B * p.C;
     uint64_t chunk = bn_slice_units(ops, p.HW, align, tex);
@@ -290,13 +299,13 @@ static void bn_elementwise(vkt_cmd *cmd, vkt_ops *ops, vkt_shader_id storage, vk
     VKT_ASSERT(p.chunks <= d->max_workgroup_count[0]);
     for (uint64_t p0 = 0; p0 < planes; p0 += chunk) {
         uint64_t np = planes - p0 < chunk ? planes - p0 : chunk;
-        vkt_view bind[8];
+        vkt_view bind[10];
         bool use_texel = tex;
         int nb = bn_bind(bind, sliced, nsliced, &coef, 1, &out, align, p0, np, p.HW, &p.base,
                          &use_texel);
         p.n = (uint32_t)np;
         p.first = (uint32_t)p0;
-        vkt_kernel *k = bn_kernel(ops, use_texel ? texel : storage, wg, p.HW, lpp);
+        vkt_kernel *k = bn_kernel(ops, use_texel ? texel : storage, wg, p.HW, lpp, fa);
         // An output window may start before its first plane, inside the previous slice's.
         if (p0 > 0) vkt_cmd_barrier(cmd);
         if (!k) continue; // reported by vkt_ops_status
@@ -348,6 +357,16 @@ void vkt_op_batchnorm_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view s
                               vkt_view scratch, vkt_view x, vkt_view gamma, vkt_view beta,
                               uint32_t B, uint32_t C, uint32_t HW, float eps, float momentum,
                               bool train, const char *label) {
+    vkt_op_batchnorm_forward_act(cmd, ops, y, saved, running_mean, running_var, num_batches,
+                                 scratch, x, gamma, beta, B, C, HW, eps, momentum, train, NULL,
+                                 label);
+}
+
+void vkt_op_batchnorm_forward_act(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view saved,
+                                  vkt_view running_mean, vkt_view running_var, vkt_view num_batches,
+                                  vkt_view scratch, vkt_view x, vkt_view gamma, vkt_view beta,
+                                  uint32_t B, uint32_t C, uint32_t HW, float eps, float momentum,
+                                  bool train, const vkt_bn_act *fa, const char *label) {
     bn_check(ops, x, gamma, beta, scratch, B, C, HW);
     uint64_t total = (uint64_t)B * C * HW;
     VKT_ASSERT(y.size >= 4 * total && saved.size >= 8ull * C && num_batches.size >= 4);
@@ -360,21 +379,33 @@ void vkt_op_batchnorm_forward(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view s
     p.momentum = momentum;
     if (train) {
         bn_partials(cmd, ops, VKT_SHADER_NORM_BN_STATS, VKT_SHADER_NORM_BN_STATS_TEXEL, &x, 1,
-                    &part, 1, p, label);
+                    &part, 1, p, NULL, label);
         vkt_cmd_barrier(cmd);
     }
     vkt_view fin[8] = {part, saved, coef, running_mean, running_var, num_batches, gamma, beta};
     dispatch(cmd, ops, kernel_1d(ops, VKT_SHADER_NORM_BN_FINISH, BN_FINISH_WG), fin, 8, &p,
              sizeof p, (C + BN_FINISH_WG - 1) / BN_FINISH_WG, label);
     vkt_cmd_barrier(cmd);
-    bn_elementwise(cmd, ops, VKT_SHADER_NORM_BN_APPLY, VKT_SHADER_NORM_BN_APPLY_TEXEL, &x, 1, coef,
-                   y, p, label);
+    if (fa)
+        bn_elementwise(cmd, ops, VKT_SHADER_NORM_BN_APPLY_ACT, VKT_SHADER_NORM_BN_APPLY_ACT_TEXEL,
+                       &x, 1, coef, y, p, fa, label);
+    else
+        bn_elementwise(cmd, ops, VKT_SHADER_NORM_BN_APPLY, VKT_SHADER_NORM_BN_APPLY_TEXEL, &x, 1,
+                       coef, y, p, NULL, label);
 }
 
 void vkt_op_batchnorm_backward(vkt_cmd *cmd, vkt_ops *ops, const vkt_view *dx, vkt_view dgamma,
                                vkt_view dbeta, vkt_view scratch, vkt_view dy, vkt_view x,
                                vkt_view saved, vkt_view gamma, uint32_t B, uint32_t C, uint32_t HW,
                                const char *label) {
+    vkt_op_batchnorm_backward_act(cmd, ops, dx, dgamma, dbeta, scratch, dy, x, saved, gamma, B, C,
+                                  HW, NULL, label);
+}
+
+void vkt_op_batchnorm_backward_act(vkt_cmd *cmd, vkt_ops *ops, const vkt_view *dx, vkt_view dgamma,
+                                   vkt_view dbeta, vkt_view scratch, vkt_view dy, vkt_view x,
+                                   vkt_view saved, vkt_view gamma, uint32_t B, uint32_t C,
+                                   uint32_t HW, const vkt_bn_act *fa, const char *label) {
     bn_check(ops, x, gamma, gamma, scratch, B, C, HW);
     uint64_t total = (uint64_t)B * C * HW;
     VKT_ASSERT(dy.size >= 4 * total && saved.size >= 8ull * C);
@@ -382,17 +413,23 @@ void vkt_op_batchnorm_backward(vkt_cmd *cmd, vkt_ops *ops, const vkt_view *dx, v
     VKT_ASSERT(!dx || dx->size >= 4 * total);
     vkt_view coef, part;
     vkt_bn_push p = bn_push(ops, scratch, B, C, HW, &coef, &part);
-    vkt_view sliced[2] = {x, dy}, fixed[2] = {saved, part};
-    bn_partials(cmd, ops, VKT_SHADER_NORM_BN_BWD_SUMS, VKT_SHADER_NORM_BN_BWD_SUMS_TEXEL, sliced, 2,
-                fixed, 2, p, label);
+    VKT_ASSERT(!fa || fa->y.size >= 4 * total);
+    // With a fused activation its output joins x and dy (dy being the activation's output
+    // gradient), in the act kernels' bindings 4 and 5.
+    vkt_view sliced[3] = {x, dy, fa ? fa->y : dy}, fixed[2] = {saved, part};
+    int ns = fa ? 3 : 2;
+    bn_partials(cmd, ops, fa ? VKT_SHADER_NORM_BN_BWD_SUMS_ACT : VKT_SHADER_NORM_BN_BWD_SUMS,
+                fa ? VKT_SHADER_NORM_BN_BWD_SUMS_ACT_TEXEL : VKT_SHADER_NORM_BN_BWD_SUMS_TEXEL,
+                sliced, ns, fixed, 2, p, fa, label);
     vkt_cmd_barrier(cmd);
     vkt_view fin[6] = {part, saved, gamma, coef, dgamma, dbeta};
     dispatch(cmd, ops, kernel_1d(ops, VKT_SHADER_NORM_BN_BWD_FINISH, BN_FINISH_WG), fin, 6, &p,
              sizeof p, (C + BN_FINISH_WG - 1) / BN_FINISH_WG, label);
     if (!dx) return;
     vkt_cmd_barrier(cmd);
-    bn_elementwise(cmd, ops, VKT_SHADER_NORM_BN_DX, VKT_SHADER_NORM_BN_DX_TEXEL, sliced, 2, coef,
-                   *dx, p, label);
+    bn_elementwise(cmd, ops, fa ? VKT_SHADER_NORM_BN_DX_ACT : VKT_SHADER_NORM_BN_DX,
+                   fa ? VKT_SHADER_NORM_BN_DX_ACT_TEXEL : VKT_SHADER_NORM_BN_DX_TEXEL, sliced, ns,
+                   coef, *dx, p, fa, label);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -40,6 +40,28 @@ void vkt_op_batchnorm_backward(vkt_cmd *cmd, vkt_ops *ops, const vkt_view *dx, v
                                vkt_view saved, vkt_view gamma, uint32_t B, uint32_t C, uint32_t HW,
                                const char *label);
 
+// The next layer's activation fused into batchnorm (engine/nn/layers/batchnorm2d.c): one whose
+// derivative follows from its output (vkt_act_grad_from_output), its slope, and for the backward
+// its output y[B, C, HW].
+typedef struct vkt_bn_act {
+    vkt_act act;
+    float alpha;
+    vkt_view y;
+} vkt_bn_act;
+// The forward with fa (NULL: as vkt_op_batchnorm_forward) writes y = f(batchnorm(x)); the
+// backward with fa reads dy as that activation's output gradient and uses dy f'(fa->y) in its
+// place, the floats the activation's own backward would have written (the same sums and dx,
+// bit for bit).
+void vkt_op_batchnorm_forward_act(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_view saved,
+                                  vkt_view running_mean, vkt_view running_var, vkt_view num_batches,
+                                  vkt_view scratch, vkt_view x, vkt_view gamma, vkt_view beta,
+                                  uint32_t B, uint32_t C, uint32_t HW, float eps, float momentum,
+                                  bool train, const vkt_bn_act *fa, const char *label);
+void vkt_op_batchnorm_backward_act(vkt_cmd *cmd, vkt_ops *ops, const vkt_view *dx, vkt_view dgamma,
+                                   vkt_view dbeta, vkt_view scratch, vkt_view dy, vkt_view x,
+                                   vkt_view saved, vkt_view gamma, uint32_t B, uint32_t C,
+                                   uint32_t HW, const vkt_bn_act *fa, const char *label);
+
 // ---------------------------------------------------------------------------------------------
 // layernorm, as torch.nn.LayerNorm(D, eps) over the last dimension: R rows of D
 

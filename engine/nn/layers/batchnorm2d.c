@@ -11,7 +11,10 @@
 //           dx = gamma invstd / N (N dy - sum dy - xhat sum dy*xhat), N = B*H*W.
 // PyTorch refuses a training forward with one value per channel (B*H*W == 1: "Expected more than
 // 1 value per channel when training"); so does this kind (the unbiased variance divides by N-1).
-// The kernels are engine/ops/norm_ops.c's.
+// The kernels are engine/ops/norm_ops.c's. An activation after it whose derivative follows from
+// its output (relu, as in fashion_cnn) runs in its passes where the network fuses (takes_act):
+// the forward writes f(y) to the activation's output, the backward reads the activation's output
+// gradient and output and uses dy f'(y), the same floats as the two layers apart.
 #include <math.h>
 #include <stdio.h>
 
@@ -111,12 +114,18 @@ static void bn_forward(vkt_rec *r, int node) {
         refuse_single_value(l, r->B, r->ops);
         return;
     }
-    vkt_op_batchnorm_forward(
-        r->cmd, r->ops, vkt_rec_out(r, node), vkt_rec_saved(r, node),
-        vkt_rec_param(r, node, 2, VKT_STORE_PARAM), vkt_rec_param(r, node, 3, VKT_STORE_PARAM),
-        vkt_rec_param(r, node, 4, VKT_STORE_PARAM), vkt_rec_scratch(r), vkt_rec_in(r, node),
-        vkt_rec_param(r, node, 0, VKT_STORE_PARAM), vkt_rec_param(r, node, 1, VKT_STORE_PARAM),
-        r->B, channels(l), plane(l), l->eps, l->momentum, train,
+    // The next activation into the output pass (its output written instead of this node's).
+    vkt_mm_epilogue epi;
+    vkt_view out = vkt_rec_out(r, node), pre;
+    bool fused = vkt_rec_fwd_epilogue(r, node, &epi, &out, &pre);
+    VKT_ASSERT(!fused || !epi.saved); // takes_act: only activations differentiable from f(x)
+    vkt_bn_act fa = {.act = epi.act, .alpha = epi.alpha};
+    vkt_op_batchnorm_forward_act(
+        r->cmd, r->ops, out, vkt_rec_saved(r, node), vkt_rec_param(r, node, 2, VKT_STORE_PARAM),
+        vkt_rec_param(r, node, 3, VKT_STORE_PARAM), vkt_rec_param(r, node, 4, VKT_STORE_PARAM),
+        vkt_rec_scratch(r), vkt_rec_in(r, node), vkt_rec_param(r, node, 0, VKT_STORE_PARAM),
+        vkt_rec_param(r, node, 1, VKT_STORE_PARAM), r->B, channels(l), plane(l), l->eps,
+        l->momentum, train, fused ? &fa : NULL,
         vkt_rec_label(r, node, "fwd", train ? "batchnorm2d" : "batchnorm2d_eval"));
 }
 
@@ -130,13 +139,16 @@ static void bn_backward(vkt_rec *r, int node) {
                      "batch statistics of a training forward)");
         return;
     }
-    vkt_view dx = vkt_rec_dx(r, node);
-    vkt_op_batchnorm_backward(r->cmd, r->ops, vkt_rec_need_dx(r, node) ? &dx : NULL,
-                              vkt_rec_param(r, node, 0, VKT_STORE_GRAD),
-                              vkt_rec_param(r, node, 1, VKT_STORE_GRAD), vkt_rec_scratch(r),
-                              vkt_rec_dy(r, node), vkt_rec_in(r, node), vkt_rec_saved(r, node),
-                              vkt_rec_param(r, node, 0, VKT_STORE_PARAM), r->B, channels(l),
-                              plane(l), vkt_rec_label(r, node, "bwd", "batchnorm2d"));
+    vkt_view dx = vkt_rec_dx(r, node), dy = vkt_rec_dy(r, node);
+    // The next activation's backward first, where it ran in this node's forward.
+    vkt_bn_act fa;
+    bool fused = vkt_rec_bwd_act_after(r, node, &fa.act, &fa.alpha, &dy, &fa.y);
+    vkt_op_batchnorm_backward_act(
+        r->cmd, r->ops, vkt_rec_need_dx(r, node) ? &dx : NULL,
+        vkt_rec_param(r, node, 0, VKT_STORE_GRAD), vkt_rec_param(r, node, 1, VKT_STORE_GRAD),
+        vkt_rec_scratch(r), dy, vkt_rec_in(r, node), vkt_rec_saved(r, node),
+        vkt_rec_param(r, node, 0, VKT_STORE_PARAM), r->B, channels(l), plane(l), fused ? &fa : NULL,
+        vkt_rec_label(r, node, "bwd", "batchnorm2d"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -221,6 +233,6 @@ static int bn_torch(const vkt_layer_desc *l, char *buf, size_t size) {
 static const char *const bn_keys[] = {"momentum", "eps", NULL};
 
 VKT_LAYER_TYPE(batchnorm2d, .keys = bn_keys, .parse = bn_parse, .params = bn_params,
-               .cost = bn_cost, .saved = bn_saved, .scratch = bn_scratch, .forward = bn_forward,
-               .backward = bn_backward, .ref_forward = bn_ref_forward,
+               .cost = bn_cost, .saved = bn_saved, .scratch = bn_scratch, .takes_act = true,
+               .forward = bn_forward, .backward = bn_backward, .ref_forward = bn_ref_forward,
                .ref_backward = bn_ref_backward, .torch = bn_torch);
