@@ -17,16 +17,7 @@
 // activation is the specialization constants ACT and ALPHA (vkt_abi.h's VKT_ACT_CODE_*).
 #extension GL_EXT_control_flow_attributes : require
 #include "norm_abi.h"
-#if NORM_ACT
-#include "act_fn.glsl"
-layout(constant_id = VKT_SPEC_USER + 2) const uint ACT = VKT_ACT_CODE_NONE;
-layout(constant_id = VKT_SPEC_USER + 3) const float ALPHA = 0.0;
-#endif
-#if NORM_BWD && NORM_ACT
-#define B_COEF 6
-#else
-#define B_COEF (NORM_BWD != 0 ? 4 : 2)
-#endif
+#include "norm_bn_in.glsl"
 
 layout(local_size_x_id = VKT_SPEC_LOCAL_X) in;
 // 1 when every plane is whole vec4s (HW % 4 == 0: then so is every slice's start), 0 otherwise.
@@ -35,43 +26,9 @@ layout(constant_id = VKT_SPEC_USER) const uint WHOLE = 0;
 // (small planes: a 14 x 14 plane's 49 vec4s to 16 lanes) or, when LPP is the whole workgroup, a
 // chunk of one plane.
 layout(constant_id = VKT_SPEC_USER + 1) const uint LPP = 64;
-#if NORM_TEXEL
-layout(binding = 0) uniform samplerBuffer x4;
-#define X4(q) texelFetch(x4, int(q))
-#else
-layout(std430, binding = 0) readonly buffer X4 { vec4 x4[]; };
-#define X4(q) x4[q]
-#endif
-layout(std430, binding = 1) readonly buffer X1 { float x1[]; };
-#if NORM_BWD
-#if NORM_TEXEL
-layout(binding = 2) uniform samplerBuffer dy4;
-#define DY4(q) texelFetch(dy4, int(q))
-#else
-layout(std430, binding = 2) readonly buffer DY4 { vec4 dy4[]; };
-#define DY4(q) dy4[q]
-#endif
-layout(std430, binding = 3) readonly buffer DY1 { float dy1[]; };
-#if NORM_ACT
-#if NORM_TEXEL
-layout(binding = 4) uniform samplerBuffer y4;
-#define Y4(q) texelFetch(y4, int(q))
-#else
-layout(std430, binding = 4) readonly buffer Y4B { vec4 y4[]; };
-#define Y4(q) y4[q]
-#endif
-layout(std430, binding = 5) readonly buffer Y1 { float y1[]; };
-// dy f'(y) of the fused activation.
-#define DYA4(q) (DY4(q) * act_grad_y(ACT, ALPHA, Y4(q)))
-#define DYA1(f) (dy1[f] * act_grad_y(ACT, ALPHA, vec4(y1[f])).x)
-#else
-#define DYA4(q) DY4(q)
-#define DYA1(f) dy1[f]
-#endif
-#endif
-layout(std430, binding = B_COEF) readonly buffer K { vec4 coef[]; };
-layout(std430, binding = B_COEF + 1) writeonly buffer O4 { vec4 o4[]; };
-layout(std430, binding = B_COEF + 2) writeonly buffer O1 { float o1[]; };
+layout(std430, binding = B_NEXT) readonly buffer K { vec4 coef[]; };
+layout(std430, binding = B_NEXT + 1) writeonly buffer O4 { vec4 o4[]; };
+layout(std430, binding = B_NEXT + 2) writeonly buffer O1 { float o1[]; };
 #if !NORM_BWD && NORM_ACT
 #define ACTF4(v) act_forward(ACT, ALPHA, v)
 #define ACTF1(v) act_forward(ACT, ALPHA, vec4(v)).x

@@ -23,53 +23,16 @@
 // the floats its own backward would have written (activation: ACT and ALPHA, as norm_bn_ew.glsl).
 #extension GL_EXT_control_flow_attributes : require
 #include "norm_abi.h"
-#if NORM_ACT
-#include "act_fn.glsl"
-layout(constant_id = VKT_SPEC_USER + 2) const uint ACT = VKT_ACT_CODE_NONE;
-layout(constant_id = VKT_SPEC_USER + 3) const float ALPHA = 0.0;
-#endif
+#include "norm_bn_in.glsl"
 
 layout(local_size_x_id = VKT_SPEC_LOCAL_X) in;
 // 1 when every segment is whole vec4s (HW % 4 == 0: then so is every slice's start), 0 otherwise.
 layout(constant_id = VKT_SPEC_USER) const uint WHOLE = 0;
-#if NORM_TEXEL
-layout(binding = 0) uniform samplerBuffer x4;
-#define X4(q) texelFetch(x4, int(q))
-#else
-layout(std430, binding = 0) readonly buffer X4 { vec4 x4[]; };
-#define X4(q) x4[q]
-#endif
-layout(std430, binding = 1) readonly buffer X1 { float x1[]; };
 #if NORM_BWD
-#if NORM_TEXEL
-layout(binding = 2) uniform samplerBuffer dy4;
-#define DY4(q) texelFetch(dy4, int(q))
+layout(std430, binding = B_NEXT) readonly buffer S { float saved[]; };
+layout(std430, binding = B_NEXT + 1) writeonly buffer P { float part[]; };
 #else
-layout(std430, binding = 2) readonly buffer DY4 { vec4 dy4[]; };
-#define DY4(q) dy4[q]
-#endif
-layout(std430, binding = 3) readonly buffer DY1 { float dy1[]; };
-#if NORM_ACT
-#if NORM_TEXEL
-layout(binding = 4) uniform samplerBuffer y4;
-#define Y4(q) texelFetch(y4, int(q))
-#else
-layout(std430, binding = 4) readonly buffer Y4B { vec4 y4[]; };
-#define Y4(q) y4[q]
-#endif
-layout(std430, binding = 5) readonly buffer Y1 { float y1[]; };
-#define DYA4(q) (DY4(q) * act_grad_y(ACT, ALPHA, Y4(q)))
-#define DYA1(f) (dy1[f] * act_grad_y(ACT, ALPHA, vec4(y1[f])).x)
-#define B_SAVED 6
-#else
-#define DYA4(q) DY4(q)
-#define DYA1(f) dy1[f]
-#define B_SAVED 4
-#endif
-layout(std430, binding = B_SAVED) readonly buffer S { float saved[]; };
-layout(std430, binding = B_SAVED + 1) writeonly buffer P { float part[]; };
-#else
-layout(std430, binding = 2) writeonly buffer P { float part[]; };
+layout(std430, binding = B_NEXT) writeonly buffer P { float part[]; };
 #endif
 layout(push_constant) uniform PC { vkt_bn_push p; };
 

@@ -237,6 +237,27 @@ bool vkt_conv_direct(vkt_ops *ops, const vkt_conv_geom *g, bool fwd) {
            DIRECT_WG <= d->max_workgroup_invocations && vkt_conv_direct_shape(g, fwd);
 }
 
+// The pipeline of conv_direct or conv_direct_dw for g: rows R (conv_direct's output channels,
+// conv_direct_dw's input channels in VKT_SPEC_CONV_C), tm rows a workgroup, the direction and
+// whether a bias is added (or summed).
+static vkt_kernel *direct_kernel(vkt_ops *ops, vkt_shader_id shader, const vkt_conv_geom *g,
+                                 uint32_t R, uint32_t tm, bool fwd, bool bias) {
+    uint32_t spec[VKT_SPEC_CONV_DIRECT_BIAS + 1] = {DIRECT_WG, 1, 1};
+    spec[VKT_SPEC_CONV_C] = R;
+    spec[VKT_SPEC_CONV_H] = g->H;
+    spec[VKT_SPEC_CONV_W] = g->W;
+    spec[VKT_SPEC_CONV_KH] = g->KH;
+    spec[VKT_SPEC_CONV_KW] = g->KW;
+    spec[VKT_SPEC_CONV_SH] = 1;
+    spec[VKT_SPEC_CONV_SW] = 1;
+    spec[VKT_SPEC_CONV_PH] = g->PH;
+    spec[VKT_SPEC_CONV_PW] = g->PW;
+    spec[VKT_SPEC_CONV_DIRECT_TM] = tm;
+    spec[VKT_SPEC_CONV_DIRECT_FWD] = fwd;
+    spec[VKT_SPEC_CONV_DIRECT_BIAS] = bias;
+    return vkt_ops_kernel(ops, shader, spec, VKT_SPEC_CONV_DIRECT_BIAS + 1);
+}
+
 bool vkt_op_conv_direct(vkt_cmd *cmd, vkt_ops *ops, vkt_view out, vkt_view in, vkt_view a,
                         const vkt_view *bias, const vkt_conv_geom *g, bool fwd, uint32_t b0,
                         uint32_t nb, const char *label) {
@@ -256,21 +277,8 @@ bool vkt_op_conv_direct(vkt_cmd *cmd, vkt_ops *ops, vkt_view out, vkt_view in, v
     p.ntex_in = (uint32_t)(iv.size / 16);
     p.ntex_a = (uint32_t)(av.size / 16);
     uint32_t tm = R < DIRECT_TM ? (uint32_t)(R + 3) / 4 * 4 : DIRECT_TM;
-    uint32_t spec[VKT_SPEC_CONV_DIRECT_BIAS + 1] = {DIRECT_WG, 1, 1};
-    spec[VKT_SPEC_CONV_C] = (uint32_t)R;
-    spec[VKT_SPEC_CONV_H] = g->H;
-    spec[VKT_SPEC_CONV_W] = g->W;
-    spec[VKT_SPEC_CONV_KH] = g->KH;
-    spec[VKT_SPEC_CONV_KW] = g->KW;
-    spec[VKT_SPEC_CONV_SH] = 1;
-    spec[VKT_SPEC_CONV_SW] = 1;
-    spec[VKT_SPEC_CONV_PH] = g->PH;
-    spec[VKT_SPEC_CONV_PW] = g->PW;
-    spec[VKT_SPEC_CONV_DIRECT_TM] = tm;
-    spec[VKT_SPEC_CONV_DIRECT_FWD] = fwd;
-    spec[VKT_SPEC_CONV_DIRECT_BIAS] = bias != NULL;
     vkt_kernel *k =
-        vkt_ops_kernel(ops, VKT_SHADER_CONV_DIRECT, spec, VKT_SPEC_CONV_DIRECT_BIAS + 1);
+        direct_kernel(ops, VKT_SHADER_CONV_DIRECT, g, (uint32_t)R, tm, fwd, bias != NULL);
     if (!k) return true; // reported by vkt_ops_status
     const uint32_t *maxc = info_of(ops)->max_workgroup_count;
     uint64_t gx = (R + tm - 1) / tm, gy = (n + 8 * DIRECT_WG - 1) / (8 * DIRECT_WG);
@@ -504,21 +512,7 @@ void vkt_op_conv_direct_dw(vkt_cmd *cmd, vkt_ops *ops, vkt_view part, vkt_view d
     p.ntex_dy = (uint32_t)(yv.size / 16);
     p.ntex_x = (uint32_t)(xv.size / 16);
     uint32_t tm = direct_dw_tm(g->OC);
-    uint32_t spec[VKT_SPEC_CONV_DIRECT_BIAS + 1] = {DIRECT_WG, 1, 1};
-    spec[VKT_SPEC_CONV_C] = g->C;
-    spec[VKT_SPEC_CONV_H] = g->H;
-    spec[VKT_SPEC_CONV_W] = g->W;
-    spec[VKT_SPEC_CONV_KH] = g->KH;
-    spec[VKT_SPEC_CONV_KW] = g->KW;
-    spec[VKT_SPEC_CONV_SH] = 1;
-    spec[VKT_SPEC_CONV_SW] = 1;
-    spec[VKT_SPEC_CONV_PH] = g->PH;
-    spec[VKT_SPEC_CONV_PW] = g->PW;
-    spec[VKT_SPEC_CONV_DIRECT_TM] = tm;
-    spec[VKT_SPEC_CONV_DIRECT_FWD] = 0;
-    spec[VKT_SPEC_CONV_DIRECT_BIAS] = bias;
-    vkt_kernel *k =
-        vkt_ops_kernel(ops, VKT_SHADER_CONV_DIRECT_DW, spec, VKT_SPEC_CONV_DIRECT_BIAS + 1);
+    vkt_kernel *k = direct_kernel(ops, VKT_SHADER_CONV_DIRECT_DW, g, g->C, tm, false, bias);
     if (!k) return; // reported by vkt_ops_status
     const uint32_t *maxc = info_of(ops)->max_workgroup_count;
     uint64_t gx = (g->OC + tm - 1) / tm, gy = (g->C + DIRECT_WG - 1) / DIRECT_WG,
