@@ -453,9 +453,12 @@ void vkt_op_conv_dw_reduce(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, const vkt_vi
 // ---------------------------------------------------------------------------------------------
 // The weight gradient straight from the activations (conv_direct_dw.comp)
 
-// Pieces of 4 positions a part of conv_direct_dw takes (even: a step takes two): 512 positions,
-// for fashion_cnn's second conv 25 parts of a 64-sample chunk, 200 workgroups.
+// Pieces of 4 positions a part of conv_direct_dw takes, about: 512 positions, for fashion_cnn's
+// second conv 25 parts of a 64-sample chunk, 200 workgroups. Fewer, longer parts where the parts'
+// sums would pass DIRECT_DW_PART_BYTES (a large weight: its workgroups are many anyway), down to
+// one.
 #define DIRECT_DW_PIECES 128u
+#define DIRECT_DW_PART_BYTES (8ull << 20)
 
 static uint32_t direct_dw_tm(uint32_t OC) { return OC < DIRECT_TM ? (OC + 7) / 8 * 8 : DIRECT_TM; }
 
@@ -471,13 +474,21 @@ bool vkt_conv_direct_dw(vkt_ops *ops, const vkt_conv_geom *g) {
            DIRECT_WG <= d->max_workgroup_invocations && vkt_conv_direct_dw_shape(g);
 }
 
-static uint32_t direct_dw_parts(uint64_t n) {
-    return (uint32_t)((n / 4 + DIRECT_DW_PIECES - 1) / DIRECT_DW_PIECES);
+// The parts of n positions (n / 4 >= 1 pieces of 4), and in *pieces the pieces of each but the
+// last: about DIRECT_DW_PIECES each, fewer parts where their sums would pass DIRECT_DW_PART_BYTES.
+static uint32_t direct_dw_parts(const vkt_conv_geom *g, bool bias, uint64_t n, uint32_t *pieces) {
+    uint64_t npieces = n / 4, one = 4ull * g->OC * (vkt_conv_k(g) + (bias ? 1 : 0));
+    uint64_t parts = (npieces + DIRECT_DW_PIECES - 1) / DIRECT_DW_PIECES;
+    if (parts > DIRECT_DW_PART_BYTES / one) parts = DIRECT_DW_PART_BYTES / one;
+    if (parts < 1) parts = 1;
+    uint64_t per = (npieces + parts - 1) / parts; // >= 1
+    if (pieces) *pieces = (uint32_t)per;
+    return (uint32_t)((npieces + per - 1) / per);
 }
 
 uint64_t vkt_conv_direct_dw_part_bytes(const vkt_conv_geom *g, bool bias, uint64_t n) {
     if (!vkt_conv_direct_dw_shape(g)) return 0;
-    return 4ull * direct_dw_parts(n) * g->OC * (vkt_conv_k(g) + (bias ? 1 : 0));
+    return 4ull * direct_dw_parts(g, bias, n, NULL) * g->OC * (vkt_conv_k(g) + (bias ? 1 : 0));
 }
 
 // The bindings of dy and x for the chunk (and their offsets in p): false where the device cannot
@@ -506,7 +517,8 @@ void vkt_op_conv_direct_dw(vkt_cmd *cmd, vkt_ops *ops, vkt_view part, vkt_view d
     VKT_ASSERT(vkt_conv_direct_dw(ops, g));
     if (nb == 0) return;
     uint64_t n = (uint64_t)nb * vkt_conv_p(g);
-    vkt_conv_direct_dw_push p = {.OC = g->OC, .n = (uint32_t)n, .pieces = DIRECT_DW_PIECES};
+    vkt_conv_direct_dw_push p = {.OC = g->OC, .n = (uint32_t)n};
+    uint32_t parts = direct_dw_parts(g, bias, n, &p.pieces);
     vkt_view yv, xv, pv = head(ops, part, vkt_conv_direct_dw_part_bytes(g, bias, n));
     VKT_ASSERT(direct_dw_views(ops, dy, x, g, b0, nb, &p, &yv, &xv));
     p.ntex_dy = (uint32_t)(yv.size / 16);
@@ -515,8 +527,7 @@ void vkt_op_conv_direct_dw(vkt_cmd *cmd, vkt_ops *ops, vkt_view part, vkt_view d
     vkt_kernel *k = direct_kernel(ops, VKT_SHADER_CONV_DIRECT_DW, g, g->C, tm, false, bias);
     if (!k) return; // reported by vkt_ops_status
     const uint32_t *maxc = info_of(ops)->max_workgroup_count;
-    uint64_t gx = (g->OC + tm - 1) / tm, gy = (g->C + DIRECT_WG - 1) / DIRECT_WG,
-             gz = direct_dw_parts(n);
+    uint64_t gx = (g->OC + tm - 1) / tm, gy = (g->C + DIRECT_WG - 1) / DIRECT_WG, gz = parts;
     VKT_ASSERT(gx <= maxc[0] && gy <= maxc[1] && gz <= maxc[2]);
     vkt_view bind[3] = {yv, xv, pv};
     vkt_cmd_dispatch(cmd, k, bind, 3, &p, sizeof p, (uint32_t)gx, (uint32_t)gy, (uint32_t)gz,
@@ -526,7 +537,8 @@ void vkt_op_conv_direct_dw(vkt_cmd *cmd, vkt_ops *ops, vkt_view part, vkt_view d
 void vkt_op_conv_direct_dw_reduce(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, const vkt_view *db,
                                   vkt_view part, const vkt_conv_geom *g, uint64_t n,
                                   const char *label) {
-    dw_reduce(cmd, ops, dw, db, part, g->OC, (uint32_t)vkt_conv_k(g), direct_dw_parts(n), label);
+    dw_reduce(cmd, ops, dw, db, part, g->OC, (uint32_t)vkt_conv_k(g),
+              direct_dw_parts(g, db != NULL, n, NULL), label);
 }
 
 // ---------------------------------------------------------------------------------------------
