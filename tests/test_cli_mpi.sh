@@ -98,16 +98,18 @@ close_tensors "$work/cnn_layers3.safetensors" "$work/cnn_single.safetensors"
 check "fashion_cnn, layers over 3 ranks: within tolerance of the single device" $?
 # Data x pipeline (--pipelines 2, one micro-batch): each pipeline normalises its shard and keeps
 # pipeline 0's running statistics, as replicas do, so replicated over one pipeline's drivers in
-# one process is the reference.
-"$bin" train --model "$cnn" $common --device llvmpipe,swiftshader --strategy replicated \
+# one process is the reference. A replica runs every layer on its driver, a pipeline its second
+# stage on SwiftShader: all three runs through columns and the matmul (VKT_CONV=columns), for
+# lavapipe's direct conv kernels sum in another order (above).
+VKT_CONV=columns "$bin" train --model "$cnn" $common --device llvmpipe,swiftshader --strategy replicated \
     --save "$work/cnn_rep_ls.safetensors"
 check "fashion_cnn, replicated over lavapipe + SwiftShader in one process" $?
-mpi 2 train --model "$cnn" $common --device-per-rank llvmpipe+swiftshader,llvmpipe+swiftshader \
+VKT_CONV=columns mpi 2 train --model "$cnn" $common --device-per-rank llvmpipe+swiftshader,llvmpipe+swiftshader \
     --strategy layers --pipelines 2 --micro-batches 1 --save "$work/pipe2.safetensors"
 check "fashion_cnn, --pipelines 2 over 2 ranks (a pipeline of lavapipe + SwiftShader in each)" $?
 close_tensors "$work/pipe2.safetensors" "$work/cnn_rep_ls.safetensors"
 check "--pipelines 2, a pipeline per rank: within tolerance of the replicas in one process" $?
-mpi 4 train --model "$cnn" $common --device-per-rank llvmpipe,swiftshader,llvmpipe,swiftshader \
+VKT_CONV=columns mpi 4 train --model "$cnn" $common --device-per-rank llvmpipe,swiftshader,llvmpipe,swiftshader \
     --strategy layers --pipelines 2 --micro-batches 1 --save "$work/pipe4.safetensors"
 check "fashion_cnn, --pipelines 2 over 4 ranks (each pipeline spans two ranks)" $?
 close_tensors "$work/pipe4.safetensors" "$work/cnn_rep_ls.safetensors"
