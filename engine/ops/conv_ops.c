@@ -223,18 +223,28 @@ void vkt_op_conv_col2im(vkt_cmd *cmd, vkt_ops *ops, vkt_view dx, vkt_view dcols,
 // Rows of the output: OC forward, C for the input gradient.
 static uint32_t direct_rows(const vkt_conv_geom *g, bool fwd) { return fwd ? g->OC : g->C; }
 
-bool vkt_conv_direct_shape(const vkt_conv_geom *g, bool fwd) {
-    uint64_t taps = (uint64_t)g->KH * g->KW;
+// What every direct kernel needs of the geometry: stride 1, the output as large as the input,
+// planes of whole vec4s, at most DIRECT_MAX_TAPS taps.
+static bool direct_geom(const vkt_conv_geom *g) {
     return g->SH == 1 && g->SW == 1 && g->OH == g->H && g->OW == g->W &&
-           ((uint64_t)g->H * g->W) % 4 == 0 && taps <= DIRECT_MAX_TAPS &&
-           direct_rows(g, fwd) * taps % 4 == 0;
+           ((uint64_t)g->H * g->W) % 4 == 0 && (uint64_t)g->KH * g->KW <= DIRECT_MAX_TAPS;
 }
 
-bool vkt_conv_direct(vkt_ops *ops, const vkt_conv_geom *g, bool fwd) {
+// What every direct kernel needs of the device and context: a CPU driver whose subgroups hold a
+// DIRECT_WG-lane workgroup and shuffle, and the context's conv mode VKT_CONV_AUTO.
+static bool direct_device(vkt_ops *ops) {
     const vkt_device_info *d = info_of(ops);
     return vkt_device_conv_mode(vkt_ops_device(ops)) == VKT_CONV_AUTO &&
            d->type == VKT_DEVICE_CPU && d->subgroup_size == DIRECT_WG && d->subgroup_shuffle &&
-           DIRECT_WG <= d->max_workgroup_invocations && vkt_conv_direct_shape(g, fwd);
+           DIRECT_WG <= d->max_workgroup_invocations;
+}
+
+bool vkt_conv_direct_shape(const vkt_conv_geom *g, bool fwd) {
+    return direct_geom(g) && direct_rows(g, fwd) * g->KH * g->KW % 4 == 0;
+}
+
+bool vkt_conv_direct(vkt_ops *ops, const vkt_conv_geom *g, bool fwd) {
+    return direct_device(ops) && vkt_conv_direct_shape(g, fwd);
 }
 
 // The pipeline of conv_direct or conv_direct_dw for g: rows R (conv_direct's output channels,
@@ -463,15 +473,11 @@ void vkt_op_conv_dw_reduce(vkt_cmd *cmd, vkt_ops *ops, vkt_view dw, const vkt_vi
 static uint32_t direct_dw_tm(uint32_t OC) { return OC < DIRECT_TM ? (OC + 7) / 8 * 8 : DIRECT_TM; }
 
 bool vkt_conv_direct_dw_shape(const vkt_conv_geom *g) {
-    return g->C >= DIRECT_WG && g->SH == 1 && g->SW == 1 && g->OH == g->H && g->OW == g->W &&
-           ((uint64_t)g->H * g->W) % 4 == 0 && (uint64_t)g->KH * g->KW <= DIRECT_MAX_TAPS;
+    return g->C >= DIRECT_WG && direct_geom(g);
 }
 
 bool vkt_conv_direct_dw(vkt_ops *ops, const vkt_conv_geom *g) {
-    const vkt_device_info *d = info_of(ops);
-    return vkt_device_conv_mode(vkt_ops_device(ops)) == VKT_CONV_AUTO &&
-           d->type == VKT_DEVICE_CPU && d->subgroup_size == DIRECT_WG && d->subgroup_shuffle &&
-           DIRECT_WG <= d->max_workgroup_invocations && vkt_conv_direct_dw_shape(g);
+    return direct_device(ops) && vkt_conv_direct_dw_shape(g);
 }
 
 // The parts of n positions (n / 4 >= 1 pieces of 4), and in *pieces the pieces of each but the

@@ -386,12 +386,9 @@ void vkt_op_batchnorm_forward_act(vkt_cmd *cmd, vkt_ops *ops, vkt_view y, vkt_vi
     dispatch(cmd, ops, kernel_1d(ops, VKT_SHADER_NORM_BN_FINISH, BN_FINISH_WG), fin, 8, &p,
              sizeof p, (C + BN_FINISH_WG - 1) / BN_FINISH_WG, label);
     vkt_cmd_barrier(cmd);
-    if (fa)
-        bn_elementwise(cmd, ops, VKT_SHADER_NORM_BN_APPLY_ACT, VKT_SHADER_NORM_BN_APPLY_ACT_TEXEL,
-                       &x, 1, coef, y, p, fa, label);
-    else
-        bn_elementwise(cmd, ops, VKT_SHADER_NORM_BN_APPLY, VKT_SHADER_NORM_BN_APPLY_TEXEL, &x, 1,
-                       coef, y, p, NULL, label);
+    bn_elementwise(cmd, ops, fa ? VKT_SHADER_NORM_BN_APPLY_ACT : VKT_SHADER_NORM_BN_APPLY,
+                   fa ? VKT_SHADER_NORM_BN_APPLY_ACT_TEXEL : VKT_SHADER_NORM_BN_APPLY_TEXEL, &x, 1,
+                   coef, y, p, fa, label);
 }
 
 void vkt_op_batchnorm_backward(vkt_cmd *cmd, vkt_ops *ops, const vkt_view *dx, vkt_view dgamma,
