@@ -79,3 +79,12 @@ vkt_shader(matmul_wide64t_sgd matmul_wide.glsl MM_F64=1 MM_TEXEL=1 MM_SGD_TEXEL=
 # Products with a side of at most 16 floats on the CPU drivers (matmul_narrow.glsl: the form says
 # which side), in place of the padded texel kernel's copies and 64-column tiles.
 vkt_shader(matmul_narrow matmul_narrow.glsl)
+
+# ---------------------------------------------------------------------------------------------
+# The peak fp32 FMA rate (peak_fma.glsl) for `vktrain bench`: PEAK_CHAINS independent chains of
+# PEAK_UNROLL steps per loop iteration. engine/cli/bench.c times each shape and keeps the fastest:
+# 32 x 8 is the fastest on the AVX-512 CPU measured, 16 x 4 and 24 x 4 on an AVX2 one, where
+# lavapipe's code for 32 x 8 waits on the multiply-then-add latency (peak_fma.glsl says why).
+vkt_shader(peak_fma_c32u8 peak_fma.glsl PEAK_CHAINS=32 PEAK_UNROLL=8)
+vkt_shader(peak_fma_c24u4 peak_fma.glsl PEAK_CHAINS=24 PEAK_UNROLL=4)
+vkt_shader(peak_fma_c16u4 peak_fma.glsl PEAK_CHAINS=16 PEAK_UNROLL=4)

@@ -39,10 +39,8 @@ VKT_STRUCT(vkt_axpy_push) {
     VKT_F32 a;
 };
 
-// peak_fma: out[i] = sum of VKT_PEAK_CHAINS chains of iters * VKT_PEAK_UNROLL FMAs, for i < n.
-// Binding 0 = out. Flops per invocation: 2 * VKT_PEAK_CHAINS * VKT_PEAK_UNROLL * iters.
-#define VKT_PEAK_CHAINS 32
-#define VKT_PEAK_UNROLL 8
+// peak_fma_c<C>u<U> (peak_fma.glsl): out[i] = sum of C chains of iters * U FMAs, for i < n.
+// Binding 0 = out. Flops per invocation: 2 * C * U * iters.
 VKT_STRUCT(vkt_peak_fma_push) {
     VKT_U32 n;
     VKT_U32 iters;

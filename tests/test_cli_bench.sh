@@ -31,6 +31,8 @@ for d in devs:
         assert k in d, f"missing {k} in {d['name']}"
     assert d["api_version"].count(".") == 2 and d["driver"]
     assert d["peak_gflops"] > 0, d["peak_gflops"]
+    # The shape of peak_fma that ran fastest (bench.c, PEAK_KERNELS), chains x steps.
+    assert d["peak_kernel"] in ("32x8", "24x4", "16x4"), d.get("peak_kernel")
     assert [r["size"] for r in d["results"]] == [64, 128], d["results"]
     for r in d["results"]:
         assert r["M"] == r["N"] == r["K"] == r["size"]

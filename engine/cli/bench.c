@@ -1,12 +1,12 @@
 // bench.c (CLI): `vktrain bench matmul`, and the `vktrain bench` dispatch (`bench train` lives in
 // bench_train.c, `bench suite` in suite.c, which also runs this file's peak and matmul timings).
 //
-// bench matmul: for each selected device, the peak fp32 FMA rate measured by shaders/peak_fma.comp
-// (independent FMA chains in registers, enough workgroups to fill the device), then for each shape
-// the GFLOP/s of one fp32 vkt_op_matmul (--sizes: a size S is S x S x S; MxNxK is c[M,N] =
-// op(a)[M,K] op(b)[K,N], e.g. a model's layer at its batch size): the median of --reps runs timed
-// by GPU timestamps after a warm-up run (which also builds the kernel), the variant the engine
-// chose (with the GFLOP/s of every candidate it measured for that shape at first use,
+// bench matmul: for each selected device, the peak fp32 FMA rate measured by shaders/peak_fma.glsl
+// (independent FMA chains, the fastest of three shapes, enough workgroups to fill the device), then
+// for each shape the GFLOP/s of one fp32 vkt_op_matmul (--sizes: a size S is S x S x S; MxNxK is
+// c[M,N] = op(a)[M,K] op(b)[K,N], e.g. a model's layer at its batch size): the median of --reps
+// runs timed by GPU timestamps after a warm-up run (which also builds the kernel), the variant the
+// engine chose (with the GFLOP/s of every candidate it measured for that shape at first use,
 // engine/core/tune.c), and the figure as a fraction of the peak: each timed run against a peak_fma
 // run right after it, the median of those ratios (cli_bench_matmul_size says why). The product of
 // the last run is spot-checked against a double-precision dot product on random entries: a
@@ -85,8 +85,7 @@ vkt_status cli_peak_run(cli_peak_bench *pb, double *gflops, double *ns) {
         (s = vkt_cmd_wait(pb->cmd, VKT_WAIT_MS)) != VKT_OK)
         return s;
     *ns = span_ns(pb->cmd);
-    double flops =
-        2.0 * VKT_PEAK_CHAINS * VKT_PEAK_UNROLL * (double)pb->iters * pb->wg * pb->groups;
+    double flops = (double)pb->flops * pb->iters * pb->wg * pb->groups;
     *gflops = *ns > 0 ? flops / *ns : 0;
     return VKT_OK;
 }
@@ -97,21 +96,23 @@ void cli_peak_close(cli_peak_bench *pb) {
     vkt_kernel_destroy(pb->k);
 }
 
-// Builds peak_fma, grows its work until one run takes at least 50 ms, then keeps the best of
-// three runs: the device's peak, GFLOP/s.
-vkt_status cli_peak_open(vkt_device *dev, cli_peak_bench *pb, double *gflops) {
-    const vkt_device_info *d = vkt_device_get_info(dev);
-    memset(pb, 0, sizeof *pb);
-    pb->wg = d->max_workgroup_invocations >= 64 ? 64 : d->max_workgroup_invocations;
-    pb->groups = 1024; // 64k invocations: every CPU lane and most GPUs' cores
-    pb->iters = 4;
-    uint32_t spec[3] = {pb->wg, 1, 1};
-    vkt_status s = vkt_kernel_create(dev, VKT_SHADER_PEAK_FMA, spec, 3, &pb->k);
-    if (s == VKT_OK) s = vkt_buffer_create(dev, 4ull * pb->wg * pb->groups, "peak out", &pb->out);
-    if (s == VKT_OK) s = vkt_cmd_create(dev, &pb->cmd);
+// The peak_fma kernels (shaders/variants.cmake) and their flops per invocation and iteration.
+static const struct {
+    vkt_shader_id shader;
+    const char *name; // chains x steps per iteration
+    uint32_t flops;
+} PEAK_KERNELS[] = {
+    {VKT_SHADER_PEAK_FMA_C32U8, "32x8", 2 * 32 * 8},
+    {VKT_SHADER_PEAK_FMA_C24U4, "24x4", 2 * 24 * 4},
+    {VKT_SHADER_PEAK_FMA_C16U4, "16x4", 2 * 16 * 4},
+};
+
+// Grows pb's work until one run takes at least 50 ms, then keeps the best of three runs.
+static vkt_status peak_best(cli_peak_bench *pb, double *gflops) {
+    vkt_status s = VKT_OK;
     double best = 0;
     int timed = 0;
-    for (int run = 0; s == VKT_OK && run < 12 && timed < 3; run++) {
+    for (int run = 0; run < 12 && timed < 3; run++) {
         double g, ns;
         if ((s = cli_peak_run(pb, &g, &ns)) != VKT_OK) break;
         if (ns < 50e6) {
@@ -123,6 +124,38 @@ vkt_status cli_peak_open(vkt_device *dev, cli_peak_bench *pb, double *gflops) {
         if (g > best) best = g;
         timed++;
     }
+    *gflops = best;
+    return s;
+}
+
+// Times every peak_fma kernel (peak_best) and keeps the fastest in pb: the device's peak.
+vkt_status cli_peak_open(vkt_device *dev, cli_peak_bench *pb, double *gflops) {
+    const vkt_device_info *d = vkt_device_get_info(dev);
+    memset(pb, 0, sizeof *pb);
+    pb->wg = d->max_workgroup_invocations >= 64 ? 64 : d->max_workgroup_invocations;
+    pb->groups = 1024; // 64k invocations: every CPU lane and most GPUs' cores
+    uint32_t spec[3] = {pb->wg, 1, 1};
+    vkt_status s = vkt_buffer_create(dev, 4ull * pb->wg * pb->groups, "peak out", &pb->out);
+    if (s == VKT_OK) s = vkt_cmd_create(dev, &pb->cmd);
+    double best = 0;
+    uint32_t best_iters = 0, best_flops = 0;
+    const char *best_name = NULL;
+    vkt_kernel *best_k = NULL;
+    for (size_t i = 0; s == VKT_OK && i < sizeof PEAK_KERNELS / sizeof PEAK_KERNELS[0]; i++) {
+        double g = 0;
+        pb->iters = 4;
+        pb->flops = PEAK_KERNELS[i].flops;
+        if ((s = vkt_kernel_create(dev, PEAK_KERNELS[i].shader, spec, 3, &pb->k)) == VKT_OK)
+            s = peak_best(pb, &g);
+        if (s == VKT_OK && g > best) {
+            vkt_kernel_destroy(best_k);
+            best = g, best_k = pb->k, best_iters = pb->iters, best_flops = pb->flops;
+            best_name = PEAK_KERNELS[i].name, pb->k = NULL;
+        }
+        vkt_kernel_destroy(pb->k);
+        pb->k = NULL;
+    }
+    pb->k = best_k, pb->iters = best_iters, pb->flops = best_flops, pb->shape = best_name;
     *gflops = best;
     if (s == VKT_OK && best <= 0)
         return bench_fail(VKT_ERR_VULKAN, "peak_fma returned no GPU timing: the device's "
@@ -573,15 +606,16 @@ static int bench_matmul(int argc, char **argv) {
         cJSON_AddNumberToObject(jd, "vendor_id", info->vendor_id);
         cJSON_AddNumberToObject(jd, "device_id", info->device_id);
         cJSON_AddNumberToObject(jd, "peak_gflops", peak);
+        if (pb.shape) cJSON_AddStringToObject(jd, "peak_kernel", pb.shape);
         cJSON *jr = cJSON_AddArrayToObject(jd, "results");
         cJSON_AddItemToArray(jdevs, jd);
         if (s == VKT_OK && !o.json) {
             printf("%s (%s, Vulkan %s, vendor 0x%04x)\n", info->name, info->driver, api,
                    info->vendor_id);
-            printf("  peak fp32 FMA rate (peak_fma): %.1f GFLOP/s (best of three; \"of peak\" "
-                   "below is "
-                   "each run against a peak_fma run right after it, median)\n",
-                   peak);
+            printf("  peak fp32 FMA rate (peak_fma): %.1f GFLOP/s (%s chains x steps, the fastest "
+                   "of %d shapes, best of three runs; \"of peak\" below is each run against a "
+                   "peak_fma run right after it, median)\n",
+                   peak, pb.shape, (int)(sizeof PEAK_KERNELS / sizeof PEAK_KERNELS[0]));
             printf("  %14s %-4s %-22s %10s %10s %8s  %s\n", "size (MxNxK)", "form", "variant",
                    "median ms", "GFLOP/s", "of peak", "spot check");
         }

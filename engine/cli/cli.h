@@ -123,16 +123,19 @@ int cli_bench_suite(int argc, char **argv);
 
 // ---- What bench matmul (bench.c) and bench suite share.
 
-// peak_fma (shaders/peak_fma.comp), ready to run: its kernel, output and stream, and iters
-// chosen so that one run takes at least 50 ms.
+// peak_fma (shaders/peak_fma.glsl), ready to run: the fastest of its kernels on this device, its
+// output and stream, and iters chosen so that one run takes at least 50 ms.
 typedef struct cli_peak_bench {
     vkt_kernel *k;
     vkt_buffer *out;
     vkt_cmd *cmd;
     uint32_t wg, groups, iters;
+    uint32_t flops;    // per invocation and iteration: 2 x chains x unroll of kernel k
+    const char *shape; // kernel k's chains x unroll ("32x8")
 } cli_peak_bench;
-// Builds peak_fma on dev, grows its work until one run takes at least 50 ms, then keeps the best
-// of three runs: the device's peak fp32 FMA rate in *gflops. On failure (VKT_ERR_VULKAN also when
+// Builds each peak_fma kernel on dev, grows its work until one run takes at least 50 ms, keeps
+// the best of three runs of each, and keeps the fastest kernel for cli_peak_run: the device's
+// peak fp32 FMA rate in *gflops. On failure (VKT_ERR_VULKAN also when
 // the device's timestamps return nothing) the message is vkt_error()'s; close *pb either way.
 vkt_status cli_peak_open(vkt_device *dev, cli_peak_bench *pb, double *gflops);
 // One run of peak_fma: GFLOP/s in *gflops, and its GPU time in *ns.

@@ -1,7 +1,7 @@
 // suite.c (CLI): `vktrain bench suite`. The same fixed work on any one device, written as one
 // JSON result file (docs/COMPARING.md, "Result format (version 1)") that `vktrain compare` puts
 // beside other machines' and `vktrain advise` predicts from:
-//   - the peak fp32 FMA rate (shaders/peak_fma.comp, bench.c's cli_peak_open),
+//   - the peak fp32 FMA rate (shaders/peak_fma.glsl, bench.c's cli_peak_open),
 //   - the device-memory bandwidth: shaders/bandwidth.comp copying one buffer into another, timed
 //     by GPU timestamps, the bytes read plus the bytes written over the time,
 //   - matmul at the standard sizes, as bench matmul times them (cli_bench_matmul_size),
@@ -664,6 +664,7 @@ int cli_bench_suite(int argc, char **argv) {
     if (s == VKT_OK) s = bandwidth_run(dev, sp->bandwidth_runs, &bw, &bw_bytes, &bw_k);
     cJSON *jp = cJSON_AddObjectToObject(root, "peak");
     cJSON_AddNumberToObject(jp, "fma_gflops", peak);
+    if (pb.shape) cJSON_AddStringToObject(jp, "fma_kernel", pb.shape);
     cJSON_AddNumberToObject(jp, "bandwidth_gbs", bw);
     cJSON_AddNumberToObject(jp, "bandwidth_buffer_bytes", (double)bw_bytes);
     cJSON_AddNumberToObject(jp, "bandwidth_vec4s_per_invocation", bw_k);
