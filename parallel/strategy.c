@@ -722,6 +722,11 @@ void vkt_strategy_reset_stats(vkt_strategy *s) {
     }
 }
 
+void vkt_strategy_ahead_wait(vkt_strategy *s) {
+    for (int i = 0; i < s->ndev; i++)
+        vkt_device_ahead_wait(s->dev[i]);
+}
+
 // Exposed for replicated.c: evaluation on replica 0.
 vkt_status strategy_eval_on(vkt_strategy *s, int d, const float *x, const void *targets, uint32_t B,
                             double *loss_sum, uint64_t *correct) {

@@ -1,6 +1,6 @@
 // test_core.c: the Vulkan core on every device. y = a*x + y over 10^6 floats on each device, then
-// on two logical devices of the same physical device at once; buffer round trips; GPU
-// timestamps; memory accounting against a limit.
+// on two logical devices of the same physical device at once; compiling ahead; buffer round
+// trips; GPU timestamps; memory accounting against a limit.
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +9,7 @@
 #include "vkt_shaders.h"
 
 #define N 1000000u
+#define DRIVER_ID_LLVMPIPE 13 // VK_DRIVER_ID_MESA_LLVMPIPE (vktrain.h has no Vulkan types)
 
 typedef struct axpy_run {
     vkt_buffer *x, *y;
@@ -129,6 +130,54 @@ int main(void) {
         }
         axpy_release(&r);
         vkt_device_destroy(staged);
+    }
+
+    // Compiling ahead (engine/core/ahead.c): on lavapipe the first recorded dispatch of a kernel
+    // goes to the compile thread, which builds it on a second logical device (not counted among
+    // the opened ones) and runs one workgroup there; the device's own results are unchanged.
+    // Elsewhere nothing is queued. The dispatches are recorded, the thread waited for, and only
+    // then submitted, so that the job cannot be dropped as late.
+    for (int d = 0; d < t->ndev; d++) {
+        const vkt_device_info *info = vkt_device_get_info(t->dev[d]);
+        bool lavapipe = info->driver_id == DRIVER_ID_LLVMPIPE;
+        vkt_device *dev = NULL;
+        VT_OK(t, vkt_device_create(t->ctx, info->index, NULL, &dev));
+        if (!dev) continue;
+        axpy_run r = {0};
+        uint32_t wg = info->max_workgroup_invocations >= 256 ? 256 : 64, spec3[3] = {wg, 1, 1};
+        VT_OK(t, vkt_buffer_create(dev, N * 4, "x", &r.x));
+        VT_OK(t, vkt_buffer_create(dev, N * 4, "y", &r.y));
+        VT_OK(t, vkt_kernel_create(dev, VKT_SHADER_AXPY, spec3, 3, &r.k));
+        VT_OK(t, vkt_cmd_create(dev, &r.cmd));
+        if (r.x && r.y && r.k && r.cmd) {
+            VT_OK(t, vkt_buffer_write(r.x, 0, x, N * 4));
+            VT_OK(t, vkt_buffer_write(r.y, 0, y, N * 4));
+            VT_OK(t, vkt_cmd_begin(r.cmd, true));
+            vkt_view b[2] = {vkt_buffer_whole(r.x), vkt_buffer_whole(r.y)};
+            vkt_axpy_push p1 = {.n = N, .a = 2.0f}, p2 = {.n = N, .a = -0.5f};
+            vkt_cmd_dispatch(r.cmd, r.k, b, 2, &p1, sizeof p1, (N + wg - 1) / wg, 1, 1, "axpy1");
+            vkt_cmd_barrier(r.cmd);
+            vkt_cmd_dispatch(r.cmd, r.k, b, 2, &p2, sizeof p2, (N + wg - 1) / wg, 1, 1, "axpy2");
+            VT_OK(t, vkt_cmd_end(r.cmd));
+            vkt_device_ahead_wait(dev);
+            uint32_t queued, done;
+            vkt_device_ahead_counts(dev, &queued, &done);
+            VT_CHECK(t, queued == (lavapipe ? 1u : 0u) && done == queued,
+                     "compiling ahead on %s: %u kernels queued, %u built (expected %u, %u)",
+                     vkt_device_label(dev), queued, done, lavapipe ? 1 : 0, lavapipe ? 1 : 0);
+            // The second device is not one of the opened ones: a third open is "(3)" (the
+            // harness's device, this one, the new one).
+            vkt_device *third = NULL;
+            VT_OK(t, vkt_device_create(t->ctx, info->index, NULL, &third));
+            if (third)
+                VT_CHECK(t, strstr(vkt_device_label(third), "(3)") != NULL,
+                         "a third open of %s is labelled %s", info->name, vkt_device_label(third));
+            vkt_device_destroy(third);
+            VT_OK(t, vkt_cmd_submit(r.cmd));
+            axpy_check(t, dev, &r, x, y, 2.0f, -0.5f);
+        }
+        axpy_release(&r);
+        vkt_device_destroy(dev);
     }
 
     // A memory limit is enforced with a message that names the device and the sizes.

@@ -262,7 +262,7 @@ vkt_status cli_bench_run_steps(vkt_strategy *s, const vkt_model_desc *m, const f
         int timed = i - r->warmup; // the timed steps run so far
         if (timed >= r->max_steps || (timed >= r->min_steps && r->wall_ns >= r->min_seconds * 1e9))
             break;
-        if (i == r->warmup) vkt_strategy_reset_stats(s);
+        if (i == r->warmup) vkt_strategy_ahead_wait(s), vkt_strategy_reset_stats(s);
         if (i == 0) vkt_startup_counters_get(&r->at_first_begin);
         double ls;
         int64_t t0 = vkt_trace_now_ns();

@@ -32,6 +32,7 @@ void cli_env_read(cli_env *e) {
     const char *v = getenv("VKT_VALIDATION");
     cache_dir(e->cache_dir, sizeof e->cache_dir);
     const char *tune = var("VKT_TUNE"), *fuse = var("VKT_NET_FUSE"), *conv = var("VKT_CONV");
+    const char *ahead = var("VKT_AHEAD");
     e->context = (vkt_context_desc){
         .validation = v && strcmp(v, "1") == 0,
         .cache_dir = e->cache_dir,
@@ -44,6 +45,8 @@ void cli_env_read(cli_env *e) {
                 : strcmp(fuse, "0") == 0 ? VKT_FUSE_OFF
                                          : VKT_FUSE_ON,
         .conv = conv && strcmp(conv, "columns") == 0 ? VKT_CONV_COLUMNS : VKT_CONV_AUTO,
+        .ahead = ahead && (!strcmp(ahead, "0") || !strcmp(ahead, "off")) ? VKT_AHEAD_OFF
+                                                                         : VKT_AHEAD_AUTO,
     };
     e->font = getenv("VKT_FONT");
 }

@@ -686,10 +686,14 @@ void cli_print_first_step(const vkt_first_step *f, double context_s, const char 
     char later[64] = "";
     if (f->later_step_seconds > 0)
         snprintf(later, sizeof later, " (%s %.3f s)", later_name, f->later_step_seconds);
+    char ahead[64] = "";
+    if (f->kernels_ahead)
+        snprintf(ahead, sizeof ahead, ", %llu compiled ahead",
+                 (unsigned long long)f->kernels_ahead);
     printf("%sfirst step after %.2f s (%s): context %.2f s, data %.2f s, setup %.2f s, kernel "
-           "builds %.2f s (%llu pipelines), tuning %.2f s, the step %.3f s%s\n",
+           "builds %.2f s (%llu pipelines%s), tuning %.2f s, the step %.3f s%s\n",
            indent, context_s + f->first_step_seconds, cache, context_s, f->data_seconds,
-           f->setup_seconds, f->kernel_build_seconds, (unsigned long long)f->kernels_built,
+           f->setup_seconds, f->kernel_build_seconds, (unsigned long long)f->kernels_built, ahead,
            f->tuning_seconds, f->step_seconds, later);
 }
 
@@ -705,6 +709,7 @@ void cli_add_first_step(cJSON *o, const vkt_first_step *f, double context_s) {
     cJSON_AddNumberToObject(j, "step_seconds", f->step_seconds);
     cJSON_AddNumberToObject(j, "later_step_seconds", f->later_step_seconds);
     cJSON_AddNumberToObject(j, "kernels_built", (double)f->kernels_built);
+    cJSON_AddNumberToObject(j, "kernels_compiled_ahead", (double)f->kernels_ahead);
     cJSON_AddNumberToObject(j, "tuning_shapes_measured", (double)f->shapes_measured);
     cJSON_AddNumberToObject(j, "tuning_variants_measured", (double)f->variants_measured);
     cJSON_AddNumberToObject(j, "tuning_choices_cached", (double)f->choices_cached);

@@ -39,7 +39,10 @@ struct vkt_cmd {
     int nviews, cap_views;
     vkt_status err;     // first recording error, returned by vkt_cmd_end
     uint64_t submitted; // timeline value of the last submit (0 = never)
+    bool compile_only;  // vkt_cmd_set_compile_only
 };
+
+void vkt_cmd_set_compile_only(vkt_cmd *c) { c->compile_only = true; }
 
 vkt_status vkt_cmd_create(vkt_device *dev, vkt_cmd **out) {
     *out = NULL;
@@ -325,6 +328,7 @@ void vkt_cmd_dispatch(vkt_cmd *c, vkt_kernel *k, const vkt_view *bind, int nbind
         }
     }
     dev->vk.vkUpdateDescriptorSets(dev->handle, (uint32_t)nbind, writes, 0, NULL);
+    if (!k->ahead_noted) vkt_ahead_note(dev, k, bind, nbind, push, push_size);
     if (label && c->timestamps) {
         s = begin_timed(c, label);
         if (s != VKT_OK) {
@@ -338,7 +342,10 @@ void vkt_cmd_dispatch(vkt_cmd *c, vkt_kernel *k, const vkt_view *bind, int nbind
     if (push_size)
         dev->vk.vkCmdPushConstants(c->cb, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size,
                                    push);
-    dev->vk.vkCmdDispatch(c->cb, gx, gy, gz);
+    if (c->compile_only)
+        dev->vk.vkCmdDispatch(c->cb, 1, 1, 1);
+    else
+        dev->vk.vkCmdDispatch(c->cb, gx, gy, gz);
     if (label && c->timestamps) end_timed(c);
     c->ndispatch++;
 }
@@ -441,7 +448,9 @@ vkt_status vkt_cmd_submit(vkt_cmd *c) {
         return vkt_fail(VKT_ERR_ARG, "submit of a command stream that was not recorded");
     // A command buffer may not be pending twice: wait for its previous submit first.
     if (c->submitted) VKT_TRY(vkt_device_wait_value(c->dev, c->submitted, VKT_WAIT_MS));
-    return vkt_device_submit(c->dev, c->cb, &c->submitted);
+    vkt_status s = vkt_device_submit(c->dev, c->cb, &c->submitted);
+    vkt_ahead_release(c->dev);
+    return s;
 }
 
 vkt_status vkt_cmd_wait(vkt_cmd *c, uint64_t timeout_ms) {

@@ -328,6 +328,7 @@ vkt_status vkt_context_create(const vkt_context_desc *desc, vkt_context **out) {
     ctx->tune = d.tune;
     ctx->fuse = d.fuse;
     ctx->conv = d.conv;
+    ctx->ahead = d.ahead;
     vkt_status s = create_instance(ctx);
     if (s == VKT_OK) s = list_devices(ctx);
     if (s != VKT_OK) {

@@ -55,8 +55,9 @@ static vkt_status choose_memory(vkt_device *dev) {
     return VKT_OK;
 }
 
-vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc *desc,
-                             vkt_device **out) {
+// Opens physical device index; of: the device whose compile helper this is (ahead.c), or NULL.
+static vkt_status device_open(vkt_context *ctx, int index, const vkt_device_desc *desc,
+                              const vkt_device *of, vkt_device **out) {
     *out = NULL;
     if (index < 0 || index >= ctx->ndevices)
         return vkt_fail(VKT_ERR_NO_DEVICE,
@@ -68,9 +69,12 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     dev->ctx = ctx;
     dev->phys = &ctx->devices[index];
     dev->info = &dev->phys->info;
+    dev->helper = of != NULL;
     // The same physical device opened again (two logical devices) gets a distinct label.
     int nth = ctx->devices[index].opened + 1;
-    if (nth == 1)
+    if (of)
+        snprintf(dev->label, sizeof dev->label, "%.200s, compiling ahead", of->label);
+    else if (nth == 1)
         snprintf(dev->label, sizeof dev->label, "#%d %s", index, dev->info->name);
     else
         snprintf(dev->label, sizeof dev->label, "#%d %s (%d)", index, dev->info->name, nth);
@@ -122,7 +126,7 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     volkLoadDeviceTable(&dev->vk, dev->handle);
     dev->vk.vkGetDeviceQueue(dev->handle, dev->phys->queue_family, 0, &dev->queue);
     *out = dev; // from here on vkt_device_destroy cleans up whatever was made
-    ctx->devices[index].opened++;
+    if (!dev->helper) ctx->devices[index].opened++;
 
     VkCommandPoolCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -157,8 +161,20 @@ vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc 
     if (st != VKT_OK) {
         vkt_device_destroy(dev);
         *out = NULL;
+        return st;
     }
-    return st;
+    vkt_ahead_open(dev);
+    return VKT_OK;
+}
+
+vkt_status vkt_device_create(vkt_context *ctx, int index, const vkt_device_desc *desc,
+                             vkt_device **out) {
+    return device_open(ctx, index, desc, NULL, out);
+}
+
+vkt_status vkt_device_open_helper(vkt_device *dev, vkt_device **out) {
+    vkt_device_desc desc = {.staged = dev->force_staged};
+    return device_open(dev->ctx, (int)(dev->phys - dev->ctx->devices), &desc, dev, out);
 }
 
 // Saves the pipeline cache when this device added to it (best effort: a cache).
@@ -177,7 +193,8 @@ static void save_pipeline_cache(vkt_device *dev) {
 
 void vkt_device_destroy(vkt_device *dev) {
     if (!dev) return;
-    ((vkt_physical *)dev->phys)->opened--;
+    vkt_ahead_stop(dev);
+    if (!dev->helper) ((vkt_physical *)dev->phys)->opened--;
     if (dev->handle) {
         dev->vk.vkDeviceWaitIdle(dev->handle);
         vkt_device_release_staging(dev);

@@ -162,6 +162,9 @@ vkt_status vkt_kernel_create(vkt_device *dev, vkt_shader_id id, const uint32_t *
     k->dev = dev;
     k->shader = blob->name;
     k->nbindings = nb;
+    k->id = id;
+    k->nspec = nspec;
+    if (nspec > 0) memcpy(k->spec, spec, (size_t)nspec * sizeof *spec);
     *out = k; // vkt_kernel_destroy cleans up partial state on failure below
 
     VkDescriptorSetLayoutBinding b[32];

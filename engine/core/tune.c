@@ -310,7 +310,18 @@ static void busy_account_locked(void) {
     busy_since = now;
 }
 
+static _Thread_local bool busy_ignored;
+
+void vkt_startup_count_ahead(void) {
+    pthread_mutex_lock(&busy_mu);
+    startup.kernels_ahead++;
+    pthread_mutex_unlock(&busy_mu);
+}
+
+void vkt_busy_ignore_thread(void) { busy_ignored = true; }
+
 void vkt_busy_begin(vkt_busy kind) {
+    if (busy_ignored) return;
     pthread_mutex_lock(&busy_mu);
     busy_account_locked();
     busy_depth[kind]++;
@@ -318,6 +329,7 @@ void vkt_busy_begin(vkt_busy kind) {
 }
 
 void vkt_busy_end(vkt_busy kind, uint64_t count) {
+    if (busy_ignored) return;
     pthread_mutex_lock(&busy_mu);
     busy_account_locked();
     busy_depth[kind]--;

@@ -78,6 +78,7 @@ struct vkt_context {
     char matmul_variant[256]; // "" = choose by measurement (matmul.c)
     vkt_fuse_mode fuse;       // vkt_device_fuse_mode
     vkt_conv_mode conv;       // vkt_device_conv_mode
+    vkt_ahead_mode ahead;     // ahead.c
 };
 
 typedef struct vkt_staging {
@@ -106,6 +107,10 @@ struct vkt_device {
     uint64_t mem_limit, mem_used, mem_peak;
     vkt_staging staging; // host-visible copy area of staged reads and writes (buffer.c)
     char label[300];
+    // Compiling ahead (ahead.c): its state where the device compiles ahead (its thread, with the
+    // second logical device, starts at the first submit); helper: this device is that second one.
+    struct vkt_ahead *ahead;
+    bool helper;
 };
 
 #define VKT_TEXEL_WIDEN 256
@@ -128,6 +133,12 @@ struct vkt_buffer {
 struct vkt_kernel {
     vkt_device *dev;
     const char *shader;
+    // What built it (ahead.c builds it again on its second device), and whether its first
+    // recorded dispatch was handed to ahead.c.
+    vkt_shader_id id;
+    int nspec;
+    uint32_t spec[32];
+    bool ahead_noted;
     int nbindings;
     // Per binding: STORAGE_BUFFER, or UNIFORM_TEXEL_BUFFER (bound through a VkBufferView of
     // R32G32B32A32_SFLOAT texels that cmd.c makes per dispatch: GLSL samplerBuffer, vec4 texels).
@@ -170,6 +181,24 @@ vkt_status vkt_device_alloc(vkt_device *dev, VkMemoryRequirements req, uint32_t 
                             const char *what, VkDeviceMemory *out);
 void vkt_device_free(vkt_device *dev, VkDeviceMemory mem, uint64_t size);
 void vkt_device_release_staging(vkt_device *dev);
+// The second logical device of dev's physical device that ahead.c compiles on: not counted
+// among the opened devices, labelled after dev, never compiling ahead itself.
+vkt_status vkt_device_open_helper(vkt_device *dev, vkt_device **out);
+// ahead.c: notes kernel k's first recorded dispatch (its bindings' buffer sizes, guards and view
+// ranges, its push constants) for dev's compile thread; nothing where dev does not compile
+// ahead. vkt_ahead_stop: stops and joins the thread, closes the second device
+// (vkt_device_destroy calls it first).
+void vkt_ahead_note(vkt_device *dev, vkt_kernel *k, const vkt_view *bind, int nbind,
+                    const void *push, uint32_t push_size);
+void vkt_ahead_stop(vkt_device *dev);
+// device.c, for each device it opens: whether it compiles ahead (its state, the thread started at
+// the first submit that has something to hand over).
+void vkt_ahead_open(vkt_device *dev);
+// cmd.c, at a submit: the jobs noted until now go to the thread (they wait until then).
+void vkt_ahead_release(vkt_device *dev);
+// cmd.c: the stream's dispatches run one workgroup, whatever they ask (ahead.c: lavapipe compiles
+// the kernel's variant at a dispatch, but skips one of no workgroups before compiling).
+void vkt_cmd_set_compile_only(vkt_cmd *c);
 
 // ---------------------------------------------------------------------------------------------
 // A set of borrowed strings (engine/core/strset.c): duplicate checks in linear time.

@@ -189,6 +189,10 @@ int vkt_strategy_ranks(const vkt_strategy *s);
 bool vkt_strategy_stage(const vkt_strategy *s, int d, int *lo, int *hi);
 void vkt_strategy_stats(const vkt_strategy *s, int i, vkt_device_stats *out);
 void vkt_strategy_reset_stats(vkt_strategy *s);
+// Waits until every device's compile thread (vkt_context_desc.ahead) has taken what it was
+// given: a benchmark calls it before its timed steps, so that a compile of a kernel the device
+// has already compiled itself, still running on the other core, does not share their time.
+void vkt_strategy_ahead_wait(vkt_strategy *s);
 // The trace process of device i (when desc.trace was set).
 int vkt_strategy_trace_pid(const vkt_strategy *s, int i);
 

@@ -137,6 +137,7 @@ typedef struct vkt_first_step {
                                  // what a driver compiles at a pipeline's first dispatch)
     double later_step_seconds;   // mean wall time of the steps after it (0: none)
     uint64_t kernels_built;      // during setup and the first step
+    uint64_t kernels_ahead;      // of those, compiled ahead (vkt_startup_counters)
     uint64_t shapes_measured;    // matmul shapes whose variants were measured (0: a warm cache)
     uint64_t variants_measured;
     uint64_t choices_cached; // matmul choices from stored measurements alone
@@ -204,12 +205,13 @@ vkt_status vkt_eval_run(const vkt_train_opts *o, vkt_train_result *r);
 // A checkpoint holds the run's position and the running figures a resumed run carries on with,
 // so that its metrics and its divergence check are those of the uninterrupted run.
 typedef struct vkt_run_position {
-    uint64_t step;         // steps done
-    int epoch;             // epoch in progress (0-based)
-    uint32_t batch;        // next batch in that epoch
-    double epoch_loss_sum; // the loss summed over the targets of that epoch's steps done (batch > 0)
-    uint64_t epoch_rows;   // the samples of those steps
-    double first_loss;     // the loss of the run's first step (0: not known, an older checkpoint)
+    uint64_t step;  // steps done
+    int epoch;      // epoch in progress (0-based)
+    uint32_t batch; // next batch in that epoch
+    double
+        epoch_loss_sum;  // the loss summed over the targets of that epoch's steps done (batch > 0)
+    uint64_t epoch_rows; // the samples of those steps
+    double first_loss;   // the loss of the run's first step (0: not known, an older checkpoint)
 } vkt_run_position;
 vkt_status vkt_checkpoint_save(vkt_strategy *s, const char *path, const vkt_run_position *pos,
                                const vkt_train_opts *o);

@@ -112,10 +112,16 @@ typedef enum vkt_conv_mode {
                        // shares (comparisons across drivers, and of the two paths)
 } vkt_conv_mode;
 
+// Whether a device compiles its kernels ahead of their first dispatch (engine/core/ahead.c).
+typedef enum vkt_ahead_mode {
+    VKT_AHEAD_AUTO = 0, // where the driver compiles at a kernel's first dispatch (lavapipe)
+    VKT_AHEAD_OFF,
+} vkt_ahead_mode;
+
 // How a context and every device opened on it behave. All zeros (or desc == NULL) is the default:
 // no validation, no disk caches, measure at first use, fuse where it pays. The library reads no
 // environment variable: the CLI fills these fields from VKT_VALIDATION, VKT_CACHE_DIR, VKT_TUNE,
-// VKT_MATMUL_VARIANT, VKT_NET_FUSE and VKT_CONV (engine/cli/env.c). Strings are copied.
+// VKT_MATMUL_VARIANT, VKT_NET_FUSE, VKT_CONV and VKT_AHEAD (engine/cli/env.c). Strings are copied.
 typedef struct vkt_context_desc {
     // Khronos validation (with synchronization validation): 1 on; 0 (or any other value) off.
     // Tests always turn it on.
@@ -133,6 +139,13 @@ typedef struct vkt_context_desc {
     const char *matmul_variant;
     vkt_fuse_mode fuse;
     vkt_conv_mode conv;
+    // lavapipe compiles a kernel (LLVM) at its first dispatch, one after another on its queue
+    // thread: a cold first step is mostly that. VKT_AHEAD_AUTO there opens a second logical
+    // device whose thread compiles, from the last recorded kernel backwards, the same kernels
+    // with bindings of the same sizes (running one workgroup of each on buffers of its own) into
+    // Mesa's shader cache, where the first dispatch then finds them (engine/core/ahead.c).
+    // Nothing else changes: the same kernels, the same results.
+    vkt_ahead_mode ahead;
 } vkt_context_desc;
 
 // Loads Vulkan, creates the instance and lists every physical device the loader sees. Fails with
@@ -190,6 +203,14 @@ uint64_t vkt_device_memory_peak(const vkt_device *dev);
 uint64_t vkt_device_memory_limit(const vkt_device *dev);
 // A short label for messages: "#1 llvmpipe (LLVM 15.0.6, 256 bits)".
 const char *vkt_device_label(const vkt_device *dev);
+// Compiling ahead (vkt_context_desc.ahead): the kernels handed to the device's compile thread so
+// far, and of those the ones it built on its second device (compiled, or found in Mesa's cache);
+// the others it dropped, the device's own first dispatch having come first. 0 and 0 where it
+// does not compile ahead.
+void vkt_device_ahead_counts(vkt_device *dev, uint32_t *queued, uint32_t *done);
+// Hands every kernel queued so far to the compile thread (a submit does that) and waits until
+// it has taken them all (tests).
+void vkt_device_ahead_wait(vkt_device *dev);
 
 // ---------------------------------------------------------------------------------------------
 // Buffers (engine/core/buffer.c). A buffer is one VkBuffer with its own memory; tensors are ranges
@@ -267,6 +288,8 @@ const char *vkt_shader_name(vkt_shader_id id);
 // time that passed. Process-wide: they count every context and device.
 typedef struct vkt_startup_counters {
     uint64_t kernels_built;     // pipelines created (vkt_kernel_create)
+    uint64_t kernels_ahead;     // kernels compiled ahead on a second device (ahead.c), not in
+                                // kernels_built nor in the times below (another thread's work)
     uint64_t shapes_measured;   // matmul shapes whose variants (some or all) were measured
     uint64_t choices_cached;    // matmul variant choices made from stored measurements alone
                                 // (the disk's, or this process's for a shape met before)

@@ -1,0 +1,221 @@
+// ahead.c: compiling a device's kernels ahead of their first dispatch, on a thread of their own.
+//
+// lavapipe (Mesa 22.3) builds a pipeline's machine code with LLVM at its first dispatch, for the
+// descriptors bound there (its variant key), one kernel after another on the device's queue
+// thread: a cold first step is mostly that (fashion_mlp: 6.7 of 7.0 s on a 2-vCPU Zen 2), while
+// the machine's other core waits. It keeps what it compiles in Mesa's shader cache, keyed by the
+// shader and the variant key, and looks there first. So when a kernel's first dispatch is
+// recorded on a device that compiles ahead, this file hands a description of it (the shader, its
+// specialization and push constants, and per binding the buffer's size and guard and the view's
+// range, which is what the variant key reads of a binding) to a thread with a second logical
+// device of the same physical device. That thread builds the same pipeline there, binds buffers
+// of the same sizes in the same ranges, and runs the dispatch's first workgroup on them (lavapipe
+// skips a dispatch of no workgroups before it compiles; the buffers' contents are never looked
+// at, and the kernels bound every index by the push constants, as in the real dispatch):
+// lavapipe compiles the variant, into the shared cache. The thread takes the kernels from the
+// last recorded backwards while the queue thread meets them from the first, so the two cores
+// compile from both ends; a kernel the queue thread reaches first is compiled there, as without
+// this file, and a job whose dispatch the device has already run is dropped. The results are
+// the same: the same pipelines run the same code.
+//
+// Where it does not pay (a warm cache) the thread's work is a pipeline build, a cache lookup and
+// one workgroup per kernel. It runs on lavapipe only, unless vkt_context_desc.ahead is
+// VKT_AHEAD_OFF. A failure on the second device (out of memory, say) drops that kernel and is not
+// an error of the run: the queue thread compiles it as usual.
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune.h"
+#include "vkt_abi.h"
+#include "vkt_internal.h"
+
+typedef struct ahead_job {
+    // The main device's timeline value of the submit that will hold the dispatch: once the
+    // device has reached it, its queue thread has compiled the kernel and the job is dropped.
+    uint64_t after;
+    vkt_shader_id id;
+    int nspec, nbind;
+    uint32_t spec[32];
+    uint32_t push[VKT_MAX_PUSH_BYTES / 4], push_size;
+    struct {
+        uint64_t buffer_size, guard, offset, size;
+    } bind[32];
+} ahead_job;
+
+typedef struct vkt_ahead {
+    vkt_device *dev; // the device whose kernels are compiled
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    // The jobs in the order noted: the first nready were released by a submit (the thread takes
+    // the last of those first), the rest wait for the next submit. Released at the submit so
+    // that the thread starts from the end of what a recording noted, not from its first kernel,
+    // which the queue thread compiles first too.
+    ahead_job *jobs;
+    int njobs, nready, cap;
+    bool stop;
+    bool busy; // the thread is running a job
+    uint32_t queued, done, skipped;
+} vkt_ahead;
+
+static bool compiles_ahead(const vkt_device *dev) {
+    return !dev->helper && dev->ctx->ahead != VKT_AHEAD_OFF &&
+           dev->info->driver_id == VK_DRIVER_ID_MESA_LLVMPIPE;
+}
+
+// Builds job's pipeline on helper and runs one workgroup of it, with buffers of the job's sizes
+// bound in its ranges and the job's push constants.
+static void run_job(vkt_device *helper, const ahead_job *job) {
+    vkt_kernel *k = NULL;
+    vkt_buffer *bufs[32] = {0};
+    vkt_view views[32];
+    vkt_cmd *cmd = NULL;
+    vkt_status s = vkt_kernel_create(helper, job->id, job->spec, job->nspec, &k);
+    for (int i = 0; s == VKT_OK && i < job->nbind; i++) {
+        s = vkt_buffer_create(helper, job->bind[i].buffer_size, "compile-ahead binding", &bufs[i]);
+        if (s == VKT_OK) {
+            bufs[i]->guard = job->bind[i].guard;
+            views[i] = vkt_buffer_view(bufs[i], job->bind[i].offset, job->bind[i].size);
+        }
+    }
+    if (s == VKT_OK) s = vkt_cmd_create(helper, &cmd);
+    if (s == VKT_OK) {
+        vkt_cmd_set_compile_only(cmd);
+        s = vkt_cmd_begin(cmd, false);
+    }
+    if (s == VKT_OK) {
+        vkt_cmd_dispatch(cmd, k, views, job->nbind, job->push, job->push_size, 1, 1, 1, NULL);
+        s = vkt_cmd_end(cmd);
+    }
+    if (s == VKT_OK) s = vkt_cmd_submit(cmd);
+    if (s == VKT_OK) vkt_cmd_wait(cmd, VKT_WAIT_MS);
+    vkt_cmd_destroy(cmd);
+    for (int i = 0; i < job->nbind; i++)
+        vkt_buffer_destroy(bufs[i]);
+    vkt_kernel_destroy(k);
+}
+
+static void *ahead_thread(void *arg) {
+    vkt_ahead *a = arg;
+    vkt_busy_ignore_thread();
+    vkt_device *helper = NULL;
+    if (vkt_device_open_helper(a->dev, &helper) != VKT_OK) helper = NULL;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (!a->stop && a->nready == 0)
+            pthread_cond_wait(&a->cv, &a->mu);
+        if (a->stop) break;
+        ahead_job job = a->jobs[--a->nready];
+        memmove(&a->jobs[a->nready], &a->jobs[a->nready + 1],
+                (size_t)(a->njobs - a->nready - 1) * sizeof *a->jobs);
+        a->njobs--;
+        a->busy = true;
+        pthread_mutex_unlock(&a->mu);
+        uint64_t reached = 0;
+        bool late = vkt_device_completed(a->dev, &reached) == VKT_OK && reached >= job.after;
+        if (helper && !late) run_job(helper, &job);
+        pthread_mutex_lock(&a->mu);
+        a->busy = false;
+        if (helper && !late)
+            a->done++, vkt_startup_count_ahead();
+        else
+            a->skipped++;
+        pthread_cond_broadcast(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+    vkt_device_destroy(helper);
+    return NULL;
+}
+
+void vkt_ahead_note(vkt_device *dev, vkt_kernel *k, const vkt_view *bind, int nbind,
+                    const void *push, uint32_t push_size) {
+    k->ahead_noted = true;
+    vkt_ahead *a = dev->ahead;
+    if (!a || nbind > 32 || push_size > VKT_MAX_PUSH_BYTES) return;
+    ahead_job job = {
+        .after = dev->timeline_value + 1, .id = k->id, .nspec = k->nspec, .nbind = nbind};
+    memcpy(job.spec, k->spec, sizeof job.spec);
+    if (push_size) memcpy(job.push, push, push_size);
+    job.push_size = push_size;
+    for (int i = 0; i < nbind; i++) {
+        job.bind[i].buffer_size = bind[i].buffer->size;
+        job.bind[i].guard = bind[i].buffer->guard;
+        job.bind[i].offset = bind[i].offset;
+        job.bind[i].size = bind[i].size;
+    }
+    pthread_mutex_lock(&a->mu);
+    if (a->njobs == a->cap) {
+        int cap = a->cap ? 2 * a->cap : 16;
+        ahead_job *nj = realloc(a->jobs, (size_t)cap * sizeof *nj);
+        if (!nj) {
+            pthread_mutex_unlock(&a->mu);
+            return;
+        }
+        a->jobs = nj, a->cap = cap;
+    }
+    a->jobs[a->njobs++] = job;
+    a->queued++;
+    pthread_mutex_unlock(&a->mu);
+}
+
+// Hands the jobs noted so far to the thread (starting it the first time).
+static void release(vkt_ahead *a) {
+    if (a->nready == a->njobs) return;
+    a->nready = a->njobs;
+    if (!a->started) a->started = pthread_create(&a->thread, NULL, ahead_thread, a) == 0;
+    pthread_cond_broadcast(&a->cv);
+}
+
+void vkt_ahead_release(vkt_device *dev) {
+    vkt_ahead *a = dev->ahead;
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    release(a);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void vkt_ahead_open(vkt_device *dev) {
+    if (!compiles_ahead(dev)) return;
+    vkt_ahead *a = calloc(1, sizeof *a);
+    if (!a) return; // not an error: the device compiles at first dispatch as without this file
+    a->dev = dev;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    dev->ahead = a;
+}
+
+void vkt_ahead_stop(vkt_device *dev) {
+    vkt_ahead *a = dev->ahead;
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    a->stop = true;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    if (a->started) pthread_join(a->thread, NULL);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+    free(a->jobs);
+    free(a);
+    dev->ahead = NULL;
+}
+
+void vkt_device_ahead_counts(vkt_device *dev, uint32_t *queued, uint32_t *done) {
+    vkt_ahead *a = dev->ahead;
+    *queued = *done = 0;
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    *queued = a->queued, *done = a->done;
+    pthread_mutex_unlock(&a->mu);
+}
+
+void vkt_device_ahead_wait(vkt_device *dev) {
+    vkt_ahead *a = dev->ahead;
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    release(a);
+    while (a->started && (a->nready > 0 || a->busy))
+        pthread_cond_wait(&a->cv, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+}
