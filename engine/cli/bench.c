@@ -138,8 +138,8 @@ vkt_status cli_peak_open(vkt_device *dev, cli_peak_bench *pb, double *gflops) {
     vkt_status s = vkt_buffer_create(dev, 4ull * pb->wg * pb->groups, "peak out", &pb->out);
     if (s == VKT_OK) s = vkt_cmd_create(dev, &pb->cmd);
     double best = 0;
-    uint32_t best_iters = 0, best_flops = 0;
-    const char *best_name = NULL;
+    uint32_t best_iters = 0;
+    int bi = -1; // PEAK_KERNELS index of best_k
     vkt_kernel *best_k = NULL;
     for (size_t i = 0; s == VKT_OK && i < sizeof PEAK_KERNELS / sizeof PEAK_KERNELS[0]; i++) {
         double g = 0;
@@ -149,13 +149,14 @@ vkt_status cli_peak_open(vkt_device *dev, cli_peak_bench *pb, double *gflops) {
             s = peak_best(pb, &g);
         if (s == VKT_OK && g > best) {
             vkt_kernel_destroy(best_k);
-            best = g, best_k = pb->k, best_iters = pb->iters, best_flops = pb->flops;
-            best_name = PEAK_KERNELS[i].name, pb->k = NULL;
+            best = g, best_k = pb->k, best_iters = pb->iters, bi = (int)i, pb->k = NULL;
         }
         vkt_kernel_destroy(pb->k);
         pb->k = NULL;
     }
-    pb->k = best_k, pb->iters = best_iters, pb->flops = best_flops, pb->shape = best_name;
+    pb->k = best_k, pb->iters = best_iters;
+    pb->flops = bi >= 0 ? PEAK_KERNELS[bi].flops : 0;
+    pb->shape = bi >= 0 ? PEAK_KERNELS[bi].name : NULL;
     *gflops = best;
     if (s == VKT_OK && best <= 0)
         return bench_fail(VKT_ERR_VULKAN, "peak_fma returned no GPU timing: the device's "

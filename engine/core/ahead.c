@@ -56,8 +56,8 @@ typedef struct vkt_ahead {
     ahead_job *jobs;
     int njobs, nready, cap;
     bool stop;
-    bool busy; // the thread is running a job
-    uint32_t queued, done, skipped;
+    bool busy;             // the thread is running a job
+    uint32_t queued, done; // noted; built on the second device
 } vkt_ahead;
 
 static bool compiles_ahead(const vkt_device *dev) {
@@ -81,10 +81,7 @@ static void run_job(vkt_device *helper, const ahead_job *job) {
         }
     }
     if (s == VKT_OK) s = vkt_cmd_create(helper, &cmd);
-    if (s == VKT_OK) {
-        vkt_cmd_set_compile_only(cmd);
-        s = vkt_cmd_begin(cmd, false);
-    }
+    if (s == VKT_OK) s = vkt_cmd_begin(cmd, false);
     if (s == VKT_OK) {
         vkt_cmd_dispatch(cmd, k, views, job->nbind, job->push, job->push_size, 1, 1, 1, NULL);
         s = vkt_cmd_end(cmd);
@@ -115,13 +112,11 @@ static void *ahead_thread(void *arg) {
         pthread_mutex_unlock(&a->mu);
         uint64_t reached = 0;
         bool late = vkt_device_completed(a->dev, &reached) == VKT_OK && reached >= job.after;
-        if (helper && !late) run_job(helper, &job);
+        bool run = helper && !late;
+        if (run) run_job(helper, &job);
         pthread_mutex_lock(&a->mu);
         a->busy = false;
-        if (helper && !late)
-            a->done++, vkt_startup_count_ahead();
-        else
-            a->skipped++;
+        if (run) a->done++, vkt_startup_count_ahead();
         pthread_cond_broadcast(&a->cv);
     }
     pthread_mutex_unlock(&a->mu);

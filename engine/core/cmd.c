@@ -39,10 +39,7 @@ struct vkt_cmd {
     int nviews, cap_views;
     vkt_status err;     // first recording error, returned by vkt_cmd_end
     uint64_t submitted; // timeline value of the last submit (0 = never)
-    bool compile_only;  // vkt_cmd_set_compile_only
 };
-
-void vkt_cmd_set_compile_only(vkt_cmd *c) { c->compile_only = true; }
 
 vkt_status vkt_cmd_create(vkt_device *dev, vkt_cmd **out) {
     *out = NULL;
@@ -342,10 +339,7 @@ void vkt_cmd_dispatch(vkt_cmd *c, vkt_kernel *k, const vkt_view *bind, int nbind
     if (push_size)
         dev->vk.vkCmdPushConstants(c->cb, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size,
                                    push);
-    if (c->compile_only)
-        dev->vk.vkCmdDispatch(c->cb, 1, 1, 1);
-    else
-        dev->vk.vkCmdDispatch(c->cb, gx, gy, gz);
+    dev->vk.vkCmdDispatch(c->cb, gx, gy, gz);
     if (label && c->timestamps) end_timed(c);
     c->ndispatch++;
 }

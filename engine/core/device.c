@@ -70,8 +70,9 @@ static vkt_status device_open(vkt_context *ctx, int index, const vkt_device_desc
     dev->phys = &ctx->devices[index];
     dev->info = &dev->phys->info;
     dev->helper = of != NULL;
-    // The same physical device opened again (two logical devices) gets a distinct label.
-    int nth = ctx->devices[index].opened + 1;
+    // The same physical device opened again (two logical devices) gets a distinct label. A
+    // helper, opened on ahead.c's thread, reads no count that the caller's thread changes.
+    int nth = of ? 0 : ctx->devices[index].opened + 1;
     if (of)
         snprintf(dev->label, sizeof dev->label, "%.200s, compiling ahead", of->label);
     else if (nth == 1)

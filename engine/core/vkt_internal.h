@@ -196,9 +196,6 @@ void vkt_ahead_stop(vkt_device *dev);
 void vkt_ahead_open(vkt_device *dev);
 // cmd.c, at a submit: the jobs noted until now go to the thread (they wait until then).
 void vkt_ahead_release(vkt_device *dev);
-// cmd.c: the stream's dispatches run one workgroup, whatever they ask (ahead.c: lavapipe compiles
-// the kernel's variant at a dispatch, but skips one of no workgroups before compiling).
-void vkt_cmd_set_compile_only(vkt_cmd *c);
 
 // ---------------------------------------------------------------------------------------------
 // A set of borrowed strings (engine/core/strset.c): duplicate checks in linear time.
