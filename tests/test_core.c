@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "test_util.h"
 #include "vkt_abi.h"
 #include "vkt_shaders.h"
@@ -78,6 +79,60 @@ static void axpy_check(vt *t, vkt_device *dev, axpy_run *r, const float *x, cons
     free(ref);
 }
 
+// Compiling ahead (engine/core/ahead.c): on lavapipe the first recorded dispatch of a kernel
+// goes to the compile thread, which builds it on a second logical device (not counted among the
+// opened ones) and runs one workgroup there; the device's own results are unchanged. Elsewhere
+// nothing is queued. With another CPU device open in the context (others_open) the job is queued
+// and dropped. The dispatches are recorded, the thread waited for, and only then submitted, so
+// that the job cannot be dropped as late. Opens physical device index of ctx.
+static void ahead_case(vt *t, vkt_context *ctx, int index, const float *x, const float *y,
+                       bool others_open) {
+    vkt_device *dev = NULL;
+    VT_OK(t, vkt_device_create(ctx, index, NULL, &dev));
+    if (!dev) return;
+    const vkt_device_info *info = vkt_device_get_info(dev);
+    bool lavapipe = info->driver_id == DRIVER_ID_LLVMPIPE;
+    uint32_t want_queued = lavapipe ? 1 : 0, want_done = others_open ? 0 : want_queued;
+    axpy_run r = {0};
+    uint32_t wg = info->max_workgroup_invocations >= 256 ? 256 : 64, spec3[3] = {wg, 1, 1};
+    VT_OK(t, vkt_buffer_create(dev, N * 4, "x", &r.x));
+    VT_OK(t, vkt_buffer_create(dev, N * 4, "y", &r.y));
+    VT_OK(t, vkt_kernel_create(dev, VKT_SHADER_AXPY, spec3, 3, &r.k));
+    VT_OK(t, vkt_cmd_create(dev, &r.cmd));
+    if (r.x && r.y && r.k && r.cmd) {
+        VT_OK(t, vkt_buffer_write(r.x, 0, x, N * 4));
+        VT_OK(t, vkt_buffer_write(r.y, 0, y, N * 4));
+        VT_OK(t, vkt_cmd_begin(r.cmd, true));
+        vkt_view b[2] = {vkt_buffer_whole(r.x), vkt_buffer_whole(r.y)};
+        vkt_axpy_push p1 = {.n = N, .a = 2.0f}, p2 = {.n = N, .a = -0.5f};
+        vkt_cmd_dispatch(r.cmd, r.k, b, 2, &p1, sizeof p1, (N + wg - 1) / wg, 1, 1, "axpy1");
+        vkt_cmd_barrier(r.cmd);
+        vkt_cmd_dispatch(r.cmd, r.k, b, 2, &p2, sizeof p2, (N + wg - 1) / wg, 1, 1, "axpy2");
+        VT_OK(t, vkt_cmd_end(r.cmd));
+        vkt_device_ahead_wait(dev);
+        uint32_t queued, done;
+        vkt_device_ahead_counts(dev, &queued, &done);
+        VT_CHECK(t, queued == want_queued && done == want_done,
+                 "compiling ahead on %s%s: %u kernels queued, %u built (expected %u, %u)",
+                 vkt_device_label(dev), others_open ? " beside other CPU devices" : "", queued,
+                 done, want_queued, want_done);
+        // The second device is not one of the opened ones: the next open is "(2)" in a context
+        // of its own, "(3)" in the harness's (its device, this one, the new one).
+        vkt_device *next = NULL;
+        VT_OK(t, vkt_device_create(ctx, index, NULL, &next));
+        const char *want = others_open ? "(3)" : "(2)";
+        if (next)
+            VT_CHECK(t, strstr(vkt_device_label(next), want) != NULL,
+                     "a further open of %s is labelled %s (expected %s)", info->name,
+                     vkt_device_label(next), want);
+        vkt_device_destroy(next);
+        VT_OK(t, vkt_cmd_submit(r.cmd));
+        axpy_check(t, dev, &r, x, y, 2.0f, -0.5f);
+    }
+    axpy_release(&r);
+    vkt_device_destroy(dev);
+}
+
 int main(void) {
     vt tv, *t = &tv;
     if (vt_init(t, "test_core")) return 1;
@@ -132,53 +187,22 @@ int main(void) {
         vkt_device_destroy(staged);
     }
 
-    // Compiling ahead (engine/core/ahead.c): on lavapipe the first recorded dispatch of a kernel
-    // goes to the compile thread, which builds it on a second logical device (not counted among
-    // the opened ones) and runs one workgroup there; the device's own results are unchanged.
-    // Elsewhere nothing is queued. The dispatches are recorded, the thread waited for, and only
-    // then submitted, so that the job cannot be dropped as late.
-    for (int d = 0; d < t->ndev; d++) {
-        const vkt_device_info *info = vkt_device_get_info(t->dev[d]);
-        bool lavapipe = info->driver_id == DRIVER_ID_LLVMPIPE;
-        vkt_device *dev = NULL;
-        VT_OK(t, vkt_device_create(t->ctx, info->index, NULL, &dev));
-        if (!dev) continue;
-        axpy_run r = {0};
-        uint32_t wg = info->max_workgroup_invocations >= 256 ? 256 : 64, spec3[3] = {wg, 1, 1};
-        VT_OK(t, vkt_buffer_create(dev, N * 4, "x", &r.x));
-        VT_OK(t, vkt_buffer_create(dev, N * 4, "y", &r.y));
-        VT_OK(t, vkt_kernel_create(dev, VKT_SHADER_AXPY, spec3, 3, &r.k));
-        VT_OK(t, vkt_cmd_create(dev, &r.cmd));
-        if (r.x && r.y && r.k && r.cmd) {
-            VT_OK(t, vkt_buffer_write(r.x, 0, x, N * 4));
-            VT_OK(t, vkt_buffer_write(r.y, 0, y, N * 4));
-            VT_OK(t, vkt_cmd_begin(r.cmd, true));
-            vkt_view b[2] = {vkt_buffer_whole(r.x), vkt_buffer_whole(r.y)};
-            vkt_axpy_push p1 = {.n = N, .a = 2.0f}, p2 = {.n = N, .a = -0.5f};
-            vkt_cmd_dispatch(r.cmd, r.k, b, 2, &p1, sizeof p1, (N + wg - 1) / wg, 1, 1, "axpy1");
-            vkt_cmd_barrier(r.cmd);
-            vkt_cmd_dispatch(r.cmd, r.k, b, 2, &p2, sizeof p2, (N + wg - 1) / wg, 1, 1, "axpy2");
-            VT_OK(t, vkt_cmd_end(r.cmd));
-            vkt_device_ahead_wait(dev);
-            uint32_t queued, done;
-            vkt_device_ahead_counts(dev, &queued, &done);
-            VT_CHECK(t, queued == (lavapipe ? 1u : 0u) && done == queued,
-                     "compiling ahead on %s: %u kernels queued, %u built (expected %u, %u)",
-                     vkt_device_label(dev), queued, done, lavapipe ? 1 : 0, lavapipe ? 1 : 0);
-            // The second device is not one of the opened ones: a third open is "(3)" (the
-            // harness's device, this one, the new one).
-            vkt_device *third = NULL;
-            VT_OK(t, vkt_device_create(t->ctx, info->index, NULL, &third));
-            if (third)
-                VT_CHECK(t, strstr(vkt_device_label(third), "(3)") != NULL,
-                         "a third open of %s is labelled %s", info->name, vkt_device_label(third));
-            vkt_device_destroy(third);
-            VT_OK(t, vkt_cmd_submit(r.cmd));
-            axpy_check(t, dev, &r, x, y, 2.0f, -0.5f);
-        }
-        axpy_release(&r);
-        vkt_device_destroy(dev);
-    }
+    // Compiling ahead (engine/core/ahead.c), in a context of its own where each device is the
+    // one open CPU device, then in the harness's, where the other CPU devices are open.
+    cli_env env;
+    cli_env_read(&env);
+    env.context.validation = 1;
+    vkt_context *solo = NULL;
+    VT_OK(t, vkt_context_create(&env.context, &solo));
+    for (int d = 0; solo && d < vkt_context_device_count(solo); d++)
+        ahead_case(t, solo, d, x, y, false);
+    if (solo)
+        VT_CHECK(t, vkt_context_validation_count(solo) == 0,
+                 "%llu validation message(s) in the second context",
+                 (unsigned long long)vkt_context_validation_count(solo));
+    vkt_context_destroy(solo);
+    int lvp = vt_find_device(t, "llvmpipe");
+    if (lvp >= 0) ahead_case(t, t->ctx, vkt_device_get_info(t->dev[lvp])->index, x, y, true);
 
     // A memory limit is enforced with a message that names the device and the sizes.
     vkt_device *small = NULL;

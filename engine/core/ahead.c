@@ -20,7 +20,10 @@
 //
 // Where it does not pay (a warm cache) the thread's work is a pipeline build, a cache lookup and
 // one workgroup per kernel. It runs on lavapipe only, unless vkt_context_desc.ahead is
-// VKT_AHEAD_OFF. A failure on the second device (out of memory, say) drops that kernel and is not
+// VKT_AHEAD_OFF, and only while the device is the context's one open CPU device: beside another
+// (a second lavapipe device compiling the same kernels, SwiftShader building and tuning its
+// own), the other core is not idle, and a cold lavapipe + SwiftShader run was 5% slower with the
+// thread's compiles than without (docs/PERFORMANCE.md); its jobs are then dropped. A failure on the second device (out of memory, say) drops that kernel and is not
 // an error of the run: the queue thread compiles it as usual.
 #include <pthread.h>
 #include <stdlib.h>
@@ -112,7 +115,8 @@ static void *ahead_thread(void *arg) {
         pthread_mutex_unlock(&a->mu);
         uint64_t reached = 0;
         bool late = vkt_device_completed(a->dev, &reached) == VKT_OK && reached >= job.after;
-        bool run = helper && !late;
+        bool alone = __atomic_load_n(&a->dev->ctx->cpu_open, __ATOMIC_RELAXED) <= 1;
+        bool run = helper && !late && alone;
         if (run) run_job(helper, &job);
         pthread_mutex_lock(&a->mu);
         a->busy = false;

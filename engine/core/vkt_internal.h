@@ -79,6 +79,9 @@ struct vkt_context {
     vkt_fuse_mode fuse;       // vkt_device_fuse_mode
     vkt_conv_mode conv;       // vkt_device_conv_mode
     vkt_ahead_mode ahead;     // ahead.c
+    // CPU devices open now (ahead.c's helpers not counted): changed by the threads that open and
+    // destroy devices, read by ahead.c's threads; atomic.
+    int cpu_open;
 };
 
 typedef struct vkt_staging {
