@@ -89,8 +89,7 @@ int vt_init(vt *t, const char *name) {
     for (int i = 0; i < 2; i++) {
         if (vt_find_device(t, need[i]) >= 0) continue;
         if (only && !in_list(only, need[i])) {
-            fprintf(stderr, "%s: note: VKT_TEST_DRIVERS=%s: not testing %s\n", name, only,
-                    need[i]);
+            fprintf(stderr, "%s: note: VKT_TEST_DRIVERS=%s: not testing %s\n", name, only, need[i]);
             continue;
         }
         if (in_ci) {

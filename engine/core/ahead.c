@@ -23,8 +23,9 @@
 // VKT_AHEAD_OFF, and only while the device is the context's one open CPU device: beside another
 // (a second lavapipe device compiling the same kernels, SwiftShader building and tuning its
 // own), the other core is not idle, and a cold lavapipe + SwiftShader run was 5% slower with the
-// thread's compiles than without (docs/PERFORMANCE.md); its jobs are then dropped. A failure on the second device (out of memory, say) drops that kernel and is not
-// an error of the run: the queue thread compiles it as usual.
+// thread's compiles than without (docs/PERFORMANCE.md); its jobs are then dropped. A failure on the
+// second device (out of memory, say) drops that kernel and is not an error of the run: the queue
+// thread compiles it as usual.
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
