@@ -10,7 +10,8 @@
 // matmul.c, record_padded: the operands copied and zero-padded to multiples of 8) ran a product,
 // this kernel gives it bit for bit, without the copies and barriers.
 //
-// b is read as vec4 texels (binding 2), and so is a in NT (binding 1: a's own row along k). In NN
+// b is read as vec4 texels (binding 2), and so is a in NT (binding 1: a's own row along k), and in
+// NN the epilogue's s (binding 1 there). In NN
 // and TN a is the operand every lane needs (b's multipliers): its rows may start anywhere (a
 // 10-wide row is not 16-byte aligned), so it is read as floats (binding 6), each lane one float,
 // and subgroupShuffle hands each to every lane (one vpermd on lavapipe). The workgroup must be one
@@ -117,7 +118,12 @@ void finish4(uint m, uint n, uint nc, vec4 acc, vec4 bsum) {
     uint cm = min(m, M - 1) * p.ldc + nc;
     vec4 v = acc + bsum;
     vec4 s = vec4(0.0);
-    if (MM_EPI_READS_S) s = s4[(cm + p.x_off) / 4];
+    // NN reads s as texels (binding 1, where the host binds it): a storage-buffer load here, in
+    // the loop over the rows, is a loop over the lanes per component on lavapipe, and took 2/3 of
+    // fashion_mlp's 10-wide input gradient (docs/PERFORMANCE.md).
+    if (MM_EPI_READS_S)
+        s = FORM == VKT_MM_FORM_NN ? texelFetch(at, int((cm + p.x_off) / 4))
+                                   : s4[(cm + p.x_off) / 4];
     vec4 y = mm_epi(v, s, p.alpha);
     if (m < M && n < N) {
         if (MM_EPI_WRITES_Z) z4[(m * p.ldc + n + p.x_off) / 4] = v;

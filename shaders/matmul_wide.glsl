@@ -49,9 +49,15 @@ layout(binding = 1) uniform samplerBuffer at;
 layout(binding = 2) uniform samplerBuffer bt;
 #endif
 #ifdef MM_SGD_TEXEL
-// The optimizer epilogue's reads of the parameters (c) and of the momentum buffer (s) through
-// texel buffers too (the kernel matmul_wide64t_sgd).
+// The optimizer epilogue's reads of the parameters (c) through a texel buffer too (the kernel
+// matmul_wide64t_sgd).
 layout(binding = 6) uniform samplerBuffer ct;
+#endif
+#ifdef MM_TEXEL
+// s through a texel buffer: the activation epilogue's (the backward's saved input or output) and
+// the optimizer epilogue's momentum buffer. A storage-buffer load in the epilogue is a loop over
+// the lanes per component on lavapipe: fashion_mlp's input gradient of its second layer ran 11%
+// faster through texels (docs/PERFORMANCE.md). Unread (b bound) where the epilogue reads no s.
 layout(binding = 7) uniform samplerBuffer st;
 #endif
 #ifdef MM_TEXEL
@@ -295,7 +301,11 @@ void main() {
             if (W == 4) v[1] = v[0];
             s[0] = s[1] = vec4(0.0);
             uint cm = min(m, M - 1) * p.ldc + bn[t]; // clamped, without the offsets
+#ifdef MM_TEXEL
+            if (MM_EPI_READS_S) read_texels(st, cm + p.x_off, s);
+#else
             if (MM_EPI_READS_S) read_s(cm + p.x_off, s);
+#endif
             [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_epi(v[q], s[q], p.alpha);
             if (W == 4) y[1] = y[0];
             if (MM_EPI_SGD) {

@@ -541,8 +541,9 @@ static bool colsum_in_kernel(const mm_variant *v, vkt_mm_form form, const vkt_vi
 // Whether the narrow variant v (matmul_narrow.glsl) can run this product: the narrow side (NT: N,
 // TN: M, NN: K) at most v->tc; b, and in NT a, read in place as vec4 texels (their strides and
 // offsets in whole texels, views the device allows); in NN and TN c (and the epilogue's s and z)
-// written as vec4s: N, its stride and offsets multiples of 4 and the views 16-byte aligned. a in
-// NN and TN is read as floats: any layout.
+// written as vec4s: N, its stride and offsets multiples of 4 and the views 16-byte aligned, and
+// in NN s read as texels (a view the device allows). a in NN and TN is read as floats: any
+// layout.
 static bool narrow_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
                         const vkt_view *c, const vkt_view *a, const vkt_view *b, const vkt_view *sv,
                         const vkt_view *zv, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K) {
@@ -552,6 +553,7 @@ static bool narrow_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_fo
                texel_view_ok(d, a);
     if ((form == VKT_MM_TN ? M : K) > v->tc) return false;
     if (N % 4 || g->ldc % 4 || g->c_off % 4 || c->offset % 16) return false;
+    if (sv && form == VKT_MM_NN && !texel_view_ok(d, sv)) return false; // s read as texels
     return !sv || (g->x_off % 4 == 0 && sv->offset % 16 == 0 && zv->offset % 16 == 0);
 }
 
@@ -701,6 +703,8 @@ static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, c
         if (sgd && !has_sgd(v)) continue;
         // With the SGD epilogue a texel kernel reads c and the momentum buffer as texels too.
         if (sgd && v->texel && (!texel_view_ok(d, c) || (sv && !texel_view_ok(d, sv)))) continue;
+        // ... and s in an activation epilogue too.
+        if (v->kind == MM_WIDE && v->texel && sv && !texel_view_ok(d, sv)) continue;
         if (v->pad) {
             if (!pad_fits(d, v, form, c, a, b, sv, zv, sgd, g, M, N, K)) continue;
         } else if (v->kind == MM_NARROW) {
@@ -1323,8 +1327,8 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     plain.spec[7] = VKT_ACT_CODE_NONE;
     plain.spec[8] = VKT_MM_EPI_FORWARD;
     int nbind = has_epilogue(v) ? 6 : 4;
-    // The texel-read kernel with the optimizer epilogue reads c and s as texels too (bindings 6
-    // and 7); the texel-read kernels add a's column sums to binding 8 (unused: c).
+    // The texel-read kernels read s as texels (binding 7), the one with the optimizer epilogue c
+    // too (binding 6); they add a's column sums to binding 8 (unused: c).
     if (v->texel) nbind = 9;
     vkt_kernel *k = vkt_ops_kernel(ops, key.shader, key.spec, key.nspec);
     if (!k) return; // reported by vkt_ops_status
@@ -1333,16 +1337,25 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     uint32_t gx = (M + rows - 1) / rows;
     uint32_t gy =
         (uint32_t)(((uint64_t)N + (uint64_t)v->wg * v->tc - 1) / ((uint64_t)v->wg * v->tc));
-    vkt_view bind[9] = {c, a, b, bv, e->s, e->z, c, e->sgd_mode ? e->s : c, cs ? *cs : c};
-    vkt_view bind_plain[9] = {c, a, b, bv, a, c, c, c, c};
+    // Binding 7: s as texels in the texel kernels (the momentum buffer, or the s an activation
+    // epilogue reads), else b's texel view, unread (bound to c elsewhere, unread).
+    bool reads_s = e->mode == VKT_MM_EPI_GRAD_X || e->mode == VKT_MM_EPI_GRAD_Y;
+    vkt_view unread7 = v->texel ? b : c;
+    vkt_view bind[9] = {
+        c, a, b, bv, e->s, e->z, c, e->sgd_mode || reads_s ? e->s : unread7, cs ? *cs : c};
+    vkt_view bind_plain[9] = {c, a, b, bv, a, c, c, unread7, c};
     if (v->kind == MM_NARROW) {
         // matmul_narrow.glsl: NT one row per lane; TN and NN four columns per lane, NN tm rows
-        // per workgroup. a as texels (binding 1) in NT only; in NN and TN binding 1 holds b's
-        // texel view, unread, and a is read as floats (binding 6).
+        // per workgroup. a as texels (binding 1) in NT only; in NN and TN a is read as floats
+        // (binding 6), and binding 1 holds b's texel view, unread, or in NN the s that an
+        // epilogue reads.
         uint32_t cols = 4 * v->wg;
         gx = form == VKT_MM_NT ? (M + v->wg - 1) / v->wg : form == VKT_MM_TN ? 1 : gx;
         gy = form == VKT_MM_NT ? 1 : (N + cols - 1) / cols;
         if (form != VKT_MM_NT) bind[1] = bind_plain[1] = b;
+        // NN reads the epilogue's s as texels at binding 1 (narrow_fits checked the view).
+        if (form == VKT_MM_NN && (e->mode == VKT_MM_EPI_GRAD_X || e->mode == VKT_MM_EPI_GRAD_Y))
+            bind[1] = e->s;
         bind[6] = bind_plain[6] = a;
         bind[7] = cs ? *cs : c; // a's column sums (TN)
         bind_plain[7] = c;
