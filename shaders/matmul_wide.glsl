@@ -56,7 +56,7 @@ layout(binding = 6) uniform samplerBuffer ct;
 #ifdef MM_TEXEL
 // s through a texel buffer: the activation epilogue's (the backward's saved input or output) and
 // the optimizer epilogue's momentum buffer. A storage-buffer load in the epilogue is a loop over
-// the lanes per component on lavapipe: fashion_mlp's input gradient of its second layer ran 11%
+// the lanes per component on lavapipe: fashion_mlp's input gradient of its second layer ran 10%
 // faster through texels (docs/PERFORMANCE.md). Unread (b bound) where the epilogue reads no s.
 layout(binding = 7) uniform samplerBuffer st;
 #endif
