@@ -27,6 +27,7 @@ void vkt_world_abort(vkt_world *w, int code) {
 }
 int vkt_world_rank(const vkt_world *w) { return (void)w, 0; }
 int vkt_world_size(const vkt_world *w) { return (void)w, 1; }
+int vkt_world_local_size(const vkt_world *w) { return (void)w, 1; }
 double vkt_world_timeout(const vkt_world *w) { return (void)w, 0; }
 const char *vkt_world_where(const vkt_world *w) { return (void)w, ""; }
 #define NO_MPI return vkt_fail(VKT_ERR_ARG, "this vktrain was built without MPI")
@@ -111,6 +112,7 @@ enum {
 
 struct vkt_world {
     int rank, size;
+    int local_size; // the ranks on this machine (MPI_COMM_TYPE_SHARED), this one included
     double timeout_s;
     char where[300];
     pthread_mutex_t mu; // the stats
@@ -151,6 +153,13 @@ vkt_status vkt_world_init(int *argc, char ***argv, double timeout_s, vkt_world *
     if (!w) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     MPI_Comm_rank(MPI_COMM_WORLD, &w->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &w->size);
+    MPI_Comm local;
+    w->local_size = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL, &local) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(local, &w->local_size);
+        MPI_Comm_free(&local);
+    }
     // Errors come back as codes (a dead peer's), not as MPI's own abort.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     w->timeout_s = timeout_s;
@@ -179,6 +188,7 @@ void vkt_world_abort(vkt_world *w, int code) {
 
 int vkt_world_rank(const vkt_world *w) { return w->rank; }
 int vkt_world_size(const vkt_world *w) { return w->size; }
+int vkt_world_local_size(const vkt_world *w) { return w->local_size; }
 double vkt_world_timeout(const vkt_world *w) { return w->timeout_s; }
 const char *vkt_world_where(const vkt_world *w) { return w->where; }
 

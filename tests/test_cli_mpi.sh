@@ -55,6 +55,20 @@ close_tensors "$work/mpi2.safetensors" "$work/single.safetensors"
 check "2 ranks: within tolerance of the single device" $?
 [ "$(grep -c '"type": *"step"' "$work/mpi2.jsonl")" -eq 20 ]
 check "rank 0 alone writes the metrics: 20 step lines ($(grep -c '"type": *"step"' "$work/mpi2.jsonl"))" $?
+# Two ranks on one machine compile nothing ahead (engine/core/ahead.c; a cold 2-rank run on 2
+# cores started its steps 2 s later with it): rank 0's summary counts no kernel compiled ahead
+# where a lone lavapipe process counts some (with an empty Mesa cache, so that its thread cannot
+# find every kernel already run by the device).
+MESA_SHADER_CACHE_DIR="$work/mesa-cold" "$bin" train --model "$mlp" --limit-train 640 \
+    --batch 64 --max-steps 3 --no-eval --device llvmpipe > "$work/ahead1.txt" 2>&1
+ahead1=$(grep -o '[0-9]* compiled ahead' "$work/ahead1.txt")
+grep -q "first step after" "$work/ahead1.txt" && [ -n "$ahead1" ]
+check "one process on lavapipe compiles kernels ahead ($ahead1)" $?
+mpi 2 train --model "$mlp" --limit-train 640 --batch 64 --max-steps 3 --no-eval \
+    --device llvmpipe --strategy replicated > "$work/ahead2.txt" 2>&1
+ahead2=$(grep -o '[0-9]* compiled ahead' "$work/ahead2.txt")
+grep -q "first step after" "$work/ahead2.txt" && [ -z "$ahead2" ]
+check "2 ranks on one machine compile nothing ahead (rank 0: ${ahead2:-none})" $?
 mpi 3 train --model "$mlp" $common --device-per-rank llvmpipe,swiftshader,llvmpipe+llvmpipe \
     --strategy replicated --save "$work/mpi3.safetensors"
 check "fashion_mlp, replicated over 3 ranks (lavapipe, SwiftShader, 2 x lavapipe)" $?

@@ -34,6 +34,8 @@ void vkt_world_finalize(vkt_world *w);
 void vkt_world_abort(vkt_world *w, int code);
 int vkt_world_rank(const vkt_world *w);
 int vkt_world_size(const vkt_world *w);
+// The ranks on this process's machine, this one included (they share its cores).
+int vkt_world_local_size(const vkt_world *w);
 double vkt_world_timeout(const vkt_world *w);
 // "host:pid" of this process, for messages.
 const char *vkt_world_where(const vkt_world *w);
