@@ -25,9 +25,8 @@
 // own), the other core is not idle, and a cold lavapipe + SwiftShader run was 5% slower with the
 // thread's compiles than without (docs/PERFORMANCE.md); its jobs are then dropped. Ranks of an
 // MPI run on one machine each have their own context: the CLI turns this off for them
-// (engine/cli/train.c, vkt_world_local_size). A failure on the
-// second device (out of memory, say) drops that kernel and is not an error of the run: the queue
-// thread compiles it as usual.
+// (engine/cli/train.c, vkt_world_local_size). A failure on the second device (out of memory,
+// say) drops that kernel and is not an error of the run: the queue thread compiles it as usual.
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
