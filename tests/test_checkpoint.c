@@ -386,6 +386,11 @@ static void test_corrupt(vt *t) {
                make_st("past.safetensors",
                        "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8),
                VKT_ERR_FORMAT, "truncated", "describes 16 bytes");
+    // Found by fuzz_checkpoint: a tensor named "" was accepted, and then found under "".
+    expect_bad(t,
+               make_st("noname.safetensors",
+                       "{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4),
+               VKT_ERR_FORMAT, "a tensor has an empty name", "corrupt header");
     expect_bad(t,
                make_st("meta.safetensors",
                        "{\"__metadata__\":{\"step\":5},"

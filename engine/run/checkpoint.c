@@ -487,6 +487,11 @@ static vkt_status parse_header(vkt_checkpoint *ck, const char *text, uint64_t n,
             }
             continue;
         }
+        // A tensor needs a name to be found by (vkt_checkpoint_find refuses an empty one).
+        if (!*e->string) {
+            s = ck_bad(ck->path, "a tensor has an empty name (corrupt header)");
+            break;
+        }
         s = parse_entry(ck->path, e, &ck->t[ck->nt]);
         if (s == VKT_OK) ck->nt++;
     }
