@@ -127,9 +127,11 @@ static vkt_status device_open(vkt_context *ctx, int index, const vkt_device_desc
     volkLoadDeviceTable(&dev->vk, dev->handle);
     dev->vk.vkGetDeviceQueue(dev->handle, dev->phys->queue_family, 0, &dev->queue);
     *out = dev; // from here on vkt_device_destroy cleans up whatever was made
-    if (!dev->helper) ctx->devices[index].opened++;
-    if (!dev->helper && dev->info->type == VKT_DEVICE_CPU)
-        __atomic_fetch_add(&ctx->cpu_open, 1, __ATOMIC_RELAXED);
+    if (!dev->helper) {
+        ctx->devices[index].opened++;
+        if (dev->info->type == VKT_DEVICE_CPU)
+            __atomic_fetch_add(&ctx->cpu_open, 1, __ATOMIC_RELAXED);
+    }
 
     VkCommandPoolCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -197,9 +199,11 @@ static void save_pipeline_cache(vkt_device *dev) {
 void vkt_device_destroy(vkt_device *dev) {
     if (!dev) return;
     vkt_ahead_stop(dev);
-    if (!dev->helper) ((vkt_physical *)dev->phys)->opened--;
-    if (!dev->helper && dev->info->type == VKT_DEVICE_CPU)
-        __atomic_fetch_sub(&dev->ctx->cpu_open, 1, __ATOMIC_RELAXED);
+    if (!dev->helper) {
+        ((vkt_physical *)dev->phys)->opened--;
+        if (dev->info->type == VKT_DEVICE_CPU)
+            __atomic_fetch_sub(&dev->ctx->cpu_open, 1, __ATOMIC_RELAXED);
+    }
     if (dev->handle) {
         dev->vk.vkDeviceWaitIdle(dev->handle);
         vkt_device_release_staging(dev);

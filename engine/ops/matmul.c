@@ -1354,8 +1354,7 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
         gy = form == VKT_MM_NT ? 1 : (N + cols - 1) / cols;
         if (form != VKT_MM_NT) bind[1] = bind_plain[1] = b;
         // NN reads the epilogue's s as texels at binding 1 (narrow_fits checked the view).
-        if (form == VKT_MM_NN && (e->mode == VKT_MM_EPI_GRAD_X || e->mode == VKT_MM_EPI_GRAD_Y))
-            bind[1] = e->s;
+        if (form == VKT_MM_NN && reads_s) bind[1] = e->s;
         bind[6] = bind_plain[6] = a;
         bind[7] = cs ? *cs : c; // a's column sums (TN)
         bind_plain[7] = c;
