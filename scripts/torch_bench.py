@@ -5,7 +5,7 @@
 usage: /usr/bin/python3 scripts/torch_bench.py [MODEL.json] [--batch N] [--steps N] [--threads N]
            [--warmup N] [--optimizer sgd|adamw] [--lr X] [--momentum X] [--nesterov 0|1]
            [--weight-decay X] [--beta1 X] [--beta2 X] [--eps X] [--clip X]
-           [--vktrain BINARY] [--json]
+           [--vktrain BINARY] [--json | --serve]
 The module is the one `vktrain model MODEL.json --torch` writes (scripts/vkt_torch.py; --vktrain
 names the binary, default build/vktrain).
 The optimizer defaults are vktrain's (`vktrain train`'s): SGD lr 0.05 momentum 0.9; AdamW lr 1e-3,
@@ -20,6 +20,11 @@ os.cpu_count()), each from the same parameters, with OMP_WAIT_POLICY=PASSIVE unl
 environment sets it, and keeps the faster: samples/s (tokens/s for a language model), the thread
 count that won, each count's samples/s, the BLAS PyTorch was built against and the BLAS library it
 loaded. --json prints one JSON object instead of a sentence.
+--serve is how `vktrain bench train --baseline` runs it, for rounds that alternate with its own
+steps: after --warmup steps at each thread count it prints one JSON line describing the run (as
+--json, without a rate), then answers each line "run THREADS STEPS" on its standard input with
+one untimed step and STEPS timed ones at that thread count, printed as a JSON line
+{"threads": T, "samples_per_sec": R}; "quit" or the end of its input ends it.
 Debian's python3-torch runs under Debian's /usr/bin/python3.
 """
 import copy
@@ -103,7 +108,8 @@ def blas_kind(libraries):
 def main():
     args = sys.argv[1:]
     as_json = "--json" in args
-    args = [a for a in args if a != "--json"]
+    serve = "--serve" in args
+    args = [a for a in args if a not in ("--json", "--serve")]
     model_path = "assets/models/fashion_mlp.json"
     if args and not args[0].startswith("--"):
         model_path, args = args[0], args[1:]
@@ -137,37 +143,61 @@ def main():
 
     start = copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict())
 
-    def timed(threads):  # each count from the same parameters and optimizer state
-        model.load_state_dict(start[0])
-        optimizer.load_state_dict(start[1])
-        torch.set_num_threads(threads)
-        for i in range(steps + warmup):
-            if i == warmup:
-                t0 = time.perf_counter()
-            optimizer.zero_grad()
-            loss_of(model(x)).backward()
-            if clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-            optimizer.step()
-        return steps * batch / (time.perf_counter() - t0)
+    def step():
+        optimizer.zero_grad()
+        loss_of(model(x)).backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
 
-    tried = {}
-    for threads in sorted({1, max(most, 1)}):
-        tried[threads] = timed(threads)
-    threads = max(tried, key=tried.get)
-    sps = tried[threads]
+    def timed(threads, warm, n):  # samples/s of n steps after warm untimed ones
+        torch.set_num_threads(threads)
+        for _ in range(warm):
+            step()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        return n * batch / (time.perf_counter() - t0)
+
+    counts = sorted({1, max(most, 1)})
     cfg = torch.__config__.show()
     blas = cfg.split("BLAS_INFO=")[-1].split(",")[0].strip() if "BLAS_INFO" in cfg else "?"
-    out = {"library": "pytorch", "version": torch.__version__, "threads": threads,
-           "threads_tried": {str(t): v for t, v in tried.items()},
+    out = {"library": "pytorch", "version": torch.__version__,
            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "blas": blas,
-           "blas_library": blas_library(),
-           "optimizer": describe(optimizer), "model": spec["name"], "batch": batch,
-           "steps": steps, "samples_per_sec": sps}
+           "optimizer": describe(optimizer), "model": spec["name"], "batch": batch}
+    if lm:
+        out["tokens_per_sample"] = spec["input"][0]
+    if serve:
+        for threads in counts:
+            timed(threads, warmup, 0)
+        out["blas_library"] = blas_library()  # loaded by the warm-up's products
+        out["blas_kind"] = blas_kind(out["blas_library"])
+        out["comparable"] = out["blas_kind"] != "reference"
+        print(json.dumps(out), flush=True)
+        for line in sys.stdin:
+            words = line.split()
+            if not words or words[0] == "quit":
+                break
+            if words[0] != "run" or len(words) != 3:
+                raise SystemExit("torch_bench.py --serve: expected 'run THREADS STEPS', got %r"
+                                 % line)
+            threads, n = int(words[1]), int(words[2])
+            print(json.dumps({"threads": threads, "samples_per_sec": timed(threads, 1, n)}),
+                  flush=True)
+        return
+
+    tried = {}
+    for threads in counts:  # each count from the same parameters and optimizer state
+        model.load_state_dict(start[0])
+        optimizer.load_state_dict(start[1])
+        tried[threads] = timed(threads, warmup, steps)
+    threads = max(tried, key=tried.get)
+    sps = tried[threads]
+    out.update({"threads": threads, "threads_tried": {str(t): v for t, v in tried.items()},
+                "blas_library": blas_library(), "steps": steps, "samples_per_sec": sps})
     out["blas_kind"] = blas_kind(out["blas_library"])
     out["comparable"] = out["blas_kind"] != "reference"
     if lm:
-        out["tokens_per_sample"] = spec["input"][0]
         out["tokens_per_sec"] = sps * spec["input"][0]
     if as_json:
         print(json.dumps(out))

@@ -7,17 +7,21 @@
 // products wherever the step runs them: on lavapipe conv2d computes the stride-1 "same" ones
 // with direct kernels instead, engine/ops/conv_ops.h, and their matmul equivalents are timed.)
 // --baseline then runs PyTorch CPU on the same model, batch and optimizer (scripts/torch_bench.py
-// under Debian's /usr/bin/python3, or $VKT_PYTHON) after the engine's run, with as many warm-up and
-// timed steps, at 1 thread and at all cores, and reports the faster, the BLAS it ran on and the
-// ratio of the two throughputs; a PyTorch on netlib's reference BLAS is said to be no comparison
-// (NOT COMPARABLE, JSON baseline.comparable false). A language model (an embedding first: input [T]
-// token ids) gets ids in [0, V) as its random inputs and one label per position, and its throughput
-// in tokens/s as well (samples/s x T).
+// --serve under Debian's /usr/bin/python3, or $VKT_PYTHON) in --rounds rounds (default 5) that
+// alternate with the engine's: each round vktrain's --steps steps, then PyTorch's as many at 1
+// thread and at all cores; it reports the faster count, the BLAS PyTorch ran on and the median of
+// the rounds' ratios (vktrain over PyTorch's faster count in that round); a PyTorch on netlib's
+// reference BLAS is said to be no comparison (NOT COMPARABLE, JSON baseline.comparable false). A
+// language model (an embedding first: input [T] token ids) gets ids in [0, V) as its random inputs
+// and one label per position, and its throughput in tokens/s as well (samples/s x T).
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -158,11 +162,56 @@ static void sh_quote(char *buf, size_t size, const char *s) {
     buf[n] = '\0';
 }
 
-// Runs PyTorch on the same model, batch, warm-up and step counts; its JSON line in *out (caller
-// deletes).
-// On failure returns false with the reason in msg.
-static bool torch_baseline(const char *model_path, uint32_t B, int steps, int warmup,
-                           const vkt_optim_desc *od, cJSON **out, char *msg, size_t msg_size) {
+// PyTorch as a co-process: scripts/torch_bench.py --serve on the same model, batch, warm-up and
+// optimizer, which answers "run THREADS STEPS" with its samples/s, so that its blocks of steps
+// alternate with vktrain's.
+typedef struct torch_proc {
+    pid_t pid;
+    FILE *to, *from;
+    char last[1024]; // its last line that was not the answer (an error, for the message)
+} torch_proc;
+
+// The next JSON object p prints (other lines kept in p->last), or NULL at its end.
+static cJSON *torch_read(torch_proc *p) {
+    char line[4096];
+    while (p->from && fgets(line, sizeof line, p->from)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        cJSON *j = line[0] == '{' ? cJSON_Parse(line) : NULL;
+        if (cJSON_IsObject(j)) return j;
+        cJSON_Delete(j);
+        if (strspn(line, " \t") != strlen(line)) snprintf(p->last, sizeof p->last, "%s", line);
+    }
+    return NULL;
+}
+
+static void torch_stop(torch_proc *p) {
+    if (p->to) fputs("quit\n", p->to), fclose(p->to);
+    if (p->from) fclose(p->from);
+    if (p->pid > 0) waitpid(p->pid, NULL, 0);
+    p->to = p->from = NULL, p->pid = 0;
+}
+
+// Ends p after a failure: its input closed (the script ends at its end) and its last lines read,
+// for the message.
+static bool torch_failed(torch_proc *p, const char *py, char *msg, size_t msg_size) {
+    if (p->to) fclose(p->to), p->to = NULL;
+    for (cJSON *j; (j = torch_read(p)) != NULL;)
+        cJSON_Delete(j);
+    snprintf(msg, msg_size,
+             "bench train --baseline: PyTorch did not run (%s: %s); it needs Debian's "
+             "python3-torch for /usr/bin/python3 (apt-get install python3-torch, or "
+             "scripts/setup.sh test), or VKT_PYTHON naming a Python with torch",
+             py, p->last[0] ? p->last : "no output");
+    torch_stop(p);
+    return false;
+}
+
+// Starts PyTorch on the same model, batch, warm-up and optimizer; *header (caller deletes) is
+// its description of the run (version, BLAS, optimizer, ...). On failure returns false with the
+// reason in msg.
+static bool torch_start(const char *model_path, uint32_t B, int warmup, const vkt_optim_desc *od,
+                        torch_proc *p, cJSON **header, char *msg, size_t msg_size) {
+    memset(p, 0, sizeof *p);
     const char *py = getenv("VKT_PYTHON");
     if (!py || !*py) py = "/usr/bin/python3";
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -188,28 +237,147 @@ static bool torch_baseline(const char *model_path, uint32_t B, int steps, int wa
                  "--clip %.9g",
                  od->lr, od->momentum, od->nesterov ? 1 : 0, od->weight_decay, od->clip);
     snprintf(cmd, sizeof cmd,
-             "%s %s %s --batch %u --steps %d --warmup %d --threads %ld %s --vktrain %s --json "
-             "2>&1",
-             qpy, qscript, qmodel, B, steps, warmup, cpus > 0 ? cpus : 1, optim, qself);
-    FILE *f = popen(cmd, "r");
-    char line[4096] = "", last[4096] = "";
-    while (f && fgets(line, sizeof line, f))
-        if (strspn(line, " \t\r\n") != strlen(line)) snprintf(last, sizeof last, "%s", line);
-    int rc = f ? pclose(f) : -1;
-    last[strcspn(last, "\r\n")] = '\0';
-    cJSON *j = rc == 0 ? cJSON_Parse(last) : NULL;
-    const cJSON *sps = cJSON_GetObjectItemCaseSensitive(j, "samples_per_sec");
-    if (!cJSON_IsNumber(sps) || !(sps->valuedouble > 0)) {
-        snprintf(msg, msg_size,
-                 "bench train --baseline: PyTorch did not run (%s: %s); it needs Debian's "
-                 "python3-torch for /usr/bin/python3 (apt-get install python3-torch, or "
-                 "scripts/setup.sh test), or VKT_PYTHON naming a Python with torch",
-                 py, last[0] ? last : "no output");
-        cJSON_Delete(j);
-        return false;
+             "exec %s %s %s --batch %u --warmup %d --threads %ld %s --vktrain %s "
+             "--serve 2>&1",
+             qpy, qscript, qmodel, B, warmup, cpus > 0 ? cpus : 1, optim, qself);
+    // Two pipes, both ends here close-on-exec; the child's ends become its stdin and stdout. A
+    // PyTorch that dies makes the next request's write fail (EPIPE) instead of a SIGPIPE.
+    int to[2] = {-1, -1}, from[2] = {-1, -1};
+    if (pipe(to) != 0 || pipe(from) != 0) {
+        snprintf(p->last, sizeof p->last, "no pipe");
+        if (to[0] >= 0) close(to[0]), close(to[1]);
+        return torch_failed(p, py, msg, msg_size);
     }
-    *out = j;
+    signal(SIGPIPE, SIG_IGN);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        close(to[0]), close(to[1]), close(from[0]), close(from[1]);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]), close(from[1]);
+    fcntl(to[1], F_SETFD, FD_CLOEXEC), fcntl(from[0], F_SETFD, FD_CLOEXEC);
+    p->pid = pid;
+    p->to = pid > 0 ? fdopen(to[1], "w") : NULL;
+    p->from = pid > 0 ? fdopen(from[0], "r") : NULL;
+    if (!p->to || !p->from) {
+        if (!p->to) close(to[1]);
+        if (!p->from) close(from[0]);
+        snprintf(p->last, sizeof p->last, "could not start /bin/sh");
+        return torch_failed(p, py, msg, msg_size);
+    }
+    *header = torch_read(p);
+    if (!*header) return torch_failed(p, py, msg, msg_size);
     return true;
+}
+
+// PyTorch's samples/s over `steps` steps at `threads` threads (after one untimed step).
+static bool torch_run(torch_proc *p, int threads, int steps, double *sps, char *msg,
+                      size_t msg_size) {
+    const char *py = getenv("VKT_PYTHON");
+    if (!py || !*py) py = "/usr/bin/python3";
+    if (fprintf(p->to, "run %d %d\n", threads, steps) < 0 || fflush(p->to) != 0)
+        return torch_failed(p, py, msg, msg_size);
+    cJSON *j = torch_read(p);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "samples_per_sec");
+    *sps = cJSON_IsNumber(v) ? v->valuedouble : 0;
+    cJSON_Delete(j);
+    return *sps > 0 ? true : torch_failed(p, py, msg, msg_size);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The baseline in rounds: each round one untimed vktrain step and `steps` timed ones, then
+// PyTorch's `steps` at 1 thread and at all cores, back to back. Each round's ratio is vktrain's
+// samples/s over PyTorch's faster count in that round; the result (*out, caller deletes) is
+// PyTorch's description with the rounds, the medians and the ratio, the median of the rounds'
+// ratios. Why rounds: on the team's shared 2-core machines PyTorch's rate moved by 1.8x between
+// runs minutes apart, and a ratio of two blocks timed one after the other followed it; a round's
+// two sides, a second or two apart, see the same machine. On failure returns false with the
+// reason in msg.
+static bool torch_rounds(const char *model_path, vkt_strategy *s, const float *x, const void *y,
+                         uint32_t B, uint32_t step0, int steps, int warmup, int rounds,
+                         const vkt_optim_desc *od, cJSON **out, char *msg, size_t msg_size) {
+    torch_proc p;
+    cJSON *o = NULL;
+    if (!torch_start(model_path, B, warmup, od, &p, &o, msg, msg_size)) return false;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int counts[2] = {1, cpus > 1 ? (int)cpus : 1}, ncounts = cpus > 1 ? 2 : 1;
+    double *v = calloc((size_t)rounds * (3 + 2), sizeof *v);
+    double *vk = v, *best = v + rounds, *ratio = v + 2 * rounds,
+           *per[2] = {v + 3 * rounds, v + 4 * rounds};
+    int won[2] = {0, 0};
+    bool ok = v != NULL;
+    if (!ok) snprintf(msg, msg_size, "bench train --baseline: out of host memory");
+    cJSON *jr = cJSON_AddArrayToObject(o, "rounds");
+    uint32_t step = step0;
+    for (int r = 0; r < rounds && ok; r++) {
+        double ls;
+        vkt_status st = vkt_strategy_step(s, x, y, B, step++, &ls);
+        int64_t t0 = vkt_trace_now_ns();
+        for (int i = 0; i < steps && st == VKT_OK; i++)
+            st = vkt_strategy_step(s, x, y, B, step++, &ls);
+        int64_t t1 = vkt_trace_now_ns();
+        if (st != VKT_OK) {
+            snprintf(msg, msg_size, "%s", vkt_error());
+            torch_stop(&p);
+            ok = false;
+            break;
+        }
+        vk[r] = (double)B * steps / ((t1 - t0) * 1e-9);
+        cJSON *jround = cJSON_CreateObject(), *jt = cJSON_CreateObject();
+        cJSON_AddNumberToObject(jround, "vktrain", vk[r]);
+        cJSON_AddItemToObject(jround, "pytorch", jt);
+        cJSON_AddItemToArray(jr, jround);
+        int win = 0;
+        for (int k = 0; k < ncounts && ok; k++) {
+            ok = torch_run(&p, counts[k], steps, &per[k][r], msg, msg_size);
+            if (ok && per[k][r] > per[win][r]) win = k;
+            char key[16];
+            snprintf(key, sizeof key, "%d", counts[k]);
+            if (ok) cJSON_AddNumberToObject(jt, key, per[k][r]);
+        }
+        if (!ok) break;
+        won[win]++;
+        best[r] = per[win][r];
+        ratio[r] = vk[r] / best[r];
+        cJSON_AddNumberToObject(jround, "ratio", ratio[r]);
+    }
+    if (ok) {
+        torch_stop(&p);
+        cJSON *tried = cJSON_AddObjectToObject(o, "threads_tried"); // each count's median
+        int most = 0;
+        for (int k = 0; k < ncounts; k++) {
+            char key[16];
+            snprintf(key, sizeof key, "%d", counts[k]);
+            double *c = malloc((size_t)rounds * sizeof *c);
+            if (c) memcpy(c, per[k], (size_t)rounds * sizeof *c);
+            cJSON_AddNumberToObject(tried, key, c ? median(c, rounds) : 0);
+            free(c);
+            if (won[k] > won[most]) most = k;
+        }
+        cJSON_AddNumberToObject(o, "threads", counts[most]); // faster in the most rounds
+        cJSON_AddNumberToObject(o, "threads_rounds_won", won[most]);
+        cJSON_AddNumberToObject(o, "steps", steps);
+        cJSON_AddNumberToObject(o, "rounds_count", rounds);
+        cJSON_AddNumberToObject(o, "vktrain_samples_per_sec", median(vk, rounds));
+        cJSON_AddNumberToObject(o, "samples_per_sec", median(best, rounds));
+        const cJSON *tok = cJSON_GetObjectItemCaseSensitive(o, "tokens_per_sample");
+        if (cJSON_IsNumber(tok))
+            cJSON_AddNumberToObject(o, "tokens_per_sec", median(best, rounds) * tok->valuedouble);
+        cJSON_AddNumberToObject(o, "ratio", median(ratio, rounds));
+        *out = o;
+    } else {
+        cJSON_Delete(o);
+    }
+    free(v);
+    return ok;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -335,7 +503,7 @@ vkt_status cli_bench_train_point(const vkt_strategy_desc *sd, uint64_t seed, cli
 
 int cli_bench_train(int argc, char **argv) {
     // bench-only flags first, the rest are the run options (--model, --device, --strategy, ...)
-    int steps = 20, warmup = 3;
+    int steps = 20, warmup = 3, rounds = 5;
     bool baseline = false;
     char *rest[256];
     int nrest = 0;
@@ -348,6 +516,14 @@ int cli_bench_train(int argc, char **argv) {
             steps = end != argv[i] && !*end && n >= 1 && n <= 100000 ? (int)n : 0;
             if (steps < 1) {
                 fprintf(stderr, "vktrain: --steps wants a whole number from 1 to 100000\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+            char *end;
+            long n = strtol(argv[++i], &end, 10);
+            rounds = end != argv[i] && !*end && n >= 1 && n <= 1000 ? (int)n : 0;
+            if (rounds < 1) {
+                fprintf(stderr, "vktrain: --rounds wants a whole number from 1 to 1000\n");
                 return 2;
             }
         } else if (nrest < 256) {
@@ -500,13 +676,16 @@ int cli_bench_train(int argc, char **argv) {
                    step_flops / alone_ns, 100 * ratio_med, steps, 100 * ratio_lo, 100 * ratio_hi);
         cJSON *torch = NULL;
         char msg[1024];
-        if (baseline &&
-            !torch_baseline(c.o.model_path, B, steps, warmup, &sd.optim, &torch, msg, sizeof msg)) {
+        // The steps so far: the warm-up and timed ones, and step_vs_alone's.
+        uint32_t next_step = (uint32_t)(warmup + 2 * steps) + 1;
+        if (baseline && !torch_rounds(c.o.model_path, s, x, y, B, next_step, steps, warmup, rounds,
+                                      &sd.optim, &torch, msg, sizeof msg)) {
             rc = cli_fail(msg);
             rc = rc ? rc : 2;
         }
         if (torch) {
             double tsps = cJSON_GetObjectItemCaseSensitive(torch, "samples_per_sec")->valuedouble;
+            double ratio = cJSON_GetObjectItemCaseSensitive(torch, "ratio")->valuedouble;
             const cJSON *ver = cJSON_GetObjectItemCaseSensitive(torch, "version");
             const cJSON *thr = cJSON_GetObjectItemCaseSensitive(torch, "threads");
             const cJSON *blas = cJSON_GetObjectItemCaseSensitive(torch, "blas");
@@ -521,22 +700,37 @@ int cli_bench_train(int argc, char **argv) {
                              t == tried->child ? "" : ", ", t->string, t->valuedouble);
             const cJSON *kind = cJSON_GetObjectItemCaseSensitive(torch, "blas_kind");
             bool comparable = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(torch, "comparable"));
-            printf("  PyTorch %s CPU (%d threads, the faster of samples/s by threads {%s}; BLAS "
-                   "%s, %s: %s), same model, batch and %s: %s samples/s%s; vktrain / PyTorch = "
-                   "%.2f%s\n",
+            const cJSON *won = cJSON_GetObjectItemCaseSensitive(torch, "threads_rounds_won");
+            printf("  PyTorch %s CPU (%d thread%s, faster in %d of %d rounds; median samples/s by "
+                   "threads {%s}; BLAS %s, %s: %s), same model, batch and %s: %s samples/s%s; "
+                   "vktrain / PyTorch = %.2f%s\n",
                    cJSON_IsString(ver) ? ver->valuestring : "?",
-                   cJSON_IsNumber(thr) ? thr->valueint : 0, tr,
+                   cJSON_IsNumber(thr) ? thr->valueint : 0,
+                   cJSON_IsNumber(thr) && thr->valueint == 1 ? "" : "s",
+                   cJSON_IsNumber(won) ? won->valueint : 0, rounds, tr,
                    cJSON_IsString(blas) ? blas->valuestring : "?",
                    cJSON_IsString(kind) ? kind->valuestring : "?",
                    cJSON_IsString(blib) ? blib->valuestring : "?",
                    cJSON_IsString(opt) ? opt->valuestring : "optimizer", cli_rate(tsps, rb), ttok,
-                   sps / tsps, comparable ? "" : " (NOT COMPARABLE)");
+                   ratio, comparable ? "" : " (NOT COMPARABLE)");
+            char rs[512] = "";
+            const cJSON *jr = cJSON_GetObjectItemCaseSensitive(torch, "rounds");
+            for (const cJSON *r = jr ? jr->child : NULL; r; r = r->next)
+                snprintf(rs + strlen(rs), sizeof rs - strlen(rs), "%s%.2f",
+                         r == jr->child ? "" : " / ",
+                         cJSON_GetObjectItemCaseSensitive(r, "ratio")->valuedouble);
+            const cJSON *vks = cJSON_GetObjectItemCaseSensitive(torch, "vktrain_samples_per_sec");
+            char rb2[32];
+            printf("  the ratio is the median of %d rounds, each vktrain's %d steps then "
+                   "PyTorch's %d at each thread count, back to back (a round's sides see the same "
+                   "machine): %s; vktrain %s samples/s over the rounds\n",
+                   rounds, steps, steps, rs,
+                   cli_rate(cJSON_IsNumber(vks) ? vks->valuedouble : 0, rb2));
             if (!comparable)
                 printf("  NOT COMPARABLE: PyTorch ran on netlib's reference BLAS, whose products "
                        "are unoptimised, so the ratio flatters vktrain; make OpenBLAS the system "
                        "BLAS (apt-get install libopenblas0-pthread, as scripts/setup.sh test "
                        "does) and run again\n");
-            cJSON_AddNumberToObject(torch, "ratio", sps / tsps);
             cJSON_AddItemToObject(o, "baseline", torch);
         }
         char cmdline[2048] = "vktrain bench train";

@@ -41,6 +41,7 @@ static void usage(FILE *f) {
         "                          --strategy, --batch, --json, ...]  samples/s and the step\n"
         "                          split into matmul / other kernels / communication / host;\n"
         "                          --baseline: PyTorch CPU on the same model, and the ratio\n"
+        "                          (median of --rounds N rounds, default 5, alternating)\n"
         "  bench suite [--device SPEC] [--quick] [--mem-limit SIZE] --out RESULTS.json\n"
         "                          one device's peak FMA, memory bandwidth, matmul and training\n"
         "                          throughput by batch size, as a JSON file to compare with\n"
