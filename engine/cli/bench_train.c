@@ -293,10 +293,10 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// The baseline in rounds: each round one untimed vktrain step and `steps` timed ones, then
-// PyTorch's `steps` at 1 thread and at all cores, back to back. Each round's ratio is vktrain's
-// samples/s over PyTorch's faster count in that round; the result (*out, caller deletes) is
-// PyTorch's description with the rounds, the medians and the ratio, the median of the rounds'
+// The baseline in rounds: each round (after a pause) one untimed vktrain step and `steps` timed
+// ones, then PyTorch's `steps` at 1 thread and at all cores, back to back. Each round's ratio is
+// vktrain's samples/s over PyTorch's faster count in that round; the result (*out, caller deletes)
+// is PyTorch's description with the rounds, the medians and the ratio, the median of the rounds'
 // ratios. Why rounds: on the team's shared 2-core machines PyTorch's rate moved by 1.8x between
 // runs minutes apart, and a ratio of two blocks timed one after the other followed it; a round's
 // two sides, a second or two apart, see the same machine. On failure returns false with the
@@ -318,6 +318,9 @@ static bool torch_rounds(const char *model_path, vkt_strategy *s, const float *x
     cJSON *jr = cJSON_AddArrayToObject(o, "rounds");
     uint32_t step = step0;
     for (int r = 0; r < rounds && ok; r++) {
+        // OpenBLAS's pthread workers (PyTorch's products) busy-wait up to 2^28 cycles (~0.1 s)
+        // after a call before they sleep (bench.c): vktrain's block starts after they do.
+        if (r > 0) nanosleep(&(struct timespec){.tv_nsec = 250000000}, NULL);
         double ls;
         vkt_status st = vkt_strategy_step(s, x, y, B, step++, &ls);
         int64_t t0 = vkt_trace_now_ns();
