@@ -122,6 +122,20 @@ void read_texels(samplerBuffer t, uint e, out vec4 v[2]) {
     v[0] = texelFetch(t, int(e / 4));
     v[1] = W == 8 ? texelFetch(t, int(e / 4 + 1)) : v[0];
 }
+// bj[kk] = op(b)[k + kk, n0 + 4j .. 4j + 3] from b's texels (bcol and bnb: main's offsets).
+void fetch_b(uint j, uint k, uint bcol[TC], uint bnb[TC], out vec4 bj[W]) {
+    if (FORM == VKT_MM_FORM_NT) {
+        [[unroll]] for (uint c = 0; c < 4; c++) {
+            [[unroll]] for (uint h = 0; h < W / 4; h++) {
+                vec4 v = texelFetch(bt, int((bcol[4 * j + c] + k) / 4 + h));
+                [[unroll]] for (uint i = 0; i < 4; i++) bj[4 * h + i][c] = v[i];
+            }
+        }
+    } else {
+        [[unroll]] for (uint kk = 0; kk < W; kk++)
+            bj[kk] = texelFetch(bt, int(((k + kk) * p.ldb + bnb[4 * j / W]) / 4 + j % (W / 4)));
+    }
+}
 #endif
 
 #ifndef MM_TEXEL
@@ -203,26 +217,36 @@ void main() {
                 a[r][kk] = subgroupShuffle(av[t / WG][q], t % WG);
             }
         }
-        // b's texels 4 columns at a time, each group followed by its FMAs: the fetches (shuffle
-        // work on lavapipe) then overlap the FMAs of the group before instead of all preceding
-        // the step's FMAs. Each accumulator still takes its W FMAs in a row, in the same order.
-        [[unroll]] for (uint j = 0; j < TC4; j++) {
-            vec4 bj[W]; // bj[kk] = op(b)[k + kk, n0 + 4j .. 4j + 3]
-            if (FORM == VKT_MM_FORM_NT) {
-                [[unroll]] for (uint c = 0; c < 4; c++) {
-                    [[unroll]] for (uint h = 0; h < W / 4; h++) {
-                        vec4 v = texelFetch(bt, int((bcol[4 * j + c] + k) / 4 + h));
-                        [[unroll]] for (uint i = 0; i < 4; i++) bj[4 * h + i][c] = v[i];
-                    }
-                }
-            } else {
-                [[unroll]] for (uint kk = 0; kk < W; kk++)
-                    bj[kk] = texelFetch(bt, int(((k + kk) * p.ldb + bnb[4 * j / W]) / 4 + j % (W / 4)));
-            }
+        // The FMAs, each accumulator taking its W in a row in kk order (the same bits either way):
+        // - TC4 <= 2: all of the step's b texels first, then per row its TC4 accumulators
+        //   together, so that each broadcast a[r][kk] (a shuffle, two permutes on lavapipe) feeds
+        //   TC4 x 4 multiply-adds while it is in a register. Traced on the team's Zen 2 machine
+        //   against the order below, fashion_mlp's products ran 3-8% faster (layer 0's weight
+        //   gradient 3,812 -> 3,499 us, three alternating pairs; docs/PERFORMANCE.md).
+        // - wider tiles: b's texels 4 columns at a time, each group followed by its FMAs (the
+        //   fetches overlap the FMAs of the group before); there the order above keeps 4 TC4
+        //   accumulators live and spilled them (r32c16 ran 35% slower with it).
+        if (TC4 <= 2) {
+            vec4 bb[TC4][W];
+            [[unroll]] for (uint j = 0; j < TC4; j++) fetch_b(j, k, bcol, bnb, bb[j]);
             [[unroll]] for (uint r = 0; r < TM; r++) {
-                vec4 s = acc[r][j];
-                [[unroll]] for (uint kk = 0; kk < W; kk++) s = fma(vec4(a[r][kk]), bj[kk], s);
-                acc[r][j] = s;
+                vec4 s[TC4];
+                [[unroll]] for (uint j = 0; j < TC4; j++) s[j] = acc[r][j];
+                [[unroll]] for (uint kk = 0; kk < W; kk++) {
+                    vec4 av = vec4(a[r][kk]);
+                    [[unroll]] for (uint j = 0; j < TC4; j++) s[j] = fma(av, bb[j][kk], s[j]);
+                }
+                [[unroll]] for (uint j = 0; j < TC4; j++) acc[r][j] = s[j];
+            }
+        } else {
+            [[unroll]] for (uint j = 0; j < TC4; j++) {
+                vec4 bj[W];
+                fetch_b(j, k, bcol, bnb, bj);
+                [[unroll]] for (uint r = 0; r < TM; r++) {
+                    vec4 s = acc[r][j];
+                    [[unroll]] for (uint kk = 0; kk < W; kk++) s = fma(vec4(a[r][kk]), bj[kk], s);
+                    acc[r][j] = s;
+                }
             }
         }
 #else
