@@ -13,8 +13,9 @@
 // b is read as vec4 texels (binding 2), and so is a in NT (binding 1: a's own row along k), and in
 // NN the epilogue's s (binding 1 there). In NN
 // and TN a is the operand every lane needs (b's multipliers): its rows may start anywhere (a
-// 10-wide row is not 16-byte aligned), so it is read as floats (binding 6), each lane one float,
-// and subgroupShuffle hands each to every lane (one vpermd on lavapipe). The workgroup must be one
+// 10-wide row is not 16-byte aligned), so it is read as floats, each lane one float, and
+// subgroupShuffle hands each to every lane (one vpermd on lavapipe): out of vec4 texels (binding
+// 8) where a's view is whole texels (VKT_SPEC_MM_A_TEXEL), else from binding 6. The workgroup must be one
 // subgroup of WG lanes, WG <= NS <= 2 WG. TN with VKT_SPEC_MM_COLSUM also adds a's column sums to
 // binding 7 (vkt_abi.h). The host (engine/ops/matmul.c, narrow_fits) checks what
 // the texel reads and the vec4 stores need: NT: K, lda, ldb and the offsets of a and b multiples
@@ -48,6 +49,9 @@ layout(std430, binding = 4) readonly buffer S1 { float s1[]; };
 layout(std430, binding = 5) writeonly buffer Zv { vec4 z4[]; };
 layout(std430, binding = 5) writeonly buffer Z1 { float z1[]; };
 layout(std430, binding = 6) readonly buffer A1 { float a1[]; };
+// The same a as vec4 texels (VKT_SPEC_MM_A_TEXEL, a_at).
+layout(constant_id = VKT_SPEC_MM_A_TEXEL) const uint A_TEXEL = 0;
+layout(binding = 8) uniform samplerBuffer a8;
 layout(push_constant) uniform PC { vkt_matmul_push p; };
 // TN: a's column sums (the bias gradient), added to binding 7 (vkt_abi.h, VKT_SPEC_MM_COLSUM).
 layout(constant_id = VKT_SPEC_MM_COLSUM) const uint MM_COLSUM = 0;
@@ -56,6 +60,17 @@ layout(std430, binding = 7) buffer ColSum { float cs1[]; };
 #include "mm_epilogue.glsl"
 
 const uint WG = gl_WorkGroupSize.x;
+
+// Element e of a (NN, TN): with A_TEXEL out of its texel, a fetch and a select per lane, else as a
+// float. A storage-buffer load is a loop over the lanes on lavapipe: fashion_mlp's 10-wide weight
+// and input gradients ran 25-35% faster through texels (docs/PERFORMANCE.md). The host sets
+// A_TEXEL where a's view is whole texels (a 10-wide row still starts anywhere inside it).
+float a_at(uint e) {
+    if (A_TEXEL == 0) return a1[e];
+    vec4 t = texelFetch(a8, int(e / 4));
+    uint q = e % 4;
+    return q == 0 ? t.x : q == 1 ? t.y : q == 2 ? t.z : t.w;
+}
 
 // The float that lane (i % WG) holds in x0 (i < WG) or x1, on every lane.
 float from_lane(float x0, float x1, uint i) { return subgroupShuffle(i < WG ? x0 : x1, i % WG); }
@@ -147,7 +162,7 @@ void narrow_m(uint lane) {
     for (uint k = p.k_begin; k < p.k_end; k++) {
         vec4 bk = texelFetch(bt, int((k * p.ldb + nc + p.b_off) / 4));
         uint ar = k * p.lda + p.a_off;
-        float x0 = a1[ar + min(lane, M - 1)], x1 = a1[ar + min(WG + lane, M - 1)];
+        float x0 = a_at(ar + min(lane, M - 1)), x1 = a_at(ar + min(WG + lane, M - 1));
         [[unroll]] for (uint m = 0; m < NS; m++)
             acc[m] = fma(vec4(from_lane(x0, x1, m)), bk, acc[m]);
     }
@@ -155,7 +170,7 @@ void narrow_m(uint lane) {
     if (MM_COLSUM != 0 && gl_WorkGroupID.y == 0) {
         for (uint m = lane; m < M; m += WG) {
             float s = 0.0;
-            for (uint k = p.k_begin; k < p.k_end; k++) s += a1[k * p.lda + p.a_off + m];
+            for (uint k = p.k_begin; k < p.k_end; k++) s += a_at(k * p.lda + p.a_off + m);
             cs1[m] += s;
         }
     }
@@ -176,7 +191,7 @@ void narrow_k(uint lane) {
     for (uint r = 0; r < TM; r++) {
         uint m = m0 + r;
         uint ar = min(m, M - 1) * p.lda + p.a_off + p.k_begin;
-        float x0 = a1[ar + min(lane, kn - 1)], x1 = a1[ar + min(WG + lane, kn - 1)];
+        float x0 = a_at(ar + min(lane, kn - 1)), x1 = a_at(ar + min(WG + lane, kn - 1));
         vec4 acc = start4(m, nc);
         [[unroll]] for (uint k = 0; k < NS; k++)
             if (k < kn) acc = fma(vec4(from_lane(x0, x1, k)), bk[k], acc);

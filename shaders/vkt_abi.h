@@ -131,6 +131,9 @@ VKT_STRUCT(vkt_adamw_push) {
 // a's column sums to the binding after the kernel's others (col_sum[m] += sum over k of a[k, m],
 // k in order from 0: a dense layer's bias gradient), in the first column of workgroups.
 #define VKT_SPEC_MM_COLSUM (VKT_SPEC_USER + 6)
+// matmul_narrow.glsl, NN and TN: nonzero reads a's floats out of vec4 texels (binding 8, a view of
+// whole texels), zero as floats from binding 6 (any view).
+#define VKT_SPEC_MM_A_TEXEL (VKT_SPEC_USER + 7)
 #define VKT_MM_EPI_FORWARD 0   // c = f(z)
 #define VKT_MM_EPI_FORWARD_Z 1 // c = f(z), and z -> binding 5
 #define VKT_MM_EPI_GRAD_X 2    // c = z * f'(x), x = s (binding 4) the activation's input

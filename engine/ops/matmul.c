@@ -543,7 +543,7 @@ static bool colsum_in_kernel(const mm_variant *v, vkt_mm_form form, const vkt_vi
 // offsets in whole texels, views the device allows); in NN and TN c (and the epilogue's s and z)
 // written as vec4s: N, its stride and offsets multiples of 4 and the views 16-byte aligned, and
 // in NN s read as texels (a view the device allows). a in NN and TN is read as floats: any
-// layout.
+// layout (out of texels where its view is whole texels, record_variant).
 static bool narrow_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
                         const vkt_view *c, const vkt_view *a, const vkt_view *b, const vkt_view *sv,
                         const vkt_view *zv, const mm_geom *g, uint32_t M, uint32_t N, uint32_t K) {
@@ -1221,6 +1221,9 @@ static void variant_key(const mm_variant *v, vkt_mm_form form, uint32_t act, uin
     if (v->kind == MM_SCALAR) spec[4] = spec[5] = spec[6] = 0;
     memcpy(key->spec, spec, sizeof spec);
     key->nspec = has_epilogue(v) ? 9 : 7;
+    // The narrow kernel reads a as texels (VKT_SPEC_MM_A_TEXEL) unless record_variant finds its
+    // view cannot be: the key the engine builds ahead (vkt_matmul_plain_keys) is the usual one.
+    if (v->kind == MM_NARROW) key->spec[9] = 0, key->spec[10] = 1, key->nspec = 11;
     key->shader = mode == VKT_MM_EPI_SGD ? v->sgd_kernel : v->kernel[form];
 }
 
@@ -1322,7 +1325,9 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     VKT_ASSERT(!cs || colsum_in_kernel(v, form, cs));
     vkt_kernel_key key, plain;
     variant_key(v, form, e->act_code, e->mode, &key);
-    if (cs) key.spec[9] = 1, key.nspec = 10; // VKT_SPEC_MM_COLSUM
+    if (cs) key.spec[9] = 1, key.nspec = key.nspec > 10 ? key.nspec : 10; // VKT_SPEC_MM_COLSUM
+    const vkt_device_info *dinfo = vkt_device_get_info(vkt_ops_device(ops));
+    if (v->kind == MM_NARROW && !texel_view_ok(dinfo, &a)) key.spec[10] = 0; // a as floats
     plain = key; // a K-split's chunks before the last: the same shader, no epilogue
     plain.spec[7] = VKT_ACT_CODE_NONE;
     plain.spec[8] = VKT_MM_EPI_FORWARD;
@@ -1346,9 +1351,10 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     vkt_view bind_plain[9] = {c, a, b, bv, a, c, c, unread7, c};
     if (v->kind == MM_NARROW) {
         // matmul_narrow.glsl: NT one row per lane; TN and NN four columns per lane, NN tm rows
-        // per workgroup. a as texels (binding 1) in NT only; in NN and TN a is read as floats
-        // (binding 6), and binding 1 holds b's texel view, unread, or in NN the s that an
-        // epilogue reads.
+        // per workgroup. a as texels (binding 1) in NT only; in NN and TN a is read as floats,
+        // out of its texel view at binding 8 where it is whole texels (key.spec[10]), else from
+        // binding 6 (binding 8 then holds b's texel view, unread), and binding 1 holds b's texel
+        // view, unread, or in NN the s that an epilogue reads.
         uint32_t cols = 4 * v->wg;
         gx = form == VKT_MM_NT ? (M + v->wg - 1) / v->wg : form == VKT_MM_TN ? 1 : gx;
         gy = form == VKT_MM_NT ? 1 : (N + cols - 1) / cols;
@@ -1358,7 +1364,8 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
         bind[6] = bind_plain[6] = a;
         bind[7] = cs ? *cs : c; // a's column sums (TN)
         bind_plain[7] = c;
-        nbind = 8;
+        bind[8] = bind_plain[8] = form != VKT_MM_NT && key.spec[10] ? a : b;
+        nbind = 9;
     }
     // A K-split runs its chunks in order, each adding onto c: a barrier between them. The epilogue
     // belongs to the last chunk; the others run the plain kernel.
