@@ -78,7 +78,10 @@ layout(std430, binding = 4) readonly buffer Sv { vec4 s4[]; };
 layout(std430, binding = 5) writeonly buffer Zv { vec4 z4[]; };
 #ifdef MM_F64
 layout(std430, binding = 4) readonly buffer Sd { dvec4 s8[]; };
+layout(std430, binding = 5) writeonly buffer Zd { dvec4 z8[]; };
 #endif
+// Pieces of 8 floats written as one dvec4 (VKT_SPEC_MM_STORE64; WRITE_PIECE says why).
+layout(constant_id = VKT_SPEC_MM_STORE64) const uint STORE64 = 0;
 layout(push_constant) uniform PC { vkt_matmul_push p; };
 #ifdef MM_TEXEL
 // TN: a's column sums (the bias gradient), added to binding 8 (vkt_abi.h, VKT_SPEC_MM_COLSUM).
@@ -99,12 +102,14 @@ void unpack8(dvec4 d, out vec4 lo, out vec4 hi) {
 
 // The W floats from element e (a multiple of W) as W/4 vec4s (v[1] = v[0] when W == 4), of an
 // array bound as X8 (dvec4 pieces, with MM_F64) and X4 (vec4 pieces), or (read_texels) of a
-// texel buffer of vec4 texels; and the same pieces written, as W/4 vec4 stores even where W is 8.
-// Why not one dvec4 store: on lavapipe a store is a loop over the lanes per component, each moving
-// the component's vector (8 lanes) through the stack to take one lane; a dvec4 component is a
-// 64-byte vector, and on the team's AVX-512 machine those moves stalled (a profile put 20% of
-// the JIT code's samples on them); two vec4 stores move 32-byte vectors, and fashion_mlp's step
-// ran 8% faster (docs/PERFORMANCE.md).
+// texel buffer of vec4 texels; and the same pieces written: where W is 8, as one dvec4 with
+// STORE64, else as W/4 vec4 stores. On lavapipe a store is a loop over the lanes per component,
+// each moving the component's vector (8 lanes) through the stack to take one lane: a dvec4 has
+// half the components of two vec4s, but each is a 64-byte vector. On the team's AVX-512 machine
+// those moves stalled (a profile put 20% of the JIT code's samples on them), and two vec4 stores
+// made fashion_mlp's step 8% faster; on the Zen 2 machine (AVX2: the 64-byte vector is two
+// 32-byte halves) the dvec4 made its weight gradients 3-5% faster. engine/ops/matmul.c sets
+// STORE64 on lavapipe where the host has no AVX-512 (docs/PERFORMANCE.md).
 #ifdef MM_F64
 #define READ_PIECE(X8, X4, e, v)                                                               \
     if (W == 8)                                                                                \
@@ -114,9 +119,24 @@ void unpack8(dvec4 d, out vec4 lo, out vec4 hi) {
 #else
 #define READ_PIECE(X8, X4, e, v) v[0] = v[1] = X4[(e) / 4]
 #endif
-#define WRITE_PIECE(X4, e, v)                                                                  \
+#ifdef MM_F64
+dvec4 pack8(vec4 lo, vec4 hi) {
+    uvec4 l = floatBitsToUint(lo), h = floatBitsToUint(hi);
+    return dvec4(packDouble2x32(l.xy), packDouble2x32(l.zw), packDouble2x32(h.xy),
+                 packDouble2x32(h.zw));
+}
+#define WRITE_PIECE(X8, X4, e, v)                                                              \
+    if (W == 8 && STORE64 != 0) {                                                              \
+        X8[(e) / 8] = pack8(v[0], v[1]);                                                       \
+    } else {                                                                                   \
+        X4[(e) / 4] = v[0];                                                                    \
+        if (W == 8) X4[(e) / 4 + 1] = v[1];                                                    \
+    }
+#else
+#define WRITE_PIECE(X8, X4, e, v)                                                              \
     X4[(e) / 4] = v[0];                                                                        \
     if (W == 8) X4[(e) / 4 + 1] = v[1]
+#endif
 #ifdef MM_TEXEL
 void read_texels(samplerBuffer t, uint e, out vec4 v[2]) {
     v[0] = texelFetch(t, int(e / 4));
@@ -143,9 +163,9 @@ void read_a(uint e, out vec4 v[2]) { READ_PIECE(a8, a4, e, v); }
 void read_b(uint e, out vec4 v[2]) { READ_PIECE(b8, b4, e, v); }
 #endif
 void read_c(uint e, out vec4 v[2]) { READ_PIECE(c8, c4, e, v); }
-void write_c(uint e, vec4 v[2]) { WRITE_PIECE(c4, e, v); }
+void write_c(uint e, vec4 v[2]) { WRITE_PIECE(c8, c4, e, v); }
 void read_s(uint e, out vec4 v[2]) { READ_PIECE(s8, s4, e, v); }
-void write_z(uint e, vec4 v[2]) { WRITE_PIECE(z4, e, v); }
+void write_z(uint e, vec4 v[2]) { WRITE_PIECE(z8, z4, e, v); }
 
 void main() {
     const uint WG = gl_WorkGroupSize.x;

@@ -134,6 +134,9 @@ VKT_STRUCT(vkt_adamw_push) {
 // matmul_narrow.glsl, NN and TN: nonzero reads a's floats out of vec4 texels (binding 8, a view of
 // whole texels), zero as floats from binding 6 (any view).
 #define VKT_SPEC_MM_A_TEXEL (VKT_SPEC_USER + 7)
+// matmul_wide.glsl with 8-float pieces (MM_F64): nonzero writes each piece as one dvec4 (four
+// 64-bit components), zero as two vec4s.
+#define VKT_SPEC_MM_STORE64 (VKT_SPEC_USER + 8)
 #define VKT_MM_EPI_FORWARD 0   // c = f(z)
 #define VKT_MM_EPI_FORWARD_Z 1 // c = f(z), and z -> binding 5
 #define VKT_MM_EPI_GRAD_X 2    // c = z * f'(x), x = s (binding 4) the activation's input

@@ -272,6 +272,17 @@ static bool is_cpu_fp64(const vkt_device_info *d) {
     return d->type == VKT_DEVICE_CPU && d->shader_float64;
 }
 static bool is_cpu(const vkt_device_info *d) { return d->type == VKT_DEVICE_CPU; }
+// Whether the wide kernels write 8-float pieces as one dvec4 (VKT_SPEC_MM_STORE64,
+// shaders/matmul_wide.glsl says why): on lavapipe, where its host (the CPU it compiles for) has
+// no AVX-512. Measured on one machine of each kind (docs/PERFORMANCE.md); elsewhere two vec4s.
+static bool store64_pays(const vkt_device_info *d) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return is_lavapipe(d) && !__builtin_cpu_supports("avx512f");
+#else
+    (void)d;
+    return false;
+#endif
+}
 static bool any_device(const vkt_device_info *d) { return d != NULL; }
 
 typedef struct mm_cand {
@@ -1213,8 +1224,8 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
 // has its own) and specialization constants: workgroup, form, tile (wide and tiled kernels), and
 // for the kernels with the epilogue its activation and mode. The scalar kernel's tile is compiled
 // in (the shader's name): its tile constants stay 0, one cache entry per kernel.
-static void variant_key(const mm_variant *v, vkt_mm_form form, uint32_t act, uint32_t mode,
-                        vkt_kernel_key *key) {
+static void variant_key(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
+                        uint32_t act, uint32_t mode, vkt_kernel_key *key) {
     memset(key, 0, sizeof *key);
     uint32_t spec[9] = {
         v->wg, v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc, v->w, act, mode};
@@ -1224,13 +1235,16 @@ static void variant_key(const mm_variant *v, vkt_mm_form form, uint32_t act, uin
     // The narrow kernel reads a as texels (VKT_SPEC_MM_A_TEXEL) unless record_variant finds its
     // view cannot be: the key the engine builds ahead (vkt_matmul_plain_keys) is the usual one.
     if (v->kind == MM_NARROW) key->spec[9] = 0, key->spec[10] = 1, key->nspec = 11;
+    if (v->kind == MM_WIDE && v->w == 8 && store64_pays(d))
+        key->spec[9] = key->spec[10] = 0, key->spec[11] = 1, key->nspec = 12;
     key->shader = mode == VKT_MM_EPI_SGD ? v->sgd_kernel : v->kernel[form];
 }
 
 int vkt_matmul_plain_keys(vkt_ops *ops, const vkt_mm_shape *shapes, int n, vkt_kernel_key *out) {
     for (int i = 0; i < n; i++) {
         const vkt_mm_shape *sh = &shapes[i];
-        variant_key(plain_variant(ops, sh->form, sh->M, sh->N, sh->K), sh->form, VKT_ACT_CODE_NONE,
+        variant_key(vkt_device_get_info(vkt_ops_device(ops)),
+                    plain_variant(ops, sh->form, sh->M, sh->N, sh->K), sh->form, VKT_ACT_CODE_NONE,
                     VKT_MM_EPI_FORWARD, &out[i]);
     }
     return n;
@@ -1324,9 +1338,9 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     if (!e) e = &none;
     VKT_ASSERT(!cs || colsum_in_kernel(v, form, cs));
     vkt_kernel_key key, plain;
-    variant_key(v, form, e->act_code, e->mode, &key);
-    if (cs) key.spec[9] = 1, key.nspec = key.nspec > 10 ? key.nspec : 10; // VKT_SPEC_MM_COLSUM
     const vkt_device_info *dinfo = vkt_device_get_info(vkt_ops_device(ops));
+    variant_key(dinfo, v, form, e->act_code, e->mode, &key);
+    if (cs) key.spec[9] = 1, key.nspec = key.nspec > 10 ? key.nspec : 10;    // VKT_SPEC_MM_COLSUM
     if (v->kind == MM_NARROW && !texel_view_ok(dinfo, &a)) key.spec[10] = 0; // a as floats
     plain = key; // a K-split's chunks before the last: the same shader, no epilogue
     plain.spec[7] = VKT_ACT_CODE_NONE;
