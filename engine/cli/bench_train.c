@@ -513,22 +513,12 @@ int cli_bench_train(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--baseline")) {
             baseline = true;
-        } else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
-            char *end;
-            long n = strtol(argv[++i], &end, 10);
-            steps = end != argv[i] && !*end && n >= 1 && n <= 100000 ? (int)n : 0;
-            if (steps < 1) {
-                fprintf(stderr, "vktrain: --steps wants a whole number from 1 to 100000\n");
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
-            char *end;
-            long n = strtol(argv[++i], &end, 10);
-            rounds = end != argv[i] && !*end && n >= 1 && n <= 1000 ? (int)n : 0;
-            if (rounds < 1) {
-                fprintf(stderr, "vktrain: --rounds wants a whole number from 1 to 1000\n");
-                return 2;
-            }
+        } else if ((!strcmp(argv[i], "--steps") || !strcmp(argv[i], "--rounds")) && i + 1 < argc) {
+            bool st = !strcmp(argv[i], "--steps");
+            uint64_t n;
+            if (!cli_parse_u64(argv[i], argv[i + 1], 1, st ? 100000 : 1000, &n)) return 2;
+            *(st ? &steps : &rounds) = (int)n;
+            i++;
         } else if (nrest < 256) {
             rest[nrest++] = argv[i];
         }

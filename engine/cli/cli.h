@@ -67,13 +67,16 @@ int cli_bench_train(int argc, char **argv);
 
 // T when m is a language model (token ids [T] into an embedding first), else 0.
 uint32_t cli_bench_lm_tokens(const vkt_model_desc *m);
+// A flag's whole-number value v in [min, max] into *out; else a message naming the flag on stderr
+// and false (train.c).
+bool cli_parse_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out);
+// A rate as text in buf: whole numbers from 100 up, three significant digits below (GPT-2 small
+// trains at 0.02 samples/s here). Returns buf.
+const char *cli_rate(double v, char buf[32]);
 // The batch every machine trains on: inputs x[B, in] and targets from a fixed seed (random
 // values in [0, 1), or token ids in [0, V) for a language model; a class per target position,
 // or one-hot rows for mse), so that no data set is needed. Both malloc'd, the caller frees them;
 // VKT_ERR_HOST_MEMORY (both NULL) when out of memory.
-// A rate as text in buf: whole numbers from 100 up, three significant digits below (GPT-2 small
-// trains at 0.02 samples/s here). Returns buf.
-const char *cli_rate(double v, char buf[32]);
 vkt_status cli_bench_batch(const vkt_model_desc *m, uint32_t B, float **x, void **y);
 // How many steps to run and time, and what they measured.
 typedef struct cli_bench_steps {

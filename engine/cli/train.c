@@ -21,7 +21,7 @@
 // ---------------------------------------------------------------------------------------------
 // Flag values: every number is checked, with a message naming the flag.
 
-static bool parse_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out) {
+bool cli_parse_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out) {
     char *end;
     errno = 0;
     if (!v || !*v || *v == '-') goto bad;
@@ -300,27 +300,27 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             if (add_text_paths(o, v)) return 2;
         } else if (!strcmp(a, "--limit-train")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 1, UINT32_MAX, &u)) return 2;
+            if (!cli_parse_u64(a, v, 1, UINT32_MAX, &u)) return 2;
             o->limit_train = (uint32_t)u;
         } else if (!strcmp(a, "--limit-test")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 1, UINT32_MAX, &u)) return 2;
+            if (!cli_parse_u64(a, v, 1, UINT32_MAX, &u)) return 2;
             o->limit_test = (uint32_t)u;
         } else if (!strcmp(a, "--epochs")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 1, 1000000, &u)) return 2;
+            if (!cli_parse_u64(a, v, 1, 1000000, &u)) return 2;
             o->epochs = (int)u;
         } else if (!strcmp(a, "--batch")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 1, 1 << 20, &u)) return 2;
+            if (!cli_parse_u64(a, v, 1, 1 << 20, &u)) return 2;
             o->batch = (uint32_t)u;
         } else if (!strcmp(a, "--max-steps")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 1, UINT64_MAX >> 1, &u)) return 2;
+            if (!cli_parse_u64(a, v, 1, UINT64_MAX >> 1, &u)) return 2;
             o->max_steps = u;
         } else if (!strcmp(a, "--seed")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 0, UINT64_MAX >> 1, &u)) return 2;
+            if (!cli_parse_u64(a, v, 0, UINT64_MAX >> 1, &u)) return 2;
             o->seed = u;
         } else if (!strcmp(a, "--optimizer")) {
             TAKES_VALUE;
@@ -333,10 +333,10 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             lr_schedule = v;
         } else if (!strcmp(a, "--warmup-steps")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 0, UINT64_MAX >> 1, &o->lr.warmup)) return 2;
+            if (!cli_parse_u64(a, v, 0, UINT64_MAX >> 1, &o->lr.warmup)) return 2;
         } else if (!strcmp(a, "--lr-step-size")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 1, UINT64_MAX >> 1, &o->lr.step_size)) return 2;
+            if (!cli_parse_u64(a, v, 1, UINT64_MAX >> 1, &o->lr.step_size)) return 2;
             lr_step_size = true;
         } else if (!strcmp(a, "--lr-gamma")) {
             TAKES_VALUE;
@@ -346,7 +346,7 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             lr_min = v;
         } else if (!strcmp(a, "--lr-total-steps")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 1, UINT64_MAX >> 1, &o->lr.total_steps)) return 2;
+            if (!cli_parse_u64(a, v, 1, UINT64_MAX >> 1, &o->lr.total_steps)) return 2;
             lr_total = true;
         } else if (!strcmp(a, "--momentum")) {
             TAKES_VALUE;
@@ -373,7 +373,7 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             augment = v;
         } else if (!strcmp(a, "--augment-pad")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 1, 65535, &u)) return 2;
+            if (!cli_parse_u64(a, v, 1, 65535, &u)) return 2;
             o->augment.pad = (uint32_t)u;
             pad_given = true;
         } else if (!strcmp(a, "--no-shuffle")) {
@@ -403,18 +403,18 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
             split = v;
         } else if (!strcmp(a, "--micro-batches")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 1, 4096, &u)) return 2;
+            if (!cli_parse_u64(a, v, 1, 4096, &u)) return 2;
             o->strategy.micro_batches = (int)u;
         } else if (!strcmp(a, "--pipelines")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 1, VKT_MAX_DEVICES, &u)) return 2;
+            if (!cli_parse_u64(a, v, 1, VKT_MAX_DEVICES, &u)) return 2;
             o->strategy.pipelines = (int)u;
         } else if (!strcmp(a, "--schedule")) {
             TAKES_VALUE;
             schedule = v;
         } else if (!strcmp(a, "--tensor-size")) {
             TAKES_VALUE;
-            if (!parse_u64(a, v, 2, VKT_MAX_DEVICES, &u)) return 2;
+            if (!cli_parse_u64(a, v, 2, VKT_MAX_DEVICES, &u)) return 2;
             o->strategy.tensor_size = (int)u;
         } else if (!strcmp(a, "--shard-optimizer")) {
             o->strategy.shard_optimizer = true;
