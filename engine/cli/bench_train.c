@@ -329,7 +329,6 @@ static bool torch_rounds(const char *model_path, vkt_strategy *s, const float *x
         int64_t t1 = vkt_trace_now_ns();
         if (st != VKT_OK) {
             snprintf(msg, msg_size, "%s", vkt_error());
-            torch_stop(&p);
             ok = false;
             break;
         }
@@ -352,8 +351,8 @@ static bool torch_rounds(const char *model_path, vkt_strategy *s, const float *x
         ratio[r] = vk[r] / best[r];
         cJSON_AddNumberToObject(jround, "ratio", ratio[r]);
     }
+    torch_stop(&p); // (where torch_run failed, torch_failed has stopped it already)
     if (ok) {
-        torch_stop(&p);
         cJSON *tried = cJSON_AddObjectToObject(o, "threads_tried"); // each count's median
         int most = 0;
         for (int k = 0; k < ncounts; k++) {
