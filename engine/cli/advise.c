@@ -316,7 +316,7 @@ static vkt_status load_profile(const char *spec, adv_cand *c) {
 static void results_align(adv_run *r, adv_cand *c) {
     if (!r->ctx_tried) {
         r->ctx_tried = true;
-        if (cli_open_context(&r->ctx) != VKT_OK) r->ctx = NULL;
+        if (cli_open_context(NULL, &r->ctx) != VKT_OK) r->ctx = NULL;
     }
     c->align = DEFAULT_ALIGN;
     c->align_from = "256 bytes, Vulkan's largest (no such device here)";

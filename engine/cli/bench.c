@@ -567,7 +567,7 @@ static int bench_matmul(int argc, char **argv) {
         return 2;
     }
     vkt_context *ctx;
-    if (cli_open_context(&ctx) != VKT_OK) return cli_fail(vkt_error());
+    if (cli_open_context(NULL, &ctx) != VKT_OK) return cli_fail(vkt_error());
     int sel[MAX_DEVICES], ndev = 0;
     if (vkt_context_select(ctx, o.device_spec, sel, MAX_DEVICES, &ndev) != VKT_OK) {
         int rc = cli_fail(vkt_error());

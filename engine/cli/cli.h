@@ -9,8 +9,9 @@
 
 // Prints "vktrain: <what>" on stderr and returns 1, the exit status of a failed command.
 int cli_fail(const char *what);
-// Creates the context the way every command does: its fields from the VKT_* variables (env.h).
-vkt_status cli_open_context(vkt_context **ctx);
+// Creates the context the way every command does: its fields from the VKT_* variables (env.h);
+// for an MPI rank (world, else NULL) that shares its machine with other ranks, no compiling ahead.
+vkt_status cli_open_context(const vkt_world *world, vkt_context **ctx);
 // `vktrain view FILE.json` (engine/cli/view.c).
 int cmd_view(int argc, char **argv);
 

@@ -126,9 +126,13 @@ int cli_fail(const char *what) {
     return 1;
 }
 
-vkt_status cli_open_context(vkt_context **ctx) {
+vkt_status cli_open_context(const vkt_world *world, vkt_context **ctx) {
     cli_env env;
     cli_env_read(&env);
+    // Ranks that share a machine compile no kernels ahead (engine/core/ahead.c): their queue
+    // threads already keep its cores busy, and a cold 2-rank run on 2 cores started its steps
+    // 2 s later with it (docs/PERFORMANCE.md).
+    if (world && vkt_world_local_size(world) > 1) env.context.ahead = VKT_AHEAD_OFF;
     return vkt_context_create(&env.context, ctx);
 }
 
@@ -149,7 +153,7 @@ static int cmd_devices(int argc, char **argv) {
         }
     }
     vkt_context *ctx;
-    if (cli_open_context(&ctx) != VKT_OK) return cli_fail(vkt_error());
+    if (cli_open_context(NULL, &ctx) != VKT_OK) return cli_fail(vkt_error());
     int best = vkt_context_best_device(ctx);
     // Without --device every device is listed; with it, what the SPEC selects, in its order.
     int sel[64], n = 0;

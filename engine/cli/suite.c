@@ -604,7 +604,7 @@ int cli_bench_suite(int argc, char **argv) {
     if (cli_parse_run_options(0, NULL, &defaults)) return 2;
 
     vkt_context *ctx;
-    if (cli_open_context(&ctx) != VKT_OK) return cli_fail(vkt_error());
+    if (cli_open_context(NULL, &ctx) != VKT_OK) return cli_fail(vkt_error());
     int sel[VKT_MAX_DEVICES], nsel = 0;
     if (vkt_context_select(ctx, o.device_spec, sel, VKT_MAX_DEVICES, &nsel) != VKT_OK) {
         rc = cli_fail(vkt_error());

@@ -598,13 +598,7 @@ static bool rank_devices(const cli_run_options *c, char *spec, size_t size) {
 // Opens the context, resolves --device and the strategy's per-device options.
 int cli_resolve_devices(cli_run_options *c, vkt_context **ctx) {
     vkt_strategy_desc *sd = &c->o.strategy;
-    // Ranks that share a machine compile no kernels ahead (engine/core/ahead.c): their queue
-    // threads already keep its cores busy, and a cold 2-rank run on 2 cores started its steps
-    // 2 s later with it (docs/PERFORMANCE.md).
-    cli_env env;
-    cli_env_read(&env);
-    if (c->world && vkt_world_local_size(c->world) > 1) env.context.ahead = VKT_AHEAD_OFF;
-    if (vkt_context_create(&env.context, ctx) != VKT_OK) return cli_fail(vkt_error());
+    if (cli_open_context(c->world, ctx) != VKT_OK) return cli_fail(vkt_error());
     char spec[1024];
     const char *device_spec = c->device_spec;
     if (c->device_per_rank && !rank_devices(c, spec, sizeof spec)) return 2;
