@@ -168,6 +168,7 @@ static void sh_quote(char *buf, size_t size, const char *s) {
 typedef struct torch_proc {
     pid_t pid;
     FILE *to, *from;
+    const char *py;  // the interpreter ($VKT_PYTHON or /usr/bin/python3), for messages
     char last[1024]; // its last line that was not the answer (an error, for the message)
 } torch_proc;
 
@@ -193,7 +194,7 @@ static void torch_stop(torch_proc *p) {
 
 // Ends p after a failure: its input closed (the script ends at its end) and its last lines read,
 // for the message.
-static bool torch_failed(torch_proc *p, const char *py, char *msg, size_t msg_size) {
+static bool torch_failed(torch_proc *p, char *msg, size_t msg_size) {
     if (p->to) fclose(p->to), p->to = NULL;
     for (cJSON *j; (j = torch_read(p)) != NULL;)
         cJSON_Delete(j);
@@ -201,7 +202,7 @@ static bool torch_failed(torch_proc *p, const char *py, char *msg, size_t msg_si
              "bench train --baseline: PyTorch did not run (%s: %s); it needs Debian's "
              "python3-torch for /usr/bin/python3 (apt-get install python3-torch, or "
              "scripts/setup.sh test), or VKT_PYTHON naming a Python with torch",
-             py, p->last[0] ? p->last : "no output");
+             p->py, p->last[0] ? p->last : "no output");
     torch_stop(p);
     return false;
 }
@@ -214,6 +215,7 @@ static bool torch_start(const char *model_path, uint32_t B, int warmup, const vk
     memset(p, 0, sizeof *p);
     const char *py = getenv("VKT_PYTHON");
     if (!py || !*py) py = "/usr/bin/python3";
+    p->py = py;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     char qpy[1024], qscript[1200], qmodel[1200], qself[4200], self[4096], cmd[8192];
     // The script builds its module from `vktrain model --torch` of this very binary.
@@ -246,7 +248,7 @@ static bool torch_start(const char *model_path, uint32_t B, int warmup, const vk
     if (pipe(to) != 0 || pipe(from) != 0) {
         snprintf(p->last, sizeof p->last, "no pipe");
         if (to[0] >= 0) close(to[0]), close(to[1]);
-        return torch_failed(p, py, msg, msg_size);
+        return torch_failed(p, msg, msg_size);
     }
     signal(SIGPIPE, SIG_IGN);
     fflush(stdout);
@@ -267,27 +269,26 @@ static bool torch_start(const char *model_path, uint32_t B, int warmup, const vk
         if (!p->to) close(to[1]);
         if (!p->from) close(from[0]);
         snprintf(p->last, sizeof p->last, "could not start /bin/sh");
-        return torch_failed(p, py, msg, msg_size);
+        return torch_failed(p, msg, msg_size);
     }
     *header = torch_read(p);
-    if (!*header) return torch_failed(p, py, msg, msg_size);
+    if (!*header) return torch_failed(p, msg, msg_size);
     return true;
 }
 
 // PyTorch's samples/s over `steps` steps at `threads` threads (after one untimed step).
 static bool torch_run(torch_proc *p, int threads, int steps, double *sps, char *msg,
                       size_t msg_size) {
-    const char *py = getenv("VKT_PYTHON");
-    if (!py || !*py) py = "/usr/bin/python3";
     if (fprintf(p->to, "run %d %d\n", threads, steps) < 0 || fflush(p->to) != 0)
-        return torch_failed(p, py, msg, msg_size);
+        return torch_failed(p, msg, msg_size);
     cJSON *j = torch_read(p);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "samples_per_sec");
     *sps = cJSON_IsNumber(v) ? v->valuedouble : 0;
     cJSON_Delete(j);
-    return *sps > 0 ? true : torch_failed(p, py, msg, msg_size);
+    return *sps > 0 ? true : torch_failed(p, msg, msg_size);
 }
 
+// The median of v[0..n), which it sorts.
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -358,10 +359,7 @@ static bool torch_rounds(const char *model_path, vkt_strategy *s, const float *x
         for (int k = 0; k < ncounts; k++) {
             char key[16];
             snprintf(key, sizeof key, "%d", counts[k]);
-            double *c = malloc((size_t)rounds * sizeof *c);
-            if (c) memcpy(c, per[k], (size_t)rounds * sizeof *c);
-            cJSON_AddNumberToObject(tried, key, c ? median(c, rounds) : 0);
-            free(c);
+            cJSON_AddNumberToObject(tried, key, median(per[k], rounds));
             if (won[k] > won[most]) most = k;
         }
         cJSON_AddNumberToObject(o, "threads", counts[most]); // faster in the most rounds
@@ -369,10 +367,11 @@ static bool torch_rounds(const char *model_path, vkt_strategy *s, const float *x
         cJSON_AddNumberToObject(o, "steps", steps);
         cJSON_AddNumberToObject(o, "rounds_count", rounds);
         cJSON_AddNumberToObject(o, "vktrain_samples_per_sec", median(vk, rounds));
-        cJSON_AddNumberToObject(o, "samples_per_sec", median(best, rounds));
+        double tsps = median(best, rounds);
+        cJSON_AddNumberToObject(o, "samples_per_sec", tsps);
         const cJSON *tok = cJSON_GetObjectItemCaseSensitive(o, "tokens_per_sample");
         if (cJSON_IsNumber(tok))
-            cJSON_AddNumberToObject(o, "tokens_per_sec", median(best, rounds) * tok->valuedouble);
+            cJSON_AddNumberToObject(o, "tokens_per_sec", tsps * tok->valuedouble);
         cJSON_AddNumberToObject(o, "ratio", median(ratio, rounds));
         *out = o;
     } else {
