@@ -1234,9 +1234,10 @@ static void variant_key(const vkt_device_info *d, const mm_variant *v, vkt_mm_fo
     key->nspec = has_epilogue(v) ? 9 : 7;
     // The narrow kernel reads a as texels (VKT_SPEC_MM_A_TEXEL) unless record_variant finds its
     // view cannot be: the key the engine builds ahead (vkt_matmul_plain_keys) is the usual one.
-    if (v->kind == MM_NARROW) key->spec[9] = 0, key->spec[10] = 1, key->nspec = 11;
+    // (The spec[] index of each constant is its id: VKT_SPEC_MM_COLSUM, _A_TEXEL, _STORE64.)
+    if (v->kind == MM_NARROW) key->spec[VKT_SPEC_MM_A_TEXEL] = 1, key->nspec = 11;
     if (v->kind == MM_WIDE && v->w == 8 && store64_pays(d))
-        key->spec[9] = key->spec[10] = 0, key->spec[11] = 1, key->nspec = 12;
+        key->spec[VKT_SPEC_MM_STORE64] = 1, key->nspec = 12;
     key->shader = mode == VKT_MM_EPI_SGD ? v->sgd_kernel : v->kernel[form];
 }
 
@@ -1340,8 +1341,9 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     vkt_kernel_key key, plain;
     const vkt_device_info *dinfo = vkt_device_get_info(vkt_ops_device(ops));
     variant_key(dinfo, v, form, e->act_code, e->mode, &key);
-    if (cs) key.spec[9] = 1, key.nspec = key.nspec > 10 ? key.nspec : 10;    // VKT_SPEC_MM_COLSUM
-    if (v->kind == MM_NARROW && !texel_view_ok(dinfo, &a)) key.spec[10] = 0; // a as floats
+    if (cs) key.spec[VKT_SPEC_MM_COLSUM] = 1, key.nspec = key.nspec > 10 ? key.nspec : 10;
+    if (v->kind == MM_NARROW && !texel_view_ok(dinfo, &a))
+        key.spec[VKT_SPEC_MM_A_TEXEL] = 0; // a as floats
     plain = key; // a K-split's chunks before the last: the same shader, no epilogue
     plain.spec[7] = VKT_ACT_CODE_NONE;
     plain.spec[8] = VKT_MM_EPI_FORWARD;
@@ -1366,9 +1368,9 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     if (v->kind == MM_NARROW) {
         // matmul_narrow.glsl: NT one row per lane; TN and NN four columns per lane, NN tm rows
         // per workgroup. a as texels (binding 1) in NT only; in NN and TN a is read as floats,
-        // out of its texel view at binding 8 where it is whole texels (key.spec[10]), else from
-        // binding 6 (binding 8 then holds b's texel view, unread), and binding 1 holds b's texel
-        // view, unread, or in NN the s that an epilogue reads.
+        // out of its texel view at binding 8 where it is whole texels (VKT_SPEC_MM_A_TEXEL), else
+        // from binding 6 (binding 8 then holds b's texel view, unread), and binding 1 holds b's
+        // texel view, unread, or in NN the s that an epilogue reads.
         uint32_t cols = 4 * v->wg;
         gx = form == VKT_MM_NT ? (M + v->wg - 1) / v->wg : form == VKT_MM_TN ? 1 : gx;
         gy = form == VKT_MM_NT ? 1 : (N + cols - 1) / cols;
@@ -1378,7 +1380,7 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
         bind[6] = bind_plain[6] = a;
         bind[7] = cs ? *cs : c; // a's column sums (TN)
         bind_plain[7] = c;
-        bind[8] = bind_plain[8] = form != VKT_MM_NT && key.spec[10] ? a : b;
+        bind[8] = bind_plain[8] = form != VKT_MM_NT && key.spec[VKT_SPEC_MM_A_TEXEL] ? a : b;
         nbind = 9;
     }
     // A K-split runs its chunks in order, each adding onto c: a barrier between them. The epilogue
