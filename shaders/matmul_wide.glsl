@@ -171,8 +171,12 @@ void main() {
     const uint WG = gl_WorkGroupSize.x;
     const uint TW = TC / W; // pieces per lane along n
     uint M = p.m, N = p.n;
-    uint m0 = gl_WorkGroupID.x * TM;
-    uint n0 = (gl_WorkGroupID.y * WG + gl_LocalInvocationID.x) * TC;
+    // The workgroup's row tile and column group: x and y of the grid, or y and x with p.n_fast
+    // (consecutive workgroups then share a's rows and walk b's columns; engine/ops/matmul.c says
+    // when).
+    uvec2 tile = p.n_fast != 0 ? gl_WorkGroupID.yx : gl_WorkGroupID.xy;
+    uint m0 = tile.x * TM;
+    uint n0 = (tile.y * WG + gl_LocalInvocationID.x) * TC;
     // Clamped starts: a piece that starts past the matrix is moved back inside it (its values
     // then only feed rows or columns that are not stored).
     uint bcol[TC]; // NT: element offset of row n0 + c of b
@@ -314,10 +318,10 @@ void main() {
     }
 
 #ifdef MM_TEXEL
-    // a's column sums: in the first column of workgroups only (a branch no lane takes costs
+    // a's column sums: in the workgroups of the first column group only (a branch no lane takes costs
     // nothing on lavapipe: docs/PERFORMANCE.md), each lane four rows as one texel per k, in k order
     // from 0 and then added, as bias_grad_texel.comp sums: the same bits as that kernel's.
-    if (MM_COLSUM != 0 && FORM == VKT_MM_FORM_TN && gl_WorkGroupID.y == 0) {
+    if (MM_COLSUM != 0 && FORM == VKT_MM_FORM_TN && tile.y == 0) {
         for (uint i = lane; i < TM / 4; i += WG) {
             uint m = m0 + 4 * i, mc = min(m, M - 4);
             vec4 s = vec4(0.0);

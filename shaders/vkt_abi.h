@@ -167,6 +167,9 @@ VKT_STRUCT(vkt_matmul_push) {
     VKT_U32 c_off;
     VKT_U32 x_off; // s (binding 4) and z (binding 5)
     VKT_U32 bias_off;
+    // matmul_wide.glsl: the grid's x walks the column groups and y the row tiles (set by the
+    // host where a does not fit in the CPU's L2, engine/ops/matmul.c); 0: x the row tiles.
+    VKT_U32 n_fast;
 };
 
 #endif

@@ -13,7 +13,8 @@
 //    a last k step half past k_end); the awkward shapes themselves run scalar-r16c16-g4 there;
 //  - with and without bias, beta 0, 1 and 0.5 (c is read), views at non-zero aligned offsets
 //    inside one buffer and larger than the shape needs, with canaries around c that must survive;
-//  - one product of at least 1024 along every dimension (1024 x 1056 x 1040) per form;
+//  - one product of at least 1024 along every dimension (1024 x 1056 x 1040) per form (on a
+//    CPU driver the wide kernel's grid then walks the column groups first: a is past the L2);
 //  - the narrow kernel (a side of at most 16: N in NT, M in TN, K in NN), forced, with every
 //    epilogue mode, on the classifier layer's shapes and on the bounds of its side and tiles;
 //  - the activation epilogue (vkt_op_matmul_ex) for every activation (leaky_relu with a positive
@@ -735,9 +736,10 @@ int main(void) {
     }
 
     // a's column sums with the product (vkt_mm_epilogue.col_sum, TN: a dense layer's bias
-    // gradient): on the device's choice (lavapipe: the texel kernel), on the narrow kernel (M of
-    // 10, 16 and 7, with and without an epilogue), and forced onto the scalar kernel (every
-    // device: the sums by a dispatch of their own).
+    // gradient): on the device's choice (lavapipe: the texel kernel; at 1024 x 72 x 1040 a is 4.3
+    // MB, past any CPU's L2, so its grid walks the column groups first: vkt_matmul_push.n_fast),
+    // on the narrow kernel (M of 10, 16 and 7, with and without an epilogue), and forced onto the
+    // scalar kernel (every device: the sums by a dispatch of their own).
     const struct {
         uint32_t M, N, K;
         const char *variant;
@@ -746,6 +748,7 @@ int main(void) {
         {72, 136, 40, NULL, 0, -1},         {64, 512, 128, NULL, 0, -1},
         {10, 256, 128, "narrow-g8", 0, -1}, {16, 36, 13, "narrow-g8", 1, 2},
         {7, 132, 40, "narrow-g8", 0, -1},   {72, 136, 40, "scalar-r8c8-g8", 2, 1},
+        {1024, 72, 1040, NULL, 0, -1},
     };
     for (size_t i = 0; i < sizeof col_cases / sizeof col_cases[0]; i++) {
         if (col_cases[i].variant)

@@ -110,6 +110,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ops.h"
 #include "ops_limits.h"
@@ -1323,6 +1324,29 @@ static void record_padded(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_m
                       4ull * g->ldc, M, 4ull * N, label);
 }
 
+// Whether matmul_wide.glsl's grid walks the column groups fastest (vkt_matmul_push.n_fast). The
+// workgroups run in grid order, x fastest: with x the row tiles (0), consecutive workgroups share
+// b's columns and a sweep of x reads all of a (M x K), once per column group; with x the column
+// groups, they share a's 32 rows and a sweep reads all of b. On a CPU driver that re-read comes
+// from the L2 only when the operand fits in it: the rows first where a does (fashion_mlp's
+// products, a at most 401 KB: measured 5% slower the other way at its first layer's forward), the
+// columns first where it does not (the square products from 1024, where b does not fit either and
+// the 32-row panel of a is the smaller one to keep), except under the optimizer epilogue, whose
+// reads and writes of the parameters and momentum went 3% slower with the columns first
+// (fashion_mlp's first weight gradient at batch 512, traced three times; docs/PERFORMANCE.md). The
+// L2 is the host's (sysconf; 512 KiB where it does not say). GPUs keep the rows first: not
+// measured.
+static uint32_t n_fast(const vkt_device_info *d, const mm_variant *v, const mm_epi_args *e,
+                       uint32_t M, uint32_t K) {
+    if (!is_cpu(d) || v->kind != MM_WIDE || v->ss || e->mode == VKT_MM_EPI_SGD) return 0;
+    long l2 = 0;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    if (l2 <= 0) l2 = 512 * 1024;
+    return 4ull * M * K > (uint64_t)l2;
+}
+
 // Records variant v (already chosen: it fits the shape, the views, the layout g and, with e, has
 // the epilogue).
 static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_mm_form form,
@@ -1411,9 +1435,10 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
             .c_off = g->c_off,
             .x_off = g->x_off,
             .bias_off = g->bias_off,
+            .n_fast = n_fast(dinfo, v, e, M, k1 - k0),
         };
         if (k0 > 0) vkt_cmd_barrier(cmd);
-        vkt_cmd_dispatch(cmd, kk, last ? bind : bind_plain, nbind, &push, sizeof push, gx, gy, 1,
-                         label);
+        vkt_cmd_dispatch(cmd, kk, last ? bind : bind_plain, nbind, &push, sizeof push,
+                         push.n_fast ? gy : gx, push.n_fast ? gx : gy, 1, label);
     }
 }
