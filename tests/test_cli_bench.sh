@@ -4,7 +4,8 @@
 # positive peak FMA rate and, per size, the form, the variant, GFLOP/s consistent with the median
 # time, the fraction of the peak and a passing spot check; the table output must print the command
 # that reproduces it; --baseline must add OpenBLAS's figures, kernel, the faster of 1 thread and all
-# cores per size, and the ratio vkt/BLAS (or,
+# cores per size, and the ratio vkt/BLAS: the median of --rounds rounds, each round's figures kept
+# (or,
 # in a build without OpenBLAS, say so: a failure under CI=true, a skip elsewhere); bad options
 # must fail. (7 reps, not fewer: a 64^3 product takes 0.1 ms, and with 2 reps one slow run moved
 # the median off the paired fraction by 3x in a CI run.) Args: VKTRAIN_BINARY SOURCE_DIR
@@ -82,7 +83,7 @@ cat "$out/table"
 # without it must say so in one line and exit 2; under CI=true (scripts/setup.sh test installs
 # libopenblas64-pthread-dev) that is a failure, elsewhere the test ends as skipped (77).
 skip_baseline=""
-"$bin" bench matmul --sizes 64,100 --reps 3 --form NT --baseline --json --device lavapipe \
+"$bin" bench matmul --sizes 64,100 --reps 3 --form NT --baseline --rounds 3 --json --device lavapipe \
     > "$out/base.json" 2> "$out/base.err"; rc=$?
 if [ $rc -ne 0 ] && grep -q 'this build has none' "$out/base.err"; then
     [ $rc -eq 2 ] && [ "$(wc -l < "$out/base.err")" -eq 1 ] && grep -q 'libopenblas64-pthread-dev' "$out/base.err"
@@ -97,13 +98,14 @@ if [ $rc -ne 0 ] && grep -q 'this build has none' "$out/base.err"; then
 else
     cat "$out/base.err"
     check "bench matmul --baseline --json runs" $rc
-    python3 - "$out/base.json" <<'PY'; check "json: baseline library, config, kernel, threads, results, ratios" $?
+    python3 - "$out/base.json" <<'PY'; check "json: baseline library, config, kernel, threads, results, rounds, ratios" $?
 import json, os, re, sys
 lines = [l for l in open(sys.argv[1]) if l.strip()]
 assert len(lines) == 1, f"want one JSON line, got {len(lines)}"
 o = json.loads(lines[0])
-assert "--baseline" in o["command"], o["command"]
+assert "--baseline --rounds 3" in o["command"], o["command"]
 b = o["baseline"]
+assert b["rounds"] == 3, b
 assert b["library"] == "OpenBLAS", b
 assert re.fullmatch(r"\d+\.\d+\.\d+", b["version"]), b
 assert b["version"] in b["config"], b
@@ -127,8 +129,18 @@ for r in b["results"]:
 assert d["name"].startswith("llvmpipe") and d["driver"] and d["api_version"], d
 for r, br in zip(d["results"], b["results"]):
     assert r["check_ok"] is True and r["size"] == br["size"], r
-    assert r["blas_gflops"] == br["gflops"], (r, br)
+    assert r["blas_gflops"] == br["gflops"] and r["blas_threads"] == br["threads"], (r, br)
     assert abs(r["vs_blas"] - r["gflops"] / br["gflops"]) <= 1e-9 * r["vs_blas"], r
+    # Three rounds, each the device's figure over the BLAS's; the figures reported are the
+    # round whose ratio is the median.
+    rounds = r["rounds"]
+    assert len(rounds) == 3, rounds
+    for x in rounds:
+        assert x["gflops"] > 0 and x["blas_gflops"] > 0, x
+        assert abs(x["vs_blas"] - x["gflops"] / x["blas_gflops"]) <= 1e-9 * x["vs_blas"], x
+    mid = sorted(rounds, key=lambda x: x["vs_blas"])[1]
+    assert r["vs_blas"] == mid["vs_blas"] and r["gflops"] == mid["gflops"], (r, mid)
+    assert r["blas_gflops"] == mid["blas_gflops"], (r, mid)
 PY
     # The table names the kernel that ran, and says when the environment forced it.
     if [ "$(uname -m)" = x86_64 ]; then
@@ -145,8 +157,9 @@ PY
     check "bench matmul --baseline table runs (OPENBLAS_CORETYPE unset)" $?
     grep -Eq '^CPU BLAS baseline: OpenBLAS .*, kernel [A-Za-z0-9]+, (the faster of 1 thread and all cores per size|the thread count the environment sets), ' "$out/base.txt" \
         && ! grep -q 'OPENBLAS_CORETYPE' "$out/base.txt" \
+        && grep -Eq '^  each ratio is the median of 3 rounds, .*: 64 [0-9.]+ / [0-9.]+ / [0-9.]+$' "$out/base.txt" \
         && grep -q '^reproduce: vktrain bench matmul .*--baseline$' "$out/base.txt"
-    check "table: the kernel OpenBLAS chose, no word of OPENBLAS_CORETYPE" $?
+    check "table: the kernel OpenBLAS chose, no word of OPENBLAS_CORETYPE, the rounds" $?
     grep '^CPU BLAS' "$out/base.txt"
 fi
 
@@ -185,6 +198,14 @@ for bad in 0 64x 64x2 64x2x 1x2x3x4 64,,3 64, -5 20000 20000x1x1 " 64" 64x+2x3; 
 done
 "$bin" bench matmul --reps 0 > /dev/null 2> "$out/err"; rc=$?
 [ $rc -eq 2 ] && grep -q -- '--reps' "$out/err"; check "bad --reps" $?
+for bad in 0 100 x -1; do
+    "$bin" bench matmul --baseline --rounds "$bad" > /dev/null 2> "$out/err"; rc=$?
+    [ $rc -eq 2 ] && grep -q -- "--rounds wants a whole number from 1 to 99, not \"$bad\"" "$out/err"
+    check "bad --rounds \"$bad\"" $?
+done
+"$bin" bench matmul --rounds 3 > /dev/null 2> "$out/err"; rc=$?
+[ $rc -eq 2 ] && grep -q -- '--rounds counts the rounds of --baseline' "$out/err"
+check "--rounds without --baseline" $?
 "$bin" bench matmul --device nosuchgpu > /dev/null 2> "$out/err"; rc=$?
 [ $rc -ne 0 ] && grep -q 'matches no device' "$out/err"; check "bad --device" $?
 "$bin" bench > /dev/null 2> "$out/err"; rc=$?

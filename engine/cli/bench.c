@@ -14,12 +14,17 @@
 // --json prints one JSON object instead.
 //
 // --baseline also runs a CPU BLAS sgemm (OpenBLAS, bench_blas.c) on the same shapes, form and
-// data: a warm-up call, then the median of --reps calls timed by the wall clock, its product
-// spot-checked like the GPU's. It reports the library, its config string, the kernel it chose
-// and its thread count, and each size's ratio vkt/BLAS. It runs after every device is done:
-// OpenBLAS's pthread workers busy-wait up to 2^28 cycles (~0.1 s) after a call before they
-// sleep, and between GPU runs they would take a core from lavapipe (avoided, not measured). The
-// GPU figures come from GPU timestamps around the dispatches and leave out the ~0.2 ms submit
+// data: a warm-up call, then the median of --reps calls timed by the wall clock, at 1 thread and
+// at all cores, its product spot-checked like the GPU's. It reports the library, its config
+// string, the kernel it chose and its thread count, and each size's ratio vkt/BLAS. The two sides
+// alternate in --rounds rounds per size (default 3): each round times the device's --reps runs
+// and then the BLAS's, and the ratio reported is the median of the rounds' ratios (the figures
+// beside it are that round's). Why: the team's shared 2-core machines change speed by up to 1.3x
+// over minutes (OpenBLAS read 149 and 194 GFLOP/s at 1024 in runs minutes apart), and a ratio of
+// two blocks timed one after the other followed the machine; a round's two sides run seconds
+// apart. Before each device block the command waits 0.25 s: OpenBLAS's pthread workers busy-wait
+// up to 2^28 cycles (~0.1 s) after a call before they sleep, and would take a core from lavapipe.
+// The GPU figures come from GPU timestamps around the dispatches and leave out the ~0.2 ms submit
 // (docs/DRIVERS.md), which flatters the GPU at small sizes.
 //
 // A device's figure is measured alone (running several devices at once does not add throughput
@@ -47,8 +52,16 @@ typedef struct bench_opts {
     int reps;
     vkt_mm_form form;
     bool json, baseline;
+    int rounds; // --baseline: rounds per size, each the device's runs then the BLAS's
     const char *device_spec;
 } bench_opts;
+
+// --baseline: each device's paired BLAS figures per size (the median round's) and every round's.
+typedef struct paired {
+    cli_matmul_result blas;
+    int nrounds;
+    double vk_gflops[99], blas_gflops[99], ratio[99];
+} paired;
 
 // A failure this file finds itself, reported through vkt_error() as libvktrain's own are.
 static vkt_status bench_fail(vkt_status s, const char *what) { return vkt_set_error(s, what); }
@@ -346,6 +359,53 @@ static vkt_status bench_blas_size(const bench_opts *o, const cli_blas_info *blas
     return s;
 }
 
+// --baseline: o->rounds rounds of one shape, each the device's o->reps runs
+// (cli_bench_matmul_size) and then the BLAS's (bench_blas_size), a 0.25 s pause before each
+// device block that follows BLAS calls (*blas_ran). *r and p->blas are the round whose ratio is
+// the median (the lower middle of an even count), p keeps every round's figures, and p->blas.ok
+// says whether every round's BLAS product passed its spot check. A wrong device product ends the
+// rounds with *r that round's (the caller reports it).
+static vkt_status bench_rounds(const bench_opts *o, const cli_blas_info *blas, vkt_device *dev,
+                               vkt_ops *ops, vkt_cmd *cmd, cli_peak_bench *pb, const uint32_t *sh,
+                               bool *blas_ran, cli_matmul_result *r, paired *p) {
+    cli_matmul_result *vr = calloc((size_t)o->rounds * 2, sizeof *vr), *br = vr + o->rounds;
+    if (!vr) return bench_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
+    vkt_status s = VKT_OK;
+    bool blas_ok = true;
+    int n = 0;
+    for (; n < o->rounds && s == VKT_OK; n++) {
+        if (*blas_ran) nanosleep(&(struct timespec){.tv_nsec = 250000000}, NULL);
+        s = cli_bench_matmul_size(dev, ops, cmd, pb, o->form, o->reps, sh[0], sh[1], sh[2], &vr[n]);
+        if (s != VKT_OK) break;
+        if (!vr[n].ok) {
+            *r = vr[n];
+            free(vr);
+            return VKT_OK;
+        }
+        s = bench_blas_size(o, blas, sh, &br[n]);
+        *blas_ran = true;
+        if (s != VKT_OK) break;
+        blas_ok = blas_ok && br[n].ok;
+        p->vk_gflops[n] = vr[n].gflops;
+        p->blas_gflops[n] = br[n].gflops;
+        p->ratio[n] = br[n].gflops > 0 ? vr[n].gflops / br[n].gflops : 0;
+    }
+    if (s == VKT_OK) {
+        p->nrounds = n;
+        double sorted[99];
+        memcpy(sorted, p->ratio, sizeof(double) * (size_t)n);
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        int mid = 0;
+        while (mid < n - 1 && p->ratio[mid] != sorted[(n - 1) / 2])
+            mid++;
+        *r = vr[mid];
+        p->blas = br[mid];
+        p->blas.ok = blas_ok;
+    }
+    free(vr);
+    return s;
+}
+
 // ---------------------------------------------------------------------------------------------
 // vktrain bench matmul
 
@@ -413,9 +473,12 @@ static void short_name(const char *name, char *out, size_t n) {
     out[k] = 0;
 }
 
-// The BLAS baseline, after every device ran: its own table (and JSON object "baseline"), and in
-// each device's results the BLAS GFLOP/s and the ratio vkt/BLAS. Returns the exit status.
-static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *root, cJSON *jdevs) {
+// The BLAS baseline, after every device ran: its own table (and JSON object "baseline": the
+// figures of the first device's rounds), and in each device's results the BLAS GFLOP/s of its own
+// rounds, the ratio vkt/BLAS (the median round's) and every round's figures. Returns the exit
+// status.
+static int run_baseline(const bench_opts *o, const cli_blas_info *blas, const paired *pair,
+                        cJSON *root, cJSON *jdevs) {
     int ndev = cJSON_GetArraySize(jdevs);
     cJSON *jb = cJSON_AddObjectToObject(root, "baseline");
     cJSON_AddStringToObject(jb, "library", blas->library);
@@ -429,6 +492,7 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *r
     cJSON_AddNumberToObject(jb, "threads", blas->threads);
     cJSON_AddNumberToObject(jb, "integer_bits", blas->int_bits);
     cJSON_AddStringToObject(jb, "timing", "wall clock");
+    cJSON_AddNumberToObject(jb, "rounds", o->rounds);
     cJSON *jr = cJSON_AddArrayToObject(jb, "results");
     if (!o->json) {
         printf("CPU BLAS baseline: %s %s, kernel %s, %s, %d-bit integers (timed by the wall "
@@ -455,9 +519,7 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *r
         printf("\n");
     }
     for (int si = 0; si < o->nsizes; si++) {
-        cli_matmul_result r;
-        vkt_status s = bench_blas_size(o, blas, o->shape[si], &r);
-        if (s != VKT_OK) return cli_fail(vkt_error());
+        cli_matmul_result r = pair[si].blas; // the first device's rounds
         char name[48];
         shape_name(r.m, r.n, r.k, name, sizeof name);
         cJSON *j = cJSON_CreateObject();
@@ -484,15 +546,27 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *r
             printf("  %14s %-4s %10.3f %10.2f %7d  %-34s", name, form_name(o->form), r.median_ms,
                    r.gflops, r.threads, chk);
         }
-        // Each device's result for this size: the BLAS figure beside it, and the ratio.
+        // Each device's result for this size: the BLAS figure of its own median round beside it,
+        // the ratio, and every round's.
         for (int d = 0; d < ndev; d++) {
+            const paired *p = &pair[d * MAX_SIZES + si];
             cJSON *jd = cJSON_GetArrayItem(jdevs, d);
             cJSON *res = cJSON_GetArrayItem(cJSON_GetObjectItem(jd, "results"), si);
             double g = cJSON_GetObjectItem(res, "gflops")->valuedouble;
-            double ratio = r.gflops > 0 ? g / r.gflops : 0;
-            cJSON_AddNumberToObject(res, "blas_gflops", r.gflops);
+            double ratio = p->blas.gflops > 0 ? g / p->blas.gflops : 0;
+            cJSON_AddNumberToObject(res, "blas_gflops", p->blas.gflops);
+            cJSON_AddNumberToObject(res, "blas_threads", p->blas.threads);
             cJSON_AddNumberToObject(res, "vs_blas", ratio);
+            cJSON *jrr = cJSON_AddArrayToObject(res, "rounds");
+            for (int k = 0; k < p->nrounds; k++) {
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddNumberToObject(e, "gflops", p->vk_gflops[k]);
+                cJSON_AddNumberToObject(e, "blas_gflops", p->blas_gflops[k]);
+                cJSON_AddNumberToObject(e, "vs_blas", p->ratio[k]);
+                cJSON_AddItemToArray(jrr, e);
+            }
             if (!o->json) printf(" %16.3f", ratio);
+            r.ok = r.ok && p->blas.ok;
         }
         if (!o->json) printf("\n");
         if (!r.ok) {
@@ -504,6 +578,23 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, cJSON *r
             return cli_fail(msg);
         }
     }
+    if (!o->json) {
+        printf("  each ratio is the median of %d rounds, each the device's %d run%s then the "
+               "BLAS's at each thread count, back to back (a round's sides see the same "
+               "machine; the figures above are each size's median round); the rounds' ratios:",
+               o->rounds, o->reps, o->reps == 1 ? "" : "s");
+        for (int d = 0; d < ndev; d++)
+            for (int si = 0; si < o->nsizes; si++) {
+                const paired *p = &pair[d * MAX_SIZES + si];
+                char name[48];
+                shape_name(o->shape[si][0], o->shape[si][1], o->shape[si][2], name, sizeof name);
+                printf("%s %s", d || si ? ";" : "", name);
+                if (ndev > 1) printf(" (device %d)", d);
+                for (int k = 0; k < p->nrounds; k++)
+                    printf("%s%.3f", k ? " / " : " ", p->ratio[k]);
+            }
+        printf("\n");
+    }
     return 0;
 }
 
@@ -512,8 +603,9 @@ static int bench_matmul(int argc, char **argv) {
         .shape = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}},
         .nsizes = 4,
         .reps = 5,
+        .rounds = 3,
         .form = VKT_MM_NN};
-    const char *sizes_arg = "256,512,1024,2048";
+    const char *sizes_arg = "256,512,1024,2048", *rounds_arg = NULL;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -521,6 +613,12 @@ static int bench_matmul(int argc, char **argv) {
             o.json = true;
         } else if (strcmp(f, "--baseline") == 0) {
             o.baseline = true;
+        } else if (strcmp(f, "--rounds") == 0 && v) {
+            uint64_t n;
+            if (!cli_parse_u64("--rounds", v, 1, 99, &n)) return 2;
+            o.rounds = (int)n;
+            rounds_arg = v;
+            i++;
         } else if (strcmp(f, "--sizes") == 0 && v) {
             if (parse_sizes(v, &o)) return 2;
             sizes_arg = v;
@@ -554,10 +652,15 @@ static int bench_matmul(int argc, char **argv) {
                 stderr,
                 "vktrain bench matmul: unknown option %s (usage: vktrain bench matmul "
                 "[--sizes 256,512,1024,2048 | MxNxK,...] [--device SPEC] [--reps N] [--form NN] "
-                "[--baseline] [--json])\n",
+                "[--baseline [--rounds 3]] [--json])\n",
                 f);
             return 2;
         }
+    }
+    if (rounds_arg && !o.baseline) {
+        fprintf(stderr, "vktrain bench matmul: --rounds counts the rounds of --baseline; add "
+                        "--baseline\n");
+        return 2;
     }
     // Before any device opens: a build without OpenBLAS says so at once.
     cli_blas_info blas = {0};
@@ -575,10 +678,18 @@ static int bench_matmul(int argc, char **argv) {
         return rc;
     }
     char command[512];
-    snprintf(command, sizeof command, "vktrain bench matmul --sizes %s --reps %d --form %s%s%s%s%s",
-             sizes_arg, o.reps, form_name(o.form), o.device_spec ? " --device " : "",
+    snprintf(command, sizeof command,
+             "vktrain bench matmul --sizes %s --reps %d --form %s%s%s%s%s%s%s", sizes_arg, o.reps,
+             form_name(o.form), o.device_spec ? " --device " : "",
              o.device_spec ? o.device_spec : "", o.baseline ? " --baseline" : "",
-             o.json ? " --json" : "");
+             o.baseline && rounds_arg ? " --rounds " : "",
+             o.baseline && rounds_arg ? rounds_arg : "", o.json ? " --json" : "");
+    paired *pair = o.baseline ? calloc((size_t)MAX_DEVICES * MAX_SIZES, sizeof *pair) : NULL;
+    if (o.baseline && !pair) {
+        vkt_context_destroy(ctx);
+        return cli_fail("out of host memory");
+    }
+    bool blas_ran = false;
 
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "benchmark", "matmul");
@@ -628,15 +739,23 @@ static int bench_matmul(int argc, char **argv) {
             char name[48];
             shape_name(sh[0], sh[1], sh[2], name, sizeof name);
             double gflop = 1e-9 * shape_flop(sh[0], sh[1], sh[2]);
-            double est_s = peak > 0 ? gflop * (o.reps + 3) / peak : 0;
+            // (--baseline: each further round another warm-up and o.reps runs.)
+            int timed = o.reps * (o.baseline ? o.rounds : 1);
+            double est_s =
+                peak > 0 ? gflop * (timed + 3 + (o.baseline ? o.rounds - 1 : 0)) / peak : 0;
             if (est_s > 5)
                 fprintf(stderr,
                         "vktrain bench matmul: size %s on %s: at least %.0f s (%d timed runs and "
                         "the tuning of %.3g GFLOP products at this device's peak of %.1f "
                         "GFLOP/s)\n",
-                        name, info->name, est_s, o.reps, gflop, peak);
+                        name, info->name, est_s, timed, gflop, peak);
             cli_matmul_result r;
-            s = cli_bench_matmul_size(dev, ops, cmd, &pb, o.form, o.reps, sh[0], sh[1], sh[2], &r);
+            if (o.baseline)
+                s = bench_rounds(&o, &blas, dev, ops, cmd, &pb, sh, &blas_ran, &r,
+                                 &pair[di * MAX_SIZES + si]);
+            else
+                s = cli_bench_matmul_size(dev, ops, cmd, &pb, o.form, o.reps, sh[0], sh[1], sh[2],
+                                          &r);
             if (s != VKT_OK) break;
             double frac = r.frac_peak;
             cJSON *j = cJSON_CreateObject();
@@ -691,7 +810,8 @@ static int bench_matmul(int argc, char **argv) {
         vkt_ops_destroy(ops);
         vkt_device_destroy(dev);
     }
-    if (rc == 0 && o.baseline) rc = run_baseline(&o, &blas, root, jdevs);
+    if (rc == 0 && o.baseline) rc = run_baseline(&o, &blas, pair, root, jdevs);
+    free(pair);
     if (rc == 0) {
         if (o.json) {
             char *txt = cJSON_PrintUnformatted(root);
