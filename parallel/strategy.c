@@ -289,7 +289,7 @@ static vkt_status single_run(vkt_strategy *s, int area, uint32_t B, uint32_t ste
                      "upload:targets");
         vkt_cmd_barrier(cmd);
     }
-    vkt_net_record_zero_grads(net, cmd);
+    vkt_net_record_zero_grads_step(net, cmd, 0, B);
     strategy_set_phase(s, net, true, step, 0);
     vkt_net_record_forward(net, cmd, 0, B);
     vkt_net_record_loss(net, cmd, 0, B, 1.0f / (float)B);

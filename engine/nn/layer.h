@@ -276,6 +276,11 @@ struct vkt_layer_type {
     void (*backward)(vkt_rec *r, int node);
     // Work the backward deferred past the next barrier (r->late = node asked for it).
     void (*backward_late)(vkt_rec *r, int node);
+    // Whether its backward, with the optimizer fused (r->fused_sgd), applies the SGD step to its
+    // first tensor inside that tensor's gradient product and marks it in r->fused_sgd: the step
+    // then neither writes nor reads that gradient, and vkt_net_record_zero_grads_step leaves it
+    // unzeroed (vkt_net_record_backward_step checks that the two agree). NULL: never.
+    bool (*fuses_sgd)(vkt_rec *r, int node);
     // Host reference over B samples; p/g: its own tensors (buffers included: a training forward
     // updates them as the device does). backward accumulates into g.
     void (*ref_forward)(vkt_ref *r, const vkt_layer_desc *l, double *const *p, const double *x,

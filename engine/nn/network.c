@@ -992,14 +992,66 @@ void vkt_net_record_backward_layers(vkt_net *net, vkt_cmd *cmd, int slot, uint32
     record_backward(net, cmd, slot, B, lo, hi, input_grad, NULL);
 }
 
-int vkt_net_record_backward_step(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, uint32_t step) {
+// Whether vkt_net_record_backward_step fuses the optimizer into the weight gradients at all.
+static bool step_fuses(const vkt_net *net) {
     const vkt_optim_desc *o = &net->desc.optim;
+    return net->fuse && o->kind == VKT_OPTIM_SGD && !(o->clip > 0);
+}
+
+// The tensors whose SGD step vkt_net_record_backward_step (slot, batch B) takes inside their
+// gradient's product, each node's fuses_sgd: skip[ntensors] (all false where the step does not
+// fuse). Returns how many.
+static int fused_plan(vkt_net *net, int slot, uint32_t B, bool *skip) {
+    memset(skip, 0, (size_t)net->L.ntensors * sizeof *skip);
+    if (!step_fuses(net)) return 0;
+    vkt_rec r = rec_make(net, NULL, slot, B);
+    r.fused_sgd = skip;
+    int n = 0;
+    for (int i = 0; i < net->L.nnodes; i++) {
+        const vkt_layer_type *t = net->L.nodes[i].desc->type;
+        if (t->fuses_sgd && t->fuses_sgd(&r, i)) skip[vkt_rec_tensor(&r, i, 0)] = true, n++;
+    }
+    return n;
+}
+
+void vkt_net_record_zero_grads_step(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B) {
+    bool *skip = calloc((size_t)net->L.ntensors + 1, sizeof *skip);
+    if (!skip || fused_plan(net, slot, B, skip) == 0) {
+        free(skip);
+        vkt_net_record_zero_grads(net, cmd);
+        return;
+    }
+    // The packed buffer less the skipped tensors' bytes (the tensors lie in order), in as few
+    // fills as they leave.
+    uint64_t at = 0, end = vkt_buffer_size(net->grads);
+    for (int i = 0; i <= net->L.ntensors; i++) {
+        const vkt_net_tensor *t = i < net->L.ntensors ? &net->L.tensors[i] : NULL;
+        if (t && (t->state || !skip[i])) continue;
+        uint64_t to = t ? t->offset : end;
+        VKT_ASSERT(to >= at);
+        if (to > at) vkt_cmd_fill(cmd, vkt_buffer_view(net->grads, at, to - at), 0);
+        if (t) at = t->offset + t->count * 4;
+    }
+    free(skip);
+    vkt_cmd_barrier(cmd);
+}
+
+int vkt_net_record_backward_step(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, uint32_t step) {
     bool *fused = calloc((size_t)net->L.ntensors + 1, sizeof *fused);
     int nfused = 0;
-    if (fused && net->fuse && o->kind == VKT_OPTIM_SGD && !(o->clip > 0))
+    if (fused && step_fuses(net))
         nfused = record_backward(net, cmd, slot, B, net->L.first, net->L.last, false, fused);
     else
         record_backward(net, cmd, slot, B, net->L.first, net->L.last, false, NULL);
+    // vkt_net_record_zero_grads_step leaves the tensors of fused_plan unzeroed: each must have
+    // taken its step in its product (a kind's fuses_sgd agrees with its backward), or its
+    // gradient would be summed onto a stale one.
+    bool *plan = fused ? calloc((size_t)net->L.ntensors + 1, sizeof *plan) : NULL;
+    if (plan && fused_plan(net, slot, B, plan) > 0)
+        for (int i = 0; i < net->L.ntensors; i++)
+            VKT_ASSERT(!plan[i] || fused[i]);
+    free(plan);
+    const vkt_optim_desc *o = &net->desc.optim;
     if (nfused == 0) {
         free(fused);
         vkt_net_record_step(net, cmd, step);

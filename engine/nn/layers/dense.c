@@ -112,18 +112,24 @@ static void dense_fused_dweight(vkt_rec *r, int node) {
                      vkt_rec_label(r, node, "bwd", "dweight"));
 }
 
+// Whether the weight gradient's product can take the SGD step (vkt_matmul_sgd_fits): the
+// backward then applies it there when the optimizer is fused (r->fused_sgd).
+static bool dense_fuses_sgd(vkt_rec *r, int node) {
+    const vkt_layer_desc *l = vkt_rec_node(r, node)->desc;
+    vkt_view dy = vkt_rec_dy(r, node), x = vkt_rec_in(r, node), buf;
+    vkt_view w = vkt_rec_param(r, node, 0, VKT_STORE_PARAM);
+    vkt_mm_epilogue e = sgd_epilogue(r, node, &buf);
+    return vkt_matmul_sgd_fits(r->ops, VKT_MM_TN, &w, &dy, &x, e.saved, l->units, last_dim(&l->in),
+                               vkt_rec_rows(r, node));
+}
+
 static void dense_backward(vkt_rec *r, int node) {
     const vkt_layer_desc *l = vkt_rec_node(r, node)->desc;
     uint32_t rows = vkt_rec_rows(r, node), in = last_dim(&l->in);
     vkt_view dy = vkt_rec_dy(r, node), x = vkt_rec_in(r, node);
     vkt_view w = vkt_rec_param(r, node, 0, VKT_STORE_PARAM);
     bool need_dx = vkt_rec_need_dx(r, node);
-    bool fused = false;
-    if (r->fused_sgd) {
-        vkt_view buf;
-        vkt_mm_epilogue e = sgd_epilogue(r, node, &buf);
-        fused = vkt_matmul_sgd_fits(r->ops, VKT_MM_TN, &w, &dy, &x, e.saved, l->units, in, rows);
-    }
+    bool fused = r->fused_sgd && dense_fuses_sgd(r, node);
     if (fused) {
         r->fused_sgd[vkt_rec_tensor(r, node, 0)] = true;
         r->nfused++;
@@ -212,6 +218,6 @@ static const char *const dense_matmul_labels[] = {"dense", "dweight", "dinput", 
 VKT_LAYER_TYPE(dense, .keys = dense_keys, .parse = dense_parse, .params = dense_params,
                .cost = dense_cost, .matmuls = dense_matmuls, .matmul_labels = dense_matmul_labels,
                .takes_epilogue = true, .forward = dense_forward, .backward = dense_backward,
-               .backward_late = dense_fused_dweight, .ref_forward = dense_ref_forward,
-               .ref_backward = dense_ref_backward, .torch = dense_torch,
-               .tp_role = VKT_TP_ROLE_LINEAR, .tp_pieces = dense_tp_pieces);
+               .backward_late = dense_fused_dweight, .fuses_sgd = dense_fuses_sgd,
+               .ref_forward = dense_ref_forward, .ref_backward = dense_ref_backward,
+               .torch = dense_torch, .tp_role = VKT_TP_ROLE_LINEAR, .tp_pieces = dense_tp_pieces);
