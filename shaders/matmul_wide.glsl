@@ -318,9 +318,9 @@ void main() {
     }
 
 #ifdef MM_TEXEL
-    // a's column sums: in the workgroups of the first column group only (a branch no lane takes costs
-    // nothing on lavapipe: docs/PERFORMANCE.md), each lane four rows as one texel per k, in k order
-    // from 0 and then added, as bias_grad_texel.comp sums: the same bits as that kernel's.
+    // a's column sums: in the workgroups of the first column group only (a branch no lane takes
+    // costs nothing on lavapipe: docs/PERFORMANCE.md), each lane four rows as one texel per k, in
+    // k order from 0 and then added, as bias_grad_texel.comp sums: the same bits as that kernel's.
     if (MM_COLSUM != 0 && FORM == VKT_MM_FORM_TN && tile.y == 0) {
         for (uint i = lane; i < TM / 4; i += WG) {
             uint m = m0 + 4 * i, mc = min(m, M - 4);

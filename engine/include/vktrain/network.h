@@ -171,8 +171,8 @@ void vkt_net_record_zero_grads(vkt_net *net, vkt_cmd *cmd);
 // The zeroing before a step recorded by vkt_net_record_backward_step (the same slot and B): the
 // gradients it sums into, not those of the weights whose SGD step it takes inside their
 // gradient's product (it neither writes nor reads them; their bytes are left as they were).
-// On lavapipe filling fashion_mlp's whole 2.1 MB of gradients took 0.2-0.3 ms of a 9 ms step
-// (docs/PERFORMANCE.md). Then a barrier, as vkt_net_record_zero_grads.
+// On lavapipe filling fashion_mlp's whole 2.1 MB of gradients took up to 0.25 ms of a 9 ms step
+// (traced, docs/PERFORMANCE.md). Then a barrier, as vkt_net_record_zero_grads.
 void vkt_net_record_zero_grads_step(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B);
 void vkt_net_record_forward(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B);
 // The loss of the last stage: loss rows and the output gradient, scaled by grad_scale (1/B of
@@ -212,8 +212,8 @@ vkt_status vkt_net_read_grad_sumsq(vkt_net *net, float *out);
 // (vkt_matmul_sgd_fits) applies the SGD step to its weights there instead of storing the
 // gradient, and SGD runs separately only over the other tensors. The parameters come out as
 // vkt_net_record_backward + vkt_net_record_step make them, up to rounding; the gradient buffer
-// then lacks those weights' gradients (their bytes are neither written nor read). Returns the number of weight tensors fused (0: exactly
-// the two calls).
+// then lacks those weights' gradients (their bytes are neither written nor read). Returns the
+// number of weight tensors fused (0: exactly the two calls).
 int vkt_net_record_backward_step(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B, uint32_t step);
 // Counts rows whose argmax matches the label into the correct counter (last stage).
 void vkt_net_record_accuracy(vkt_net *net, vkt_cmd *cmd, int slot, uint32_t B);
