@@ -579,10 +579,10 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, const pa
         }
     }
     if (!o->json) {
-        printf("  each ratio is the median of %d rounds, each the device's %d run%s then the "
+        printf("  each ratio is the median of %d round%s, each the device's %d run%s then the "
                "BLAS's at each thread count, back to back (a round's sides see the same "
                "machine; the figures above are each size's median round); the rounds' ratios:",
-               o->rounds, o->reps, o->reps == 1 ? "" : "s");
+               o->rounds, o->rounds == 1 ? "" : "s", o->reps, o->reps == 1 ? "" : "s");
         for (int d = 0; d < ndev; d++)
             for (int si = 0; si < o->nsizes; si++) {
                 const paired *p = &pair[d * MAX_SIZES + si];
@@ -594,6 +594,9 @@ static int run_baseline(const bench_opts *o, const cli_blas_info *blas, const pa
                     printf("%s%.3f", k ? " / " : " ", p->ratio[k]);
             }
         printf("\n");
+        if (ndev > 1)
+            printf("  each device's ratio is over the BLAS figure of its own median round (the "
+                   "rows above show device 0's)\n");
     }
     return 0;
 }
