@@ -45,6 +45,7 @@
 #define MAX_SIZES 16
 #define MAX_DEVICES 16
 #define SPOT_CHECKS 24
+#define MAX_ROUNDS 99 // --rounds
 
 typedef struct bench_opts {
     uint32_t shape[MAX_SIZES][3]; // M, N, K
@@ -60,7 +61,7 @@ typedef struct bench_opts {
 typedef struct paired {
     cli_matmul_result blas;
     int nrounds;
-    double vk_gflops[99], blas_gflops[99], ratio[99];
+    double vk_gflops[MAX_ROUNDS], blas_gflops[MAX_ROUNDS], ratio[MAX_ROUNDS];
 } paired;
 
 // A failure this file finds itself, reported through vkt_error() as libvktrain's own are.
@@ -392,7 +393,7 @@ static vkt_status bench_rounds(const bench_opts *o, const cli_blas_info *blas, v
     }
     if (s == VKT_OK) {
         p->nrounds = n;
-        double sorted[99];
+        double sorted[MAX_ROUNDS];
         memcpy(sorted, p->ratio, sizeof(double) * (size_t)n);
         qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
         int mid = 0;
@@ -618,7 +619,7 @@ static int bench_matmul(int argc, char **argv) {
             o.baseline = true;
         } else if (strcmp(f, "--rounds") == 0 && v) {
             uint64_t n;
-            if (!cli_parse_u64("--rounds", v, 1, 99, &n)) return 2;
+            if (!cli_parse_u64("--rounds", v, 1, MAX_ROUNDS, &n)) return 2;
             o.rounds = (int)n;
             rounds_arg = v;
             i++;
