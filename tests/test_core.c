@@ -116,6 +116,12 @@ static void ahead_case(vt *t, vkt_context *ctx, int index, const float *x, const
                  "compiling ahead on %s%s: %u kernels queued, %u built (expected %u, %u)",
                  vkt_device_label(dev), others_open ? " beside other CPU devices" : "", queued,
                  done, want_queued, want_done);
+        // The second device is opened only to build a kernel: beside other CPU devices, never.
+        bool opened = vkt_device_ahead_opened(dev);
+        VT_CHECK(t, opened == (want_done > 0),
+                 "compiling ahead on %s%s: second device %s (expected %s)", vkt_device_label(dev),
+                 others_open ? " beside other CPU devices" : "", opened ? "opened" : "not opened",
+                 want_done > 0 ? "opened" : "not opened");
         // The second device is not one of the opened ones: the next open is "(2)" in a context
         // of its own, "(3)" in the harness's (its device, this one, the new one).
         vkt_device *next = NULL;

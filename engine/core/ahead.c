@@ -63,6 +63,7 @@ typedef struct vkt_ahead {
     bool stop;
     bool busy;             // the thread is running a job
     uint32_t queued, done; // noted; built on the second device
+    bool opened;           // the second device was opened (at the first job that runs)
 } vkt_ahead;
 
 static bool compiles_ahead(const vkt_device *dev) {
@@ -99,11 +100,15 @@ static void run_job(vkt_device *helper, const ahead_job *job) {
     vkt_kernel_destroy(k);
 }
 
+// The second device is opened at the first job that runs, not when the thread starts: beside
+// another open CPU device every job is dropped, and opening it there only started a second
+// lavapipe device (its queue thread, its LLVM context) beside the first's start-up, for nothing.
+// A failed open is not retried: the queue thread compiles every kernel, as without this file.
 static void *ahead_thread(void *arg) {
     vkt_ahead *a = arg;
     vkt_busy_ignore_thread();
     vkt_device *helper = NULL;
-    if (vkt_device_open_helper(a->dev, &helper) != VKT_OK) helper = NULL;
+    bool tried = false;
     pthread_mutex_lock(&a->mu);
     for (;;) {
         while (!a->stop && a->nready == 0)
@@ -118,10 +123,16 @@ static void *ahead_thread(void *arg) {
         uint64_t reached = 0;
         bool late = vkt_device_completed(a->dev, &reached) == VKT_OK && reached >= job.after;
         bool alone = __atomic_load_n(&a->dev->ctx->cpu_open, __ATOMIC_RELAXED) <= 1;
-        bool run = helper && !late && alone;
+        bool run = !late && alone;
+        if (run && !tried) {
+            tried = true;
+            if (vkt_device_open_helper(a->dev, &helper) != VKT_OK) helper = NULL;
+        }
+        run = run && helper;
         if (run) run_job(helper, &job);
         pthread_mutex_lock(&a->mu);
         a->busy = false;
+        a->opened = helper != NULL;
         if (run) a->done++, vkt_startup_count_ahead();
         pthread_cond_broadcast(&a->cv);
     }
@@ -209,6 +220,15 @@ void vkt_device_ahead_counts(vkt_device *dev, uint32_t *queued, uint32_t *done) 
     pthread_mutex_lock(&a->mu);
     *queued = a->queued, *done = a->done;
     pthread_mutex_unlock(&a->mu);
+}
+
+bool vkt_device_ahead_opened(vkt_device *dev) {
+    vkt_ahead *a = dev->ahead;
+    if (!a) return false;
+    pthread_mutex_lock(&a->mu);
+    bool opened = a->opened;
+    pthread_mutex_unlock(&a->mu);
+    return opened;
 }
 
 void vkt_device_ahead_wait(vkt_device *dev) {

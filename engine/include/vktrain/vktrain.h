@@ -208,6 +208,9 @@ const char *vkt_device_label(const vkt_device *dev);
 // the others it dropped, the device's own first dispatch having come first. 0 and 0 where it
 // does not compile ahead.
 void vkt_device_ahead_counts(vkt_device *dev, uint32_t *queued, uint32_t *done);
+// Whether the compile thread has opened its second device: at the first kernel it builds, so
+// never while another CPU device is open in the context (tests).
+bool vkt_device_ahead_opened(vkt_device *dev);
 // Hands every kernel queued so far to the compile thread (a submit does that) and waits until
 // it has taken them all (tests).
 void vkt_device_ahead_wait(vkt_device *dev);
