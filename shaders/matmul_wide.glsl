@@ -82,6 +82,11 @@ layout(std430, binding = 5) writeonly buffer Zd { dvec4 z8[]; };
 #endif
 // Pieces of 8 floats written as one dvec4 (VKT_SPEC_MM_STORE64; WRITE_PIECE says why).
 layout(constant_id = VKT_SPEC_MM_STORE64) const uint STORE64 = 0;
+// k steps of W per iteration of the k loop (VKT_SPEC_MM_KSTEPS): 1, or 2 where K is large. On
+// lavapipe each iteration ends with a masked write (a load, a blend and a store) of each of the
+// TM x TC accumulator vectors; two steps per iteration halve those (docs/PERFORMANCE.md). The host
+// sets it only where k_end - k_begin is a multiple of W KSTEPS.
+layout(constant_id = VKT_SPEC_MM_KSTEPS) const uint KSTEPS = 1;
 layout(push_constant) uniform PC { vkt_matmul_push p; };
 #ifdef MM_TEXEL
 // TN: a's column sums (the bias gradient), added to binding 8 (vkt_abi.h, VKT_SPEC_MM_COLSUM).
@@ -228,7 +233,9 @@ void main() {
             aoff[i] = min(m0 + t / (W / 4), M - 1) * p.lda + p.a_off + 4 * (t % (W / 4));
     }
 #endif
-    for (uint k = p.k_begin; k < p.k_end; k += W) {
+    for (uint k0 = p.k_begin; k0 < p.k_end; k0 += W * KSTEPS)
+    [[unroll]] for (uint ks = 0; ks < KSTEPS; ks++) {
+        uint k = k0 + ks * W;
         float a[TM][W]; // a[r][kk] = op(a)[m0 + r, k + kk]
 #ifdef MM_TEXEL
         vec4 av[NA];

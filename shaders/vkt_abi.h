@@ -137,6 +137,9 @@ VKT_STRUCT(vkt_adamw_push) {
 // matmul_wide.glsl with 8-float pieces (MM_F64): nonzero writes each piece as one dvec4 (four
 // 64-bit components), zero as two vec4s.
 #define VKT_SPEC_MM_STORE64 (VKT_SPEC_USER + 8)
+// matmul_wide.glsl: k steps of the piece width per iteration of the k loop (1 or 2); the host
+// sets 2 only where every dispatch's k range is a multiple of twice the piece width.
+#define VKT_SPEC_MM_KSTEPS (VKT_SPEC_USER + 9)
 #define VKT_MM_EPI_FORWARD 0   // c = f(z)
 #define VKT_MM_EPI_FORWARD_Z 1 // c = f(z), and z -> binding 5
 #define VKT_MM_EPI_GRAD_X 2    // c = z * f'(x), x = s (binding 4) the activation's input

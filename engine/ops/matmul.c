@@ -1220,13 +1220,29 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
     vkt_op_matmul_ex(cmd, ops, form, c, a, b, bias, beta, M, N, K, NULL, label);
 }
 
+// Whether variant v takes two k steps per iteration of its k loop (VKT_SPEC_MM_KSTEPS) for an
+// M x N x K product: the texel kernels on lavapipe where K is at least 512, the product is big
+// (BIG_MACS, as for the big tiles) and every dispatch's k range is a multiple of 2 w (v->kc, a
+// K-split's chunk, is). Each iteration ends with a masked write of every accumulator; halving
+// those made the Zen 2 machine's 1024^3 and 128 x 512 x 784 products 4% faster, 128 x 256 x 512
+// 1%, K = 256 nothing. The doubled loop cost fashion_mlp's cold first step 0.25 s (3.0 -> 3.25 s)
+// for about 1% of its step, hence BIG_MACS (docs/PERFORMANCE.md, twelfth pass).
+static uint32_t ksteps(const vkt_device_info *d, const mm_variant *v, uint32_t M, uint32_t N,
+                       uint32_t K) {
+    uint32_t kc = v->kc && v->kc < K ? v->kc : K;
+    bool two = v->kind == MM_WIDE && v->texel && is_lavapipe(d) && kc >= 512 &&
+               (uint64_t)M * N * K >= BIG_MACS && K % (2 * v->w) == 0 && kc % (2 * v->w) == 0;
+    return two ? 2 : 1;
+}
+
 // The kernel that variant v runs for form with the epilogue (act, mode): its shader (SwiftShader's
 // kernels are one shader per form: it does not fold the form's branches; the optimizer epilogue
 // has its own) and specialization constants: workgroup, form, tile (wide and tiled kernels), and
 // for the kernels with the epilogue its activation and mode. The scalar kernel's tile is compiled
 // in (the shader's name): its tile constants stay 0, one cache entry per kernel.
 static void variant_key(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
-                        uint32_t act, uint32_t mode, vkt_kernel_key *key) {
+                        uint32_t act, uint32_t mode, uint32_t M, uint32_t N, uint32_t K,
+                        vkt_kernel_key *key) {
     memset(key, 0, sizeof *key);
     uint32_t spec[9] = {
         v->wg, v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc, v->w, act, mode};
@@ -1239,6 +1255,7 @@ static void variant_key(const vkt_device_info *d, const mm_variant *v, vkt_mm_fo
     if (v->kind == MM_NARROW) key->spec[VKT_SPEC_MM_A_TEXEL] = 1, key->nspec = 11;
     if (v->kind == MM_WIDE && v->w == 8 && store64_pays(d))
         key->spec[VKT_SPEC_MM_STORE64] = 1, key->nspec = 12;
+    if (ksteps(d, v, M, N, K) > 1) key->spec[VKT_SPEC_MM_KSTEPS] = 2, key->nspec = 13;
     key->shader = mode == VKT_MM_EPI_SGD ? v->sgd_kernel : v->kernel[form];
 }
 
@@ -1247,7 +1264,7 @@ int vkt_matmul_plain_keys(vkt_ops *ops, const vkt_mm_shape *shapes, int n, vkt_k
         const vkt_mm_shape *sh = &shapes[i];
         variant_key(vkt_device_get_info(vkt_ops_device(ops)),
                     plain_variant(ops, sh->form, sh->M, sh->N, sh->K), sh->form, VKT_ACT_CODE_NONE,
-                    VKT_MM_EPI_FORWARD, &out[i]);
+                    VKT_MM_EPI_FORWARD, sh->M, sh->N, sh->K, &out[i]);
     }
     return n;
 }
@@ -1364,7 +1381,7 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     VKT_ASSERT(!cs || colsum_in_kernel(v, form, cs));
     vkt_kernel_key key, plain;
     const vkt_device_info *dinfo = vkt_device_get_info(vkt_ops_device(ops));
-    variant_key(dinfo, v, form, e->act_code, e->mode, &key);
+    variant_key(dinfo, v, form, e->act_code, e->mode, M, N, K, &key);
     if (cs) key.spec[VKT_SPEC_MM_COLSUM] = 1, key.nspec = key.nspec > 10 ? key.nspec : 10;
     if (v->kind == MM_NARROW && !texel_view_ok(dinfo, &a))
         key.spec[VKT_SPEC_MM_A_TEXEL] = 0; // a as floats
