@@ -15,7 +15,7 @@
 //    inside one buffer and larger than the shape needs, with canaries around c that must survive;
 //  - one product of at least 1024 along every dimension (1024 x 1056 x 1040) per form (on a
 //    CPU driver the wide kernel's grid then walks the column groups first: a is past the L2, and
-//    on lavapipe the texel kernel takes two k steps per iteration of its k loop);
+//    on lavapipe the texel kernel takes two k steps per iteration of its k loop in NN and NT);
 //  - the narrow kernel (a side of at most 16: N in NT, M in TN, K in NN), forced, with every
 //    epilogue mode, on the classifier layer's shapes and on the bounds of its side and tiles;
 //  - the activation epilogue (vkt_op_matmul_ex) for every activation (leaky_relu with a positive
@@ -431,11 +431,11 @@ static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *see
         }
         vkt_context_set_matmul_variant(t->ctx, NULL);
     }
-    // A weight gradient at batch 512 (K = 512, 2^27 multiply-adds): on lavapipe the texel kernel
-    // takes two k steps per iteration of its k loop there (VKT_SPEC_MM_KSTEPS).
+    // An SGD-epilogue product of 2^27 multiply-adds with K = 512 in NT: on lavapipe the texel
+    // kernel takes two k steps per iteration of its k loop there (VKT_SPEC_MM_KSTEPS).
     for (int d = 0; d < t->ndev; d++)
         if (ops[d] && cmd[d] && !is_swiftshader(t->dev[d]))
-            sgd_case(t, t->dev[d], ops[d], cmd[d], VKT_MM_TN, 512, 512, 512, 0.05f, 0.9f, 1e-3f,
+            sgd_case(t, t->dev[d], ops[d], cmd[d], VKT_MM_NT, 512, 512, 512, 0.05f, 0.9f, 1e-3f,
                      false, (*seed)++, NULL);
 }
 
@@ -773,8 +773,8 @@ int main(void) {
 
     test_sgd_epilogue(t, ops, cmd, &seed);
 
-    // One product of at least 1024 along every dimension per form (K = 1040: on lavapipe two k
-    // steps per iteration of the texel kernel's k loop, VKT_SPEC_MM_KSTEPS).
+    // One product of at least 1024 along every dimension per form (K = 1040: on lavapipe NN and
+    // NT take two k steps per iteration of the texel kernel's k loop, VKT_SPEC_MM_KSTEPS).
     for (int f = 0; f < 3; f++) {
         mm_case mc = {forms[f], 1024, 1056, 1040, f != 1, betas[f], 1, NO_EPI};
         run_on_all(t, ops, cmd, &mc, seed++, false);

@@ -1221,16 +1221,17 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
 }
 
 // Whether variant v takes two k steps per iteration of its k loop (VKT_SPEC_MM_KSTEPS) for an
-// M x N x K product: the texel kernels on lavapipe where K is at least 512, the product is big
-// (BIG_MACS, as for the big tiles) and every dispatch's k range is a multiple of 2 w (v->kc, a
-// K-split's chunk, is). Each iteration ends with a masked write of every accumulator; halving
-// those made the Zen 2 machine's 1024^3 and 128 x 512 x 784 products 4% faster, 128 x 256 x 512
-// 1%, K = 256 nothing. The doubled loop cost fashion_mlp's cold first step 0.25 s (3.0 -> 3.25 s)
-// for about 1% of its step, hence BIG_MACS (docs/PERFORMANCE.md, twelfth pass).
-static uint32_t ksteps(const vkt_device_info *d, const mm_variant *v, uint32_t M, uint32_t N,
-                       uint32_t K) {
+// M x N x K product in form: the texel kernels on lavapipe in NN and NT where K is at least 512,
+// the product is big (BIG_MACS, as for the big tiles) and every dispatch's k range is a multiple of
+// 2 w (v->kc, a K-split's chunk, is). Each iteration ends with a masked write of every
+// accumulator; halving those made the Zen 2 machine's products 2-7% faster in NN and NT (1024^3,
+// 128 x 512 x 784, 512 x 512 x 784; K = 256: nothing) and 1-10% slower in TN (1024^3, 512 x 784 x
+// 512), and cost fashion_mlp's cold first step 0.25 s (3.0 -> 3.25 s) for about 1% of its step at
+// batch 128, hence BIG_MACS (docs/PERFORMANCE.md, twelfth pass).
+static uint32_t ksteps(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form, uint32_t M,
+                       uint32_t N, uint32_t K) {
     uint32_t kc = v->kc && v->kc < K ? v->kc : K;
-    bool two = v->kind == MM_WIDE && v->texel && is_lavapipe(d) && kc >= 512 &&
+    bool two = v->kind == MM_WIDE && v->texel && is_lavapipe(d) && form != VKT_MM_TN && kc >= 512 &&
                (uint64_t)M * N * K >= BIG_MACS && K % (2 * v->w) == 0 && kc % (2 * v->w) == 0;
     return two ? 2 : 1;
 }
@@ -1255,7 +1256,7 @@ static void variant_key(const vkt_device_info *d, const mm_variant *v, vkt_mm_fo
     if (v->kind == MM_NARROW) key->spec[VKT_SPEC_MM_A_TEXEL] = 1, key->nspec = 11;
     if (v->kind == MM_WIDE && v->w == 8 && store64_pays(d))
         key->spec[VKT_SPEC_MM_STORE64] = 1, key->nspec = 12;
-    if (ksteps(d, v, M, N, K) > 1) key->spec[VKT_SPEC_MM_KSTEPS] = 2, key->nspec = 13;
+    if (ksteps(d, v, form, M, N, K) > 1) key->spec[VKT_SPEC_MM_KSTEPS] = 2, key->nspec = 13;
     key->shader = mode == VKT_MM_EPI_SGD ? v->sgd_kernel : v->kernel[form];
 }
 
