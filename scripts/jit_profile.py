@@ -44,18 +44,30 @@ def disassemble(path, base):
     return ins
 
 
-def functions(ins):
-    """Start addresses of the functions in ins: `push %rbp` after a ret, jmp or padding."""
+def functions(ins, lo, hi):
+    """Start addresses of the functions in ins (a mapping [lo, hi)): `push %rbp` after a ret, jmp
+    or padding, and the targets of calls through a register loaded with an address inside the
+    mapping (lavapipe's texel-fetch functions, which have no frame)."""
     pad = ("nop", "nopw", "nopl", "xchg", "int3", "cs")
-    starts = [ins[0][0]] if ins else []
+    at = {x[0] for x in ins}
+    starts = {ins[0][0]} if ins else set()
+    loaded = {}
     for i in range(1, len(ins)):
-        if ins[i][1] == "push" and ins[i][2] == "%rbp":
+        addr, op, args = ins[i]
+        if op == "push" and args == "%rbp":
             j = i - 1
             while j > 0 and (ins[j][1] in pad or ins[j][1].startswith("data16")):
                 j -= 1
             if ins[j][1] in ("ret", "jmp", "ud2") or ins[j][1].startswith("data16"):
-                starts.append(ins[i][0])
-    return starts
+                starts.add(addr)
+        m = re.match(r"\$(0x[0-9a-f]+),(%r[a-z0-9]+)$", args)
+        if op == "movabs" and m:
+            loaded[m.group(2)] = int(m.group(1), 16)
+        m = re.match(r"\*(%r[a-z0-9]+)$", args)
+        if op == "call" and m and lo <= loaded.get(m.group(1), -1) < hi:
+            if loaded[m.group(1)] in at:
+                starts.add(loaded[m.group(1)])
+    return sorted(starts)
 
 
 def straight_run(ins):
@@ -84,15 +96,33 @@ def main():
     ap.add_argument("--out", default="jit-profile", help="folder for perf.data and the dumps")
     ap.add_argument("--min-share", type=float, default=1.0,
                     help="report functions with at least this percentage of the samples")
+    ap.add_argument("--report", action="store_true",
+                    help="no command: report again on what --out already holds")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
-    if not cmd:
-        die("no command to profile (give it after --)")
+    if not cmd and not a.report:
+        die("no command to profile (give it after --), and no --report")
     for tool in ("perf", "gdb", "objdump"):
         if not shutil.which(tool):
             die(f"{tool} not found: install linux-perf, gdb and binutils")
+    data = os.path.join(a.out, "perf.data")
+    if a.report:
+        maps = []
+        for name in sorted(os.listdir(a.out) if os.path.isdir(a.out) else []):
+            m = re.match(r"jit_([0-9a-f]+)\.bin$", name)
+            if m:
+                path = os.path.join(a.out, name)
+                lo = int(m.group(1), 16)
+                maps.append((lo, lo + os.path.getsize(path), path))
+        if not os.path.exists(data) or not maps:
+            die(f"{a.out} holds no perf.data and jit_*.bin of an earlier run")
+        report(a, data, maps)
+        return
     os.makedirs(a.out, exist_ok=True)
+    for name in os.listdir(a.out):  # an earlier run's dumps would join this run's report
+        if re.match(r"jit_[0-9a-f]+\.bin$", name) or name == "perf.data":
+            os.remove(os.path.join(a.out, name))
     log = open(os.path.join(a.out, "command.log"), "w")
     child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -100,7 +130,6 @@ def main():
         if child.poll() is not None:
             die(f"the command ended (status {child.returncode}) before sampling began: "
                 f"shorten --delay or lengthen the run ({a.out}/command.log)")
-        data = os.path.join(a.out, "perf.data")
         r = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-o", data,
                             "-p", str(child.pid), "--", "sleep", str(a.seconds)],
                            capture_output=True, text=True)
@@ -120,6 +149,11 @@ def main():
     finally:
         child.kill()
         child.wait()
+    report(a, data, maps)
+
+
+def report(a, data, maps):
+    """The report on perf.data's samples and the dumped mappings [(lo, hi, path)]."""
     ips = collections.Counter()
     out = subprocess.run(["perf", "script", "-i", data, "-F", "ip"], capture_output=True,
                          text=True).stdout
@@ -143,7 +177,7 @@ def main():
         if n_map < total * a.min_share / 100:
             continue
         ins = disassemble(path, lo)
-        starts = functions(ins) + [hi]
+        starts = functions(ins, lo, hi) + [hi]
         for f0, f1 in zip(starts, starts[1:]):
             n = sum(v for k, v in ips.items() if f0 <= k < f1)
             if n < total * a.min_share / 100:

@@ -233,6 +233,8 @@ void main() {
             aoff[i] = min(m0 + t / (W / 4), M - 1) * p.lda + p.a_off + 4 * (t % (W / 4));
     }
 #endif
+    // The k loop: KSTEPS steps of W per iteration (the inner loop is unrolled; its body is one
+    // step at k).
     for (uint k0 = p.k_begin; k0 < p.k_end; k0 += W * KSTEPS)
     [[unroll]] for (uint ks = 0; ks < KSTEPS; ks++) {
         uint k = k0 + ks * W;
