@@ -3,15 +3,19 @@
 
 Runs a command, samples it with perf (cpu-clock: no hardware counters needed) after a delay, dumps
 the process's anonymous executable mappings (the driver's JIT code) with gdb, and reports:
-  - the samples in each JIT function (a function starts at `push %rbp` after a ret or jmp) and in
-    its loops (backward jumps), and the samples outside the JIT code;
-  - for the hottest loop, each opcode's static count and samples;
-  - the loop's longest straight-line run of vector instructions whose only memory operands are
-    %rsp-relative, with the command that times that run alone (scripts/jit_chunk_rate.c): what the
-    loop's arithmetic costs without its texel fetches, calls and branches.
+  - the samples in each JIT function (a function starts at `push %rbp` after a ret or jmp, or at
+    the target of a call: lavapipe's texel-fetch functions) and in its loops (backward jumps) with
+    at least --min-share of the samples, and the samples outside the JIT code;
+  - for each such loop, its opcodes' static counts and samples, and its longest straight-line run
+    of vector instructions whose only memory operands are %rsp-relative, with the command that
+    times that run alone (scripts/jit_chunk_rate.c): what the loop's arithmetic costs without its
+    texel fetches, calls and branches.
 
-  scripts/jit_profile.py --delay 5 --seconds 5 --out /tmp/prof -- \\
-      build/vktrain bench matmul --sizes 1024 --device llvmpipe --reps 400
+  scripts/jit_profile.py --delay 6 --seconds 5 --out /tmp/jp -- \\
+      build/vktrain bench train --device llvmpipe --steps 3000
+  scripts/jit_profile.py --report --out /tmp/jp     # the report again, from the files kept there
+
+(`bench matmul` runs the driver's peak_fma shader after each timed product: its loop shows too.)
 
 Needs perf, gdb and objdump (Debian: linux-perf, gdb, binutils) and ptrace rights over the child
 (run as root, or kernel.yama.ptrace_scope = 0). docs/PERFORMANCE.md (twelfth pass) used it.
@@ -124,7 +128,10 @@ def main():
         if re.match(r"jit_[0-9a-f]+\.bin$", name) or name == "perf.data":
             os.remove(os.path.join(a.out, name))
     log = open(os.path.join(a.out, "command.log"), "w")
-    child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    except OSError as e:
+        die(f"cannot run {cmd[0]}: {e.strerror}")
     try:
         time.sleep(a.delay)
         if child.poll() is not None:
