@@ -1220,6 +1220,12 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
     vkt_op_matmul_ex(cmd, ops, form, c, a, b, bias, beta, M, N, K, NULL, label);
 }
 
+// The k range of each dispatch of variant v in a product of depth K (the last one's may be
+// shorter): its K-split chunk, or the whole K.
+static uint32_t k_per_dispatch(const mm_variant *v, uint32_t K) {
+    return v->kc && v->kc < K ? v->kc : K;
+}
+
 // Whether variant v takes two k steps per iteration of its k loop (VKT_SPEC_MM_KSTEPS) for an
 // M x N x K product in form: the texel kernels on lavapipe in NN and NT where K is at least 512,
 // the product is big (BIG_MACS, as for the big tiles) and every dispatch's k range is a multiple of
@@ -1230,7 +1236,7 @@ void vkt_op_matmul(vkt_cmd *cmd, vkt_ops *ops, vkt_mm_form form, vkt_view c, vkt
 // batch 128, hence BIG_MACS (docs/PERFORMANCE.md, twelfth pass).
 static uint32_t ksteps(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form, uint32_t M,
                        uint32_t N, uint32_t K) {
-    uint32_t kc = v->kc && v->kc < K ? v->kc : K;
+    uint32_t kc = k_per_dispatch(v, K);
     bool two = v->kind == MM_WIDE && v->texel && is_lavapipe(d) && form != VKT_MM_TN && kc >= 512 &&
                (uint64_t)M * N * K >= BIG_MACS && K % (2 * v->w) == 0 && kc % (2 * v->w) == 0;
     return two ? 2 : 1;
@@ -1427,7 +1433,7 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     }
     // A K-split runs its chunks in order, each adding onto c: a barrier between them. The epilogue
     // belongs to the last chunk; the others run the plain kernel.
-    uint32_t kc = v->kc && v->kc < K ? v->kc : K;
+    uint32_t kc = k_per_dispatch(v, K);
     for (uint32_t k0 = 0; k0 < K; k0 += kc) {
         uint32_t k1 = K - k0 > kc ? k0 + kc : K;
         bool last = k1 == K;
