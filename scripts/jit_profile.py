@@ -21,7 +21,9 @@ Needs perf, gdb and objdump (Debian: linux-perf, gdb, binutils) and ptrace right
 (run as root, or kernel.yama.ptrace_scope = 0). docs/PERFORMANCE.md (twelfth pass) used it.
 """
 import argparse
+import bisect
 import collections
+import itertools
 import os
 import re
 import shutil
@@ -99,7 +101,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=5.0, help="seconds of sampling")
     ap.add_argument("--out", default="jit-profile", help="folder for perf.data and the dumps")
     ap.add_argument("--min-share", type=float, default=1.0,
-                    help="report functions with at least this percentage of the samples")
+                    help="report functions and loops with at least this percentage of the samples")
     ap.add_argument("--report", action="store_true",
                     help="no command: report again on what --out already holds")
     ap.add_argument("command", nargs=argparse.REMAINDER)
@@ -172,6 +174,14 @@ def report(a, data, maps):
     total = sum(ips.values())
     if total == 0:
         die("perf recorded no samples")
+    addrs = sorted(ips)
+    upto = list(itertools.accumulate(ips[k] for k in addrs))
+
+    def samples(lo, hi):
+        """The samples at addresses in [lo, hi)."""
+        i, j = bisect.bisect_left(addrs, lo), bisect.bisect_left(addrs, hi)
+        return (upto[j - 1] if j else 0) - (upto[i - 1] if i else 0)
+
     in_jit = 0
     loops = []  # (samples, map path, map base, loop lo, loop hi, instructions)
     print(f"{total} samples; JIT mappings: {len(maps)}")
@@ -179,14 +189,14 @@ def report(a, data, maps):
         if not os.path.exists(path):
             print(f"  {lo:#x}: not dumped (gdb could not attach: ptrace rights?)")
             continue
-        n_map = sum(v for k, v in ips.items() if lo <= k < hi)
+        n_map = samples(lo, hi)
         in_jit += n_map
         if n_map < total * a.min_share / 100:
             continue
         ins = disassemble(path, lo)
         starts = functions(ins, lo, hi) + [hi]
         for f0, f1 in zip(starts, starts[1:]):
-            n = sum(v for k, v in ips.items() if f0 <= k < f1)
+            n = samples(f0, f1)
             if n < total * a.min_share / 100:
                 continue
             print(f"  function {f0 - lo:#x}-{f1 - lo:#x} of map {lo:#x} ({(f1 - f0) // 1024} KB): "
@@ -197,7 +207,7 @@ def report(a, data, maps):
                 if not (op.startswith("j") and m and int(m.group(1), 16) < addr):
                     continue
                 t = int(m.group(1), 16)
-                ln = sum(v for k, v in ips.items() if t <= k <= addr)
+                ln = samples(t, addr + 1)
                 if ln < total * a.min_share / 100:
                     continue
                 inner = [x for x in body if t <= x[0] <= addr]
