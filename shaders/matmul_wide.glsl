@@ -88,6 +88,23 @@ layout(constant_id = VKT_SPEC_MM_STORE64) const uint STORE64 = 0;
 // sets it only where k_end - k_begin is a multiple of W KSTEPS.
 layout(constant_id = VKT_SPEC_MM_KSTEPS) const uint KSTEPS = 1;
 layout(push_constant) uniform PC { vkt_matmul_push p; };
+// Subgroup-uniform stores (VKT_SPEC_MM_USTORE, texel kernels with TC == W). Mesa 22.3's lavapipe
+// writes a store whose address varies across lanes as a loop over the lanes, each lane's
+// components taken out of the vector through the stack (about 1 ns a float on the team's Zen 2);
+// a store whose address it can prove the same in every lane, one built only of constants and push
+// constants (nir_src_is_always_uniform), it issues once, from lane 0. So the epilogue hands each
+// lane's piece to every lane (subgroupShuffle with a constant lane) and stores it at that lane's
+// address, eight stores a row, with the workgroup's tile index rebuilt from push constants:
+// bit b of x is p.bits[(x >> b) & 1], a push constant, and the index is dynamically uniform, as
+// an index into a push-constant array must be. Every lane then stores the same value at the same
+// address; out-of-range pieces store what an in-range one stores (below), so no store needs a
+// guard, which would put the store under control flow and back in the loop.
+layout(constant_id = VKT_SPEC_MM_USTORE) const uint USTORE = 0;
+uint from_push(uint x) {
+    uint r = 0u;
+    [[unroll]] for (uint b = 0; b < 24; b++) r |= p.bits[(x >> b) & 1u] << b;
+    return r;
+}
 #ifdef MM_TEXEL
 // TN: a's column sums (the bias gradient), added to binding 8 (vkt_abi.h, VKT_SPEC_MM_COLSUM).
 layout(constant_id = VKT_SPEC_MM_COLSUM) const uint MM_COLSUM = 0;
@@ -365,6 +382,8 @@ void main() {
 #endif
             [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_epi(v[q], s[q], p.alpha);
             if (W == 4) y[1] = y[0];
+            vec4 zv[2]; // what z takes: v, or with the SGD epilogue the momentum
+            zv[0] = v[0], zv[1] = v[1];
             if (MM_EPI_SGD) {
                 // c is the parameter tensor, s the momentum buffer (read with clamped indices,
                 // as c is above); z writes the momentum buffer back.
@@ -379,8 +398,42 @@ void main() {
 #endif
                 [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_sgd(v[q], w[q], b[q]);
                 if (W == 4) y[1] = y[0], b[1] = b[0];
-                if (m < M && n < N && p.sgd_mode != 0u) write_z(m * p.ldc + n + p.x_off, b);
+                zv[0] = b[0], zv[1] = b[1];
+                if (USTORE == 0 && m < M && n < N && p.sgd_mode != 0u)
+                    write_z(m * p.ldc + n + p.x_off, b);
             }
+#ifdef MM_TEXEL
+            if (USTORE != 0 && TC == W) {
+                // Row mu and lane l's piece at column nu + l W, by uniform stores. A row past M
+                // stores row M - 1 (its a row was clamped to M - 1, so are its s and beta c reads:
+                // the same values), a piece past N the last piece, [N - W, N), which lane lw holds
+                // (N is a multiple of W): each such store repeats one that is made anyway. With
+                // the SGD epilogue a row past M would have read row M - 1's parameters after
+                // their update and stored a second step: the host sets USTORE there only where M
+                // is a multiple of TM, and only with a momentum buffer (z is c otherwise).
+                uint mu = min(from_push(m0) + r, M - 1u);
+                uint nu = from_push(tile.y * WG * TC);
+                uint lw = (N - W - nu) / W;
+                // Each lane's piece, or the last piece's where the lane's is past N (one vpermd
+                // per component on lavapipe); then lane l's is taken by a constant shuffle.
+                uint src = min(lane, lw);
+                vec4 ys[2], zs[2];
+                [[unroll]] for (uint q = 0; q < 2; q++) {
+                    ys[q] = subgroupShuffle(y[q], src);
+                    zs[q] = subgroupShuffle(zv[q], src);
+                }
+                [[unroll]] for (uint l = 0; l < WG; l++) {
+                    uint e = mu * p.ldc + nu + min(l, lw) * W;
+                    vec4 yl[2], zl[2];
+                    [[unroll]] for (uint q = 0; q < 2; q++) {
+                        yl[q] = subgroupShuffle(ys[q], l);
+                        zl[q] = subgroupShuffle(zs[q], l);
+                    }
+                    if (MM_EPI_SGD || MM_EPI_WRITES_Z) write_z(e + p.x_off, zl);
+                    write_c(e + p.c_off, yl);
+                }
+            } else
+#endif
             if (m < M && n < N) {
                 if (MM_EPI_WRITES_Z) write_z(m * p.ldc + n + p.x_off, v);
                 write_c(m * p.ldc + n + p.c_off, y);

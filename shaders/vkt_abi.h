@@ -140,6 +140,12 @@ VKT_STRUCT(vkt_adamw_push) {
 // matmul_wide.glsl: k steps of the piece width per iteration of the k loop (1 or 2); the host
 // sets 2 only where every dispatch's k range is a multiple of twice the piece width.
 #define VKT_SPEC_MM_KSTEPS (VKT_SPEC_USER + 9)
+// matmul_wide.glsl's texel kernels with one 8-float piece per lane: nonzero writes c (and z) by
+// subgroup-uniform stores, one lane's piece at a time at an address made of push constants
+// (vkt_matmul_push.bits), which lavapipe issues as plain stores instead of its loop over the
+// lanes. The host sets it on lavapipe only; with the SGD epilogue only where M is a multiple of
+// the tile's rows and there is a momentum buffer (matmul_wide.glsl says why).
+#define VKT_SPEC_MM_USTORE (VKT_SPEC_USER + 10)
 #define VKT_MM_EPI_FORWARD 0   // c = f(z)
 #define VKT_MM_EPI_FORWARD_Z 1 // c = f(z), and z -> binding 5
 #define VKT_MM_EPI_GRAD_X 2    // c = z * f'(x), x = s (binding 4) the activation's input
@@ -173,6 +179,9 @@ VKT_STRUCT(vkt_matmul_push) {
     // matmul_wide.glsl: the grid's x walks the column groups and y the row tiles (set by the
     // host where a does not fit in the CPU's L2, engine/ops/matmul.c); 0: x the row tiles.
     VKT_U32 n_fast;
+    // {0, 1}: matmul_wide.glsl (VKT_SPEC_MM_USTORE) reads a workgroup's tile index out of these bits
+    // so that the compiler sees a store address made of push constants.
+    VKT_U32 bits[2];
 };
 
 #endif

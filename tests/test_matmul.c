@@ -431,6 +431,25 @@ static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *see
         }
         vkt_context_set_matmul_variant(t->ctx, NULL);
     }
+    // Whole row tiles (M a multiple of 32) and a partial column group (N = 136, 200, 72): on
+    // lavapipe the texel kernel writes the parameters and the momentum by subgroup-uniform stores
+    // there (VKT_SPEC_MM_USTORE), the last piece repeated in the lanes past N; without momentum
+    // it keeps the per-lane stores (z is c then).
+    const struct {
+        vkt_mm_form form;
+        uint32_t M, N, K;
+        float momentum;
+        bool nesterov;
+    } whole[] = {{VKT_MM_TN, 64, 136, 40, 0.9f, false},
+                 {VKT_MM_NT, 96, 200, 48, 0.9f, true},
+                 {VKT_MM_NN, 32, 72, 40, 0.5f, false},
+                 {VKT_MM_TN, 64, 136, 40, 0.0f, false}};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        for (int d = 0; d < t->ndev; d++)
+            if (ops[d] && cmd[d] && !is_swiftshader(t->dev[d]))
+                sgd_case(t, t->dev[d], ops[d], cmd[d], whole[i].form, whole[i].M, whole[i].N,
+                         whole[i].K, 0.05f, whole[i].momentum, 1e-3f, whole[i].nesterov, (*seed)++,
+                         NULL);
     // An SGD-epilogue product of 2^27 multiply-adds with K = 512 in NT: on lavapipe the texel
     // kernel takes two k steps per iteration of its k loop there (VKT_SPEC_MM_KSTEPS).
     for (int d = 0; d < t->ndev; d++)

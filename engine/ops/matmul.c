@@ -1242,14 +1242,26 @@ static uint32_t ksteps(const vkt_device_info *d, const mm_variant *v, vkt_mm_for
     return two ? 2 : 1;
 }
 
+// Whether the texel kernel writes c (and z) by subgroup-uniform stores (VKT_SPEC_MM_USTORE,
+// shaders/matmul_wide.glsl): lavapipe's per-lane store loop made most of the SGD epilogue's cost
+// (docs/PERFORMANCE.md, thirteenth pass). One 8-float piece per lane (the shader's form of it);
+// with the SGD epilogue (sgd_mode, its momentum) only where every row tile is whole and the
+// momentum buffer is there to be written.
+static bool ustore(const vkt_device_info *d, const mm_variant *v, uint32_t mode, uint32_t sgd_mode,
+                   uint32_t M) {
+    if (!(v->kind == MM_WIDE && v->texel && v->w == 8 && v->tc == v->w && is_lavapipe(d)))
+        return false;
+    return mode != VKT_MM_EPI_SGD || (M % v->tm == 0 && sgd_mode != 0);
+}
+
 // The kernel that variant v runs for form with the epilogue (act, mode): its shader (SwiftShader's
 // kernels are one shader per form: it does not fold the form's branches; the optimizer epilogue
 // has its own) and specialization constants: workgroup, form, tile (wide and tiled kernels), and
 // for the kernels with the epilogue its activation and mode. The scalar kernel's tile is compiled
 // in (the shader's name): its tile constants stay 0, one cache entry per kernel.
 static void variant_key(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
-                        uint32_t act, uint32_t mode, uint32_t M, uint32_t N, uint32_t K,
-                        vkt_kernel_key *key) {
+                        uint32_t act, uint32_t mode, uint32_t sgd_mode, uint32_t M, uint32_t N,
+                        uint32_t K, vkt_kernel_key *key) {
     memset(key, 0, sizeof *key);
     uint32_t spec[9] = {
         v->wg, v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc, v->w, act, mode};
@@ -1263,6 +1275,10 @@ static void variant_key(const vkt_device_info *d, const mm_variant *v, vkt_mm_fo
     if (v->kind == MM_WIDE && v->w == 8 && store64_pays(d))
         key->spec[VKT_SPEC_MM_STORE64] = 1, key->nspec = 12;
     if (ksteps(d, v, form, M, N, K) > 1) key->spec[VKT_SPEC_MM_KSTEPS] = 2, key->nspec = 13;
+    if (ustore(d, v, mode, sgd_mode, M)) {
+        if (key->nspec < 13) key->spec[VKT_SPEC_MM_KSTEPS] = 1; // its default, now in the key
+        key->spec[VKT_SPEC_MM_USTORE] = 1, key->nspec = 14;
+    }
     key->shader = mode == VKT_MM_EPI_SGD ? v->sgd_kernel : v->kernel[form];
 }
 
@@ -1271,7 +1287,7 @@ int vkt_matmul_plain_keys(vkt_ops *ops, const vkt_mm_shape *shapes, int n, vkt_k
         const vkt_mm_shape *sh = &shapes[i];
         variant_key(vkt_device_get_info(vkt_ops_device(ops)),
                     plain_variant(ops, sh->form, sh->M, sh->N, sh->K), sh->form, VKT_ACT_CODE_NONE,
-                    VKT_MM_EPI_FORWARD, sh->M, sh->N, sh->K, &out[i]);
+                    VKT_MM_EPI_FORWARD, 0, sh->M, sh->N, sh->K, &out[i]);
     }
     return n;
 }
@@ -1388,7 +1404,7 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     VKT_ASSERT(!cs || colsum_in_kernel(v, form, cs));
     vkt_kernel_key key, plain;
     const vkt_device_info *dinfo = vkt_device_get_info(vkt_ops_device(ops));
-    variant_key(dinfo, v, form, e->act_code, e->mode, M, N, K, &key);
+    variant_key(dinfo, v, form, e->act_code, e->mode, e->sgd_mode, M, N, K, &key);
     if (cs) key.spec[VKT_SPEC_MM_COLSUM] = 1, key.nspec = key.nspec > 10 ? key.nspec : 10;
     if (v->kind == MM_NARROW && !texel_view_ok(dinfo, &a))
         key.spec[VKT_SPEC_MM_A_TEXEL] = 0; // a as floats
@@ -1460,6 +1476,7 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
             .x_off = g->x_off,
             .bias_off = g->bias_off,
             .n_fast = n_fast(dinfo, v, e, M, k1 - k0),
+            .bits = {0, 1},
         };
         if (k0 > 0) vkt_cmd_barrier(cmd);
         vkt_cmd_dispatch(cmd, kk, last ? bind : bind_plain, nbind, &push, sizeof push,
