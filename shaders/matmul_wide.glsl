@@ -88,7 +88,8 @@ layout(constant_id = VKT_SPEC_MM_STORE64) const uint STORE64 = 0;
 // sets it only where k_end - k_begin is a multiple of W KSTEPS.
 layout(constant_id = VKT_SPEC_MM_KSTEPS) const uint KSTEPS = 1;
 layout(push_constant) uniform PC { vkt_matmul_push p; };
-// Subgroup-uniform stores (VKT_SPEC_MM_USTORE, texel kernels with TC == W). Mesa 22.3's lavapipe
+// Subgroup-uniform stores (VKT_SPEC_MM_USTORE: the SGD epilogue of the texel kernels with TC ==
+// W). Mesa 22.3's lavapipe
 // writes a store whose address varies across lanes as a loop over the lanes, each lane's
 // components taken out of the vector through the stack (about 1 ns a float on the team's Zen 2);
 // a store whose address it can prove the same in every lane, one built only of constants and push
@@ -98,7 +99,8 @@ layout(push_constant) uniform PC { vkt_matmul_push p; };
 // bit b of x is p.bits[(x >> b) & 1], a push constant, and the index is dynamically uniform, as
 // an index into a push-constant array must be. Every lane then stores the same value at the same
 // address; out-of-range pieces store what an in-range one stores (below), so no store needs a
-// guard, which would put the store under control flow and back in the loop.
+// guard, which would put the store under control flow and back in the loop. The cost is compile
+// time: the unrolled stores make the pipeline about 2 s longer to build in LLVM.
 layout(constant_id = VKT_SPEC_MM_USTORE) const uint USTORE = 0;
 uint from_push(uint x) {
     uint r = 0u;
@@ -382,8 +384,7 @@ void main() {
 #endif
             [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_epi(v[q], s[q], p.alpha);
             if (W == 4) y[1] = y[0];
-            vec4 zv[2]; // what z takes: v, or with the SGD epilogue the momentum
-            zv[0] = v[0], zv[1] = v[1];
+            vec4 zv[2]; // the momentum (USTORE)
             if (MM_EPI_SGD) {
                 // c is the parameter tensor, s the momentum buffer (read with clamped indices,
                 // as c is above); z writes the momentum buffer back.
@@ -403,14 +404,13 @@ void main() {
                     write_z(m * p.ldc + n + p.x_off, b);
             }
 #ifdef MM_TEXEL
-            if (USTORE != 0 && TC == W) {
-                // Row mu and lane l's piece at column nu + l W, by uniform stores. A row past M
-                // stores row M - 1 (its a row was clamped to M - 1, so are its s and beta c reads:
-                // the same values), a piece past N the last piece, [N - W, N), which lane lw holds
-                // (N is a multiple of W): each such store repeats one that is made anyway. With
-                // the SGD epilogue a row past M would have read row M - 1's parameters after
-                // their update and stored a second step: the host sets USTORE there only where M
-                // is a multiple of TM, and only with a momentum buffer (z is c otherwise).
+            if (USTORE != 0 && MM_EPI_SGD && TC == W) {
+                // Row mu and lane l's piece at column nu + l W, parameters and momentum, by
+                // uniform stores. A piece past N stores the last piece, [N - W, N), which lane lw
+                // holds (N is a multiple of W): a store that is made anyway, again. A row past M
+                // would read row M - 1's parameters after their update and store a second step:
+                // the host sets USTORE only where M is a multiple of TM (the clamp below is for
+                // safety), and only with a momentum buffer (z is c otherwise).
                 uint mu = min(from_push(m0) + r, M - 1u);
                 uint nu = from_push(tile.y * WG * TC);
                 uint lw = (N - W - nu) / W;
@@ -429,7 +429,7 @@ void main() {
                         yl[q] = subgroupShuffle(ys[q], l);
                         zl[q] = subgroupShuffle(zs[q], l);
                     }
-                    if (MM_EPI_SGD || MM_EPI_WRITES_Z) write_z(e + p.x_off, zl);
+                    write_z(e + p.x_off, zl);
                     write_c(e + p.c_off, yl);
                 }
             } else

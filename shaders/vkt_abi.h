@@ -140,11 +140,11 @@ VKT_STRUCT(vkt_adamw_push) {
 // matmul_wide.glsl: k steps of the piece width per iteration of the k loop (1 or 2); the host
 // sets 2 only where every dispatch's k range is a multiple of twice the piece width.
 #define VKT_SPEC_MM_KSTEPS (VKT_SPEC_USER + 9)
-// matmul_wide.glsl's texel kernels with one 8-float piece per lane: nonzero writes c (and z) by
-// subgroup-uniform stores, one lane's piece at a time at an address made of push constants
-// (vkt_matmul_push.bits), which lavapipe issues as plain stores instead of its loop over the
-// lanes. The host sets it on lavapipe only; with the SGD epilogue only where M is a multiple of
-// the tile's rows and there is a momentum buffer (matmul_wide.glsl says why).
+// matmul_wide.glsl's texel kernels with one 8-float piece per lane and the SGD epilogue: nonzero
+// writes the parameters and the momentum by subgroup-uniform stores, one lane's piece at a time
+// at an address made of push constants (vkt_matmul_push.bits), which lavapipe issues as plain
+// stores instead of its loop over the lanes. The host sets it on lavapipe only, where M is a
+// multiple of the tile's rows and there is a momentum buffer (matmul_wide.glsl says why).
 #define VKT_SPEC_MM_USTORE (VKT_SPEC_USER + 10)
 #define VKT_MM_EPI_FORWARD 0   // c = f(z)
 #define VKT_MM_EPI_FORWARD_Z 1 // c = f(z), and z -> binding 5

@@ -1242,16 +1242,16 @@ static uint32_t ksteps(const vkt_device_info *d, const mm_variant *v, vkt_mm_for
     return two ? 2 : 1;
 }
 
-// Whether the texel kernel writes c (and z) by subgroup-uniform stores (VKT_SPEC_MM_USTORE,
-// shaders/matmul_wide.glsl): lavapipe's per-lane store loop made most of the SGD epilogue's cost
-// (docs/PERFORMANCE.md, thirteenth pass). One 8-float piece per lane (the shader's form of it);
-// with the SGD epilogue (sgd_mode, its momentum) only where every row tile is whole and the
-// momentum buffer is there to be written.
+// Whether the texel kernel's SGD epilogue writes the parameters and the momentum by
+// subgroup-uniform stores (VKT_SPEC_MM_USTORE, shaders/matmul_wide.glsl): on lavapipe, with one
+// 8-float piece per lane, where every row tile is whole and there is a momentum buffer. Those
+// stores took a weight gradient's epilogue from lavapipe's per-lane store loop, 8-11% of the
+// product; they also cost the pipeline about 2 s of LLVM compile time (cold first step), which
+// the plain products (3-10% each) were not given (docs/PERFORMANCE.md, thirteenth pass).
 static bool ustore(const vkt_device_info *d, const mm_variant *v, uint32_t mode, uint32_t sgd_mode,
                    uint32_t M) {
-    if (!(v->kind == MM_WIDE && v->texel && v->w == 8 && v->tc == v->w && is_lavapipe(d)))
-        return false;
-    return mode != VKT_MM_EPI_SGD || (M % v->tm == 0 && sgd_mode != 0);
+    return v->kind == MM_WIDE && v->texel && v->w == 8 && v->tc == v->w && is_lavapipe(d) &&
+           mode == VKT_MM_EPI_SGD && M % v->tm == 0 && sgd_mode != 0;
 }
 
 // The kernel that variant v runs for form with the epilogue (act, mode): its shader (SwiftShader's
