@@ -88,19 +88,19 @@ layout(constant_id = VKT_SPEC_MM_STORE64) const uint STORE64 = 0;
 // sets it only where k_end - k_begin is a multiple of W KSTEPS.
 layout(constant_id = VKT_SPEC_MM_KSTEPS) const uint KSTEPS = 1;
 layout(push_constant) uniform PC { vkt_matmul_push p; };
-// Subgroup-uniform stores (VKT_SPEC_MM_USTORE: the SGD epilogue of the texel kernels with TC ==
-// W). Mesa 22.3's lavapipe
-// writes a store whose address varies across lanes as a loop over the lanes, each lane's
-// components taken out of the vector through the stack (about 1 ns a float on the team's Zen 2);
-// a store whose address it can prove the same in every lane, one built only of constants and push
-// constants (nir_src_is_always_uniform), it issues once, from lane 0. So the epilogue hands each
-// lane's piece to every lane (subgroupShuffle with a constant lane) and stores it at that lane's
-// address, eight stores a row, with the workgroup's tile index rebuilt from push constants:
-// bit b of x is p.bits[(x >> b) & 1], a push constant, and the index is dynamically uniform, as
-// an index into a push-constant array must be. Every lane then stores the same value at the same
-// address; out-of-range pieces store what an in-range one stores (below), so no store needs a
-// guard, which would put the store under control flow and back in the loop. The cost is compile
-// time: the unrolled stores make the pipeline about 2 s longer to build in LLVM.
+// Subgroup-uniform stores (VKT_SPEC_MM_USTORE: the SGD epilogue of the texel kernels with
+// TC == W). Mesa 22.3's lavapipe writes a store whose address varies across lanes as a loop over
+// the lanes, each lane's components taken out of the vector through the stack (about 1 ns a
+// float on the team's Zen 2); a store whose address it can prove the same in every lane, one
+// built only of constants and push constants (nir_src_is_always_uniform), it issues once, from
+// lane 0. So the epilogue hands each lane's piece to every lane (subgroupShuffle) and stores it
+// at that lane's address, eight stores a row, with the workgroup's tile index rebuilt from push
+// constants: bit b of x is p.bits[(x >> b) & 1], a push constant read at an index that is the
+// same in every invocation of the workgroup, as an index into a push-constant array must be.
+// Every lane then stores the same value at the same address (lavapipe: one store); out-of-range
+// pieces store what an in-range one stores (below), so no store needs a guard, which would put
+// the store under control flow and back in the loop. The cost is compile time: the unrolled
+// stores make the pipeline about 2 s longer to build in LLVM.
 layout(constant_id = VKT_SPEC_MM_USTORE) const uint USTORE = 0;
 uint from_push(uint x) {
     uint r = 0u;

@@ -1245,9 +1245,10 @@ static uint32_t ksteps(const vkt_device_info *d, const mm_variant *v, vkt_mm_for
 // Whether the texel kernel's SGD epilogue writes the parameters and the momentum by
 // subgroup-uniform stores (VKT_SPEC_MM_USTORE, shaders/matmul_wide.glsl): on lavapipe, with one
 // 8-float piece per lane, where every row tile is whole and there is a momentum buffer. Those
-// stores took a weight gradient's epilogue from lavapipe's per-lane store loop, 8-11% of the
-// product; they also cost the pipeline about 2 s of LLVM compile time (cold first step), which
-// the plain products (3-10% each) were not given (docs/PERFORMANCE.md, thirteenth pass).
+// stores, in place of lavapipe's per-lane store loop, took fashion_mlp's weight gradients 10-16%
+// faster (traced); they also cost the pipeline about 2 s of LLVM compile time (a cold first
+// step), which the plain products (3-10% each) were not given (docs/PERFORMANCE.md, thirteenth
+// pass).
 static bool ustore(const vkt_device_info *d, const mm_variant *v, uint32_t mode, uint32_t sgd_mode,
                    uint32_t M) {
     return v->kind == MM_WIDE && v->texel && v->w == 8 && v->tc == v->w && is_lavapipe(d) &&
