@@ -104,7 +104,7 @@ layout(push_constant) uniform PC { vkt_matmul_push p; };
 layout(constant_id = VKT_SPEC_MM_USTORE) const uint USTORE = 0;
 uint from_push(uint x) {
     uint r = 0u;
-    [[unroll]] for (uint b = 0; b < 24; b++) r |= p.bits[(x >> b) & 1u] << b;
+    [[unroll]] for (uint b = 0; b < 32; b++) r |= p.bits[(x >> b) & 1u] << b;
     return r;
 }
 #ifdef MM_TEXEL
