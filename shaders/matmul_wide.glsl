@@ -384,11 +384,11 @@ void main() {
 #endif
             [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_epi(v[q], s[q], p.alpha);
             if (W == 4) y[1] = y[0];
-            vec4 zv[2]; // the momentum (USTORE)
+            vec4 b[2]; // the SGD epilogue's momentum
             if (MM_EPI_SGD) {
                 // c is the parameter tensor, s the momentum buffer (read with clamped indices,
                 // as c is above); z writes the momentum buffer back.
-                vec4 w[2], b[2];
+                vec4 w[2];
                 b[0] = b[1] = vec4(0.0);
 #ifdef MM_SGD_TEXEL
                 read_texels(ct, cm + p.c_off, w);
@@ -399,7 +399,6 @@ void main() {
 #endif
                 [[unroll]] for (uint q = 0; q < W / 4; q++) y[q] = mm_sgd(v[q], w[q], b[q]);
                 if (W == 4) y[1] = y[0], b[1] = b[0];
-                zv[0] = b[0], zv[1] = b[1];
                 if (USTORE == 0 && m < M && n < N && p.sgd_mode != 0u)
                     write_z(m * p.ldc + n + p.x_off, b);
             }
@@ -420,7 +419,7 @@ void main() {
                 vec4 ys[2], zs[2];
                 [[unroll]] for (uint q = 0; q < 2; q++) {
                     ys[q] = subgroupShuffle(y[q], src);
-                    zs[q] = subgroupShuffle(zv[q], src);
+                    zs[q] = subgroupShuffle(b[q], src);
                 }
                 [[unroll]] for (uint l = 0; l < WG; l++) {
                     uint e = mu * p.ldc + nu + min(l, lw) * W;

@@ -1275,11 +1275,12 @@ static void variant_key(const vkt_device_info *d, const mm_variant *v, vkt_mm_fo
     if (v->kind == MM_NARROW) key->spec[VKT_SPEC_MM_A_TEXEL] = 1, key->nspec = 11;
     if (v->kind == MM_WIDE && v->w == 8 && store64_pays(d))
         key->spec[VKT_SPEC_MM_STORE64] = 1, key->nspec = 12;
-    if (ksteps(d, v, form, M, N, K) > 1) key->spec[VKT_SPEC_MM_KSTEPS] = 2, key->nspec = 13;
-    if (ustore(d, v, mode, sgd_mode, M)) {
-        if (key->nspec < 13) key->spec[VKT_SPEC_MM_KSTEPS] = 1; // its default, now in the key
-        key->spec[VKT_SPEC_MM_USTORE] = 1, key->nspec = 14;
-    }
+    // Each constant's value is in spec[] whether or not nspec reaches it (only the first nspec are
+    // the key), so that a later constant that extends the key carries the right ones before it.
+    uint32_t ks = ksteps(d, v, form, M, N, K);
+    key->spec[VKT_SPEC_MM_KSTEPS] = ks;
+    if (ks > 1) key->nspec = 13;
+    if (ustore(d, v, mode, sgd_mode, M)) key->spec[VKT_SPEC_MM_USTORE] = 1, key->nspec = 14;
     key->shader = mode == VKT_MM_EPI_SGD ? v->sgd_kernel : v->kernel[form];
 }
 
