@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test_cli_bench.sh: `vktrain bench matmul` on lavapipe and SwiftShader: a tiny run (sizes 64 and
-# 128, 7 reps; and shapes MxNxK in the TN form) whose JSON must name each device, its driver, API version and vendor id, give a
+# 128, 7 reps; and shapes MxNxK in the TN form) whose JSON must name the host as this machine is
+# (tests/host_check.py: the CPU, its x86 family and model, vector ISA, CPUs, L2, memory) and each
+# device, its driver, API version and vendor id, give a
 # positive peak FMA rate and, per size, the form, the variant, GFLOP/s consistent with the median
-# time, the fraction of the peak and a passing spot check; the table output must print the command
-# that reproduces it; --baseline must add OpenBLAS's figures, kernel, the faster of 1 thread and all
+# time, the fraction of the peak and a passing spot check; the table output must name the host and
+# print the command that reproduces it; --baseline must add OpenBLAS's figures, kernel, the faster of 1 thread and all
 # cores per size, and the ratio vkt/BLAS: the median of --rounds rounds, each round's figures kept
 # (or,
 # in a build without OpenBLAS, say so: a failure under CI=true, a skip elsewhere); bad options
@@ -17,6 +19,8 @@ trap 'rm -rf "$out"' EXIT
 
 "$bin" bench matmul --sizes 64,128 --reps 7 --json --device lavapipe,swiftshader > "$out/bench.json"
 check "bench matmul --json runs" $?
+python3 "$(dirname "$0")/host_check.py" "$out/bench.json"
+check "json: the host, as this machine is (host_check.py)" $?
 python3 - "$out/bench.json" <<'PY'; check "json: devices, drivers, versions, vendor ids, results" $?
 import json, sys
 lines = [l for l in open(sys.argv[1]) if l.strip()]
@@ -74,8 +78,9 @@ PY
 # The table: one line per size, and the command that reproduces it.
 "$bin" bench matmul --sizes 64 --reps 1 --device lavapipe > "$out/table"; check "bench matmul table runs" $?
 grep -q 'peak fp32 FMA rate' "$out/table" && grep -Eq '^ +64 NN ' "$out/table" \
+    && grep -Eq '^host: .+, [0-9]+ logical CPUs, ' "$out/table" \
     && grep -q '^reproduce: vktrain bench matmul --sizes 64 --reps 1 --form NN --device lavapipe' "$out/table"
-check "table: peak, size line, reproduce line" $?
+check "table: host, peak, size line, reproduce line" $?
 cat "$out/table"
 
 # --baseline: OpenBLAS sgemm on the same sizes, form and data (form NT here: the transposes must

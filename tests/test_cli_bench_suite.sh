@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_cli_bench_suite.sh: `vktrain bench suite --quick` on lavapipe and on SwiftShader, and the
 # result file it writes (docs/COMPARING.md, "Result format (version 1)"): its format and version,
-# the host and the device, a positive peak FMA rate and memory bandwidth, matmul at 256 and 1024
-# below 1.5x the peak, and for each of fashion_mlp, fashion_cnn and char_gpt at least two
+# the host (as this machine is: tests/host_check.py) and the device, a positive peak FMA rate and
+# memory bandwidth, matmul at 256 and 1024 below 1.5x the peak, and for each of fashion_mlp, fashion_cnn and char_gpt at least two
 # measured batches (powers of two, rising) with samples/s > 0 that agree with the step time, at
 # least 3 timed steps, a step split that sums to 1, an initial loss near ln(classes), and peak
 # memory within the planner's figure (every product of every layer is listed and measured before
@@ -20,6 +20,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 verify() { # verify FILE LABEL [MEM_LIMIT_BYTES]
+    python3 "$(dirname "$0")/host_check.py" "$1" || return 1
     python3 - "$@" <<'PY'
 import json, math, re, sys
 path, label = sys.argv[1], sys.argv[2]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_cli_bench_train.sh: `vktrain bench train` on a few steps of fashion_mlp: on lavapipe and on
-# SwiftShader the JSON names the device and driver and gives samples/s consistent with the step
+# SwiftShader the text and the JSON name the host as this machine is (tests/host_check.py), the
+# JSON the device and driver, and gives samples/s consistent with the step
 # time, GFLOP/s of the step and of its matmul shapes alone, and a split of the step into
 # matmul / attention / other kernels / communication / host that adds up to one (attention 0 for
 # an MLP); replicated over two devices it reports communication; --baseline adds PyTorch CPU's
@@ -54,6 +55,9 @@ for dev in lavapipe swiftshader; do
     verify "$out/$dev.txt" single 1; check "bench train on $dev: JSON fields and split" $?
     grep -q "^  reproduce: vktrain bench train --device $dev --steps 2 --json$" "$out/$dev.txt"
     check "bench train on $dev prints how to reproduce it" $?
+    grep -Eq '^  host: .+, [0-9]+ logical CPUs, ' "$out/$dev.txt" &&
+        python3 "$(dirname "$0")/host_check.py" "$out/$dev.txt"
+    check "bench train on $dev names the host, as this machine is (host_check.py)" $?
 done
 
 "$bin" bench train --device lavapipe,lavapipe --strategy replicated --steps 2 --json \

@@ -698,6 +698,11 @@ static int bench_matmul(int argc, char **argv) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "benchmark", "matmul");
     cJSON_AddStringToObject(root, "command", command);
+    cli_host host;
+    char host_line[512];
+    cli_host_get(&host);
+    cJSON_AddItemToObject(root, "host", cli_host_json(&host));
+    if (!o.json) printf("host: %s\n", cli_host_text(&host, host_line, sizeof host_line));
     cJSON *jdevs = cJSON_AddArrayToObject(root, "devices");
     int rc = 0;
     for (int di = 0; di < ndev && rc == 0; di++) {

@@ -613,6 +613,10 @@ int cli_bench_train(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "step_vs_matmul_alone_q3", ratio_hi);
         }
         cli_add_first_step(o, &first, context_s);
+        cli_host machine;
+        char machine_line[512];
+        cli_host_get(&machine);
+        cJSON_AddItemToObject(o, "host", cli_host_json(&machine));
         cJSON *devs = cJSON_AddArrayToObject(o, "devices");
         char tok[64] = "";
         if (lm) snprintf(tok, sizeof tok, " (%.0f tokens/s, %u a sample)", sps * tokens, tokens);
@@ -622,6 +626,7 @@ int cli_bench_train(int argc, char **argv) {
                m.name, B, vkt_strategy_name(sd.kind),
                sd.shard_optimizer ? " --shard-optimizer" : "", vkt_strategy_devices(s),
                cli_rate(sps, rb), tok, wall_ns / steps * 1e-6, step_gflops);
+        printf("  host: %s\n", cli_host_text(&machine, machine_line, sizeof machine_line));
         // The text names attention where the step ran attention kernels; the JSON always has it.
         bool attn = false;
         for (int d = 0; d < ndev; d++)

@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,56 +111,12 @@ static void progress_line(progress *p, const char *fmt, ...) {
 // ---------------------------------------------------------------------------------------------
 // Host and device facts
 
-// The value of the first "key<spaces>: value" line of a /proc file, or "" when none.
-static void proc_field(const char *path, const char *key, char *out, size_t size) {
-    out[0] = '\0';
-    FILE *f = fopen(path, "r");
-    char line[512];
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f)) {
-        if (strncmp(line, key, n) != 0) continue;
-        const char *v = line + n;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        if (*v != ':') continue;
-        v++;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        snprintf(out, size, "%s", v);
-        out[strcspn(out, "\r\n")] = '\0';
-        break;
-    }
-    if (f) fclose(f);
-}
-
 static double load_average(void) {
     double l = -1;
     FILE *f = fopen("/proc/loadavg", "r");
     if (f && fscanf(f, "%lf", &l) != 1) l = -1;
     if (f) fclose(f);
     return l;
-}
-
-static cJSON *host_json(void) {
-    cJSON *h = cJSON_CreateObject();
-    struct utsname u;
-    char buf[512];
-    if (uname(&u) == 0) {
-        snprintf(buf, sizeof buf, "%s %s %s", u.sysname, u.release, u.machine);
-        cJSON_AddStringToObject(h, "os", buf);
-    } else {
-        cJSON_AddStringToObject(h, "os", "unknown");
-    }
-    proc_field("/proc/cpuinfo", "model name", buf, sizeof buf);
-    cJSON_AddStringToObject(h, "cpu", buf[0] ? buf : "unknown");
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cJSON_AddNumberToObject(h, "cores", cores > 0 ? cores : 0);
-    proc_field("/proc/meminfo", "MemTotal", buf, sizeof buf); // "24576000 kB"
-    cJSON_AddNumberToObject(h, "memory_bytes", strtod(buf, NULL) * 1024);
-    if (gethostname(buf, sizeof buf) != 0) snprintf(buf, sizeof buf, "unknown");
-    buf[sizeof buf - 1] = '\0';
-    cJSON_AddStringToObject(h, "hostname", buf);
-    return h;
 }
 
 // The device's short name for legends: its name up to " (" (the driver's details), without a
@@ -643,7 +598,9 @@ int cli_bench_suite(int argc, char **argv) {
     cJSON_AddBoolToObject(root, "quick", o.quick);
     cJSON_AddStringToObject(root, "vktrain_version", VKT_VERSION);
     cJSON_AddBoolToObject(root, "validation", vkt_context_validation_enabled(ctx));
-    cJSON *host = host_json();
+    cli_host hinfo;
+    cli_host_get(&hinfo);
+    cJSON *host = cli_host_json(&hinfo);
     cJSON_AddItemToObject(root, "host", host);
     cJSON_AddItemToObject(root, "device", device_json(info, o.mem_limit));
 
