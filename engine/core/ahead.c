@@ -12,21 +12,28 @@
 // of the same sizes in the same ranges, and runs the dispatch's first workgroup on them (lavapipe
 // skips a dispatch of no workgroups before it compiles; the buffers' contents are never looked
 // at, and the kernels bound every index by the push constants, as in the real dispatch):
-// lavapipe compiles the variant, into the shared cache. The thread takes the kernels from the
-// last recorded backwards while the queue thread meets them from the first, so the two cores
-// compile from both ends; a kernel the queue thread reaches first is compiled there, as without
-// this file, and a job whose dispatch the device has already run is dropped. The results are
-// the same: the same pipelines run the same code.
+// lavapipe compiles the variant, into the shared cache. At the submit of a recording that noted
+// jobs (vkt_ahead_build, from cmd.c) the thread takes them from the last recorded backwards while
+// the submitting thread takes them from the first, on a third device of its own, and the submit
+// waits until every one is built: the two cores compile from both ends and never the same kernel,
+// and the device's queue thread then finds each kernel in the cache. (Until 2026-12-06 the queue
+// thread met the kernels from the first at its dispatches while this thread compiled from the
+// last: where they met, both compiled the same kernel, and on a Zen 3 that was fashion_mlp's
+// biggest, its SGD-epilogue product, so the cold first step was no shorter than without this
+// file; docs/PERFORMANCE.md, fourteenth pass.) A job whose dispatch the device has already run is
+// dropped. The results are the same: the same pipelines run the same code.
 //
-// Where it does not pay (a warm cache) the thread's work is a pipeline build, a cache lookup and
-// one workgroup per kernel. It runs on lavapipe only, unless vkt_context_desc.ahead is
-// VKT_AHEAD_OFF, and only while the device is the context's one open CPU device: beside another
+// Where it does not pay (a warm cache) the work is a pipeline build, a cache lookup and one
+// workgroup per kernel, before the submit. It runs on lavapipe only, unless vkt_context_desc.ahead
+// is VKT_AHEAD_OFF, and only while the device is the context's one open CPU device: beside another
 // (a second lavapipe device compiling the same kernels, SwiftShader building and tuning its
 // own), the other core is not idle, and a cold lavapipe + SwiftShader run was 5% slower with the
 // thread's compiles than without (docs/PERFORMANCE.md); its jobs are then dropped. Ranks of an
 // MPI run on one machine each have their own context: the CLI turns this off for them
 // (engine/cli/train.c, vkt_world_local_size). A failure on the second device (out of memory,
-// say) drops that kernel and is not an error of the run: the queue thread compiles it as usual.
+// say) drops that kernel, and one on the submitting thread's device (it fails to open, say) leaves
+// the jobs not yet taken; neither is an error of the run: the queue thread compiles those as
+// usual.
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,8 +69,13 @@ typedef struct vkt_ahead {
     int njobs, nready, cap;
     bool stop;
     bool busy;             // the thread is running a job
-    uint32_t queued, done; // noted; built on the second device
+    uint32_t queued, done; // noted; built on the second device (or the submitter's, below)
     bool opened;           // the second device was opened (at the first job that runs)
+    // vkt_ahead_build: the submitting thread's own device of the same physical device (a third),
+    // opened at its first job; tried2: opened or failed (not retried).
+    vkt_device *helper2;
+    bool tried2;
+    bool front; // a thread is in build_front (one at a time: helper2's queue is not shared)
 } vkt_ahead;
 
 static bool compiles_ahead(const vkt_device *dev) {
@@ -100,13 +112,22 @@ static void run_job(vkt_device *helper, const ahead_job *job) {
     vkt_kernel_destroy(k);
 }
 
+// Whether a job may run now: the device has not yet run its dispatch (else its queue thread has
+// compiled the kernel) and is the context's one open CPU device.
+static bool job_pays(vkt_ahead *a, const ahead_job *job) {
+    uint64_t reached = 0;
+    bool late = vkt_device_completed(a->dev, &reached) == VKT_OK && reached >= job->after;
+    bool alone = __atomic_load_n(&a->dev->ctx->cpu_open, __ATOMIC_RELAXED) <= 1;
+    return !late && alone;
+}
+
 // The second device is opened at the first job that runs, not when the thread starts: beside
 // another open CPU device every job is dropped, and opening it there only started a second
 // lavapipe device (its queue thread, its LLVM context) beside the first's start-up, for nothing.
 // A failed open is not retried: the queue thread compiles every kernel, as without this file.
 static void *ahead_thread(void *arg) {
     vkt_ahead *a = arg;
-    vkt_busy_ignore_thread();
+    vkt_busy_ignore_thread(true);
     vkt_device *helper = NULL;
     bool tried = false;
     pthread_mutex_lock(&a->mu);
@@ -120,10 +141,7 @@ static void *ahead_thread(void *arg) {
         a->njobs--;
         a->busy = true;
         pthread_mutex_unlock(&a->mu);
-        uint64_t reached = 0;
-        bool late = vkt_device_completed(a->dev, &reached) == VKT_OK && reached >= job.after;
-        bool alone = __atomic_load_n(&a->dev->ctx->cpu_open, __ATOMIC_RELAXED) <= 1;
-        bool run = !late && alone;
+        bool run = job_pays(a, &job);
         if (run && !tried) {
             tried = true;
             if (vkt_device_open_helper(a->dev, &helper) != VKT_OK) helper = NULL;
@@ -172,6 +190,35 @@ void vkt_ahead_note(vkt_device *dev, vkt_kernel *k, const vkt_view *bind, int nb
     pthread_mutex_unlock(&a->mu);
 }
 
+// vkt_ahead_build's part: the submitting thread takes the noted jobs from the first while the
+// thread takes them from the last, each on a device of its own, until none is left and the
+// thread's last one is built. Called with a->mu held; returns with it held.
+static void build_front(vkt_ahead *a) {
+    for (;;) {
+        while (a->nready > 0) {
+            ahead_job job = a->jobs[0];
+            memmove(&a->jobs[0], &a->jobs[1], (size_t)(a->njobs - 1) * sizeof *a->jobs);
+            a->njobs--, a->nready--;
+            pthread_mutex_unlock(&a->mu);
+            bool run = job_pays(a, &job);
+            // Its builds are not the run's kernel builds (they are counted as compiled ahead).
+            bool was = vkt_busy_ignore_thread(true);
+            if (run && !a->tried2) {
+                a->tried2 = true;
+                if (vkt_device_open_helper(a->dev, &a->helper2) != VKT_OK) a->helper2 = NULL;
+            }
+            run = run && a->helper2;
+            if (run) run_job(a->helper2, &job);
+            vkt_busy_ignore_thread(was);
+            pthread_mutex_lock(&a->mu);
+            if (run) a->done++, vkt_startup_count_ahead();
+            if (!a->helper2 && a->tried2) break; // no device: the queue thread compiles the rest
+        }
+        if (!a->busy || a->nready > 0 || (!a->helper2 && a->tried2)) break;
+        pthread_cond_wait(&a->cv, &a->mu);
+    }
+}
+
 // Hands the jobs noted so far to the thread (starting it the first time).
 static void release(vkt_ahead *a) {
     if (a->nready == a->njobs) return;
@@ -180,11 +227,21 @@ static void release(vkt_ahead *a) {
     pthread_cond_broadcast(&a->cv);
 }
 
-void vkt_ahead_release(vkt_device *dev) {
+void vkt_ahead_build(vkt_device *dev) {
     vkt_ahead *a = dev->ahead;
     if (!a) return;
     pthread_mutex_lock(&a->mu);
-    release(a);
+    while (a->front)
+        pthread_cond_wait(&a->cv, &a->mu);
+    if (a->nready < a->njobs) {
+        release(a);
+        if (a->started) {
+            a->front = true;
+            build_front(a);
+            a->front = false;
+            pthread_cond_broadcast(&a->cv);
+        }
+    }
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -206,6 +263,7 @@ void vkt_ahead_stop(vkt_device *dev) {
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
     if (a->started) pthread_join(a->thread, NULL);
+    vkt_device_destroy(a->helper2);
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->mu);
     free(a->jobs);

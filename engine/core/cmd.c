@@ -442,9 +442,10 @@ vkt_status vkt_cmd_submit(vkt_cmd *c) {
         return vkt_fail(VKT_ERR_ARG, "submit of a command stream that was not recorded");
     // A command buffer may not be pending twice: wait for its previous submit first.
     if (c->submitted) VKT_TRY(vkt_device_wait_value(c->dev, c->submitted, VKT_WAIT_MS));
-    vkt_status s = vkt_device_submit(c->dev, c->cb, &c->submitted);
-    vkt_ahead_release(c->dev);
-    return s;
+    // The kernels whose first dispatch this recording holds are compiled first, on both cores
+    // (ahead.c); the device then finds them built.
+    vkt_ahead_build(c->dev);
+    return vkt_device_submit(c->dev, c->cb, &c->submitted);
 }
 
 vkt_status vkt_cmd_wait(vkt_cmd *c, uint64_t timeout_ms) {

@@ -318,7 +318,11 @@ void vkt_startup_count_ahead(void) {
     pthread_mutex_unlock(&busy_mu);
 }
 
-void vkt_busy_ignore_thread(void) { busy_ignored = true; }
+bool vkt_busy_ignore_thread(bool on) {
+    bool was = busy_ignored;
+    busy_ignored = on;
+    return was;
+}
 
 void vkt_busy_begin(vkt_busy kind) {
     if (busy_ignored) return;

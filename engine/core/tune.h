@@ -61,9 +61,10 @@ vkt_tune_stats vkt_tune_get_stats(void);
 typedef enum vkt_busy { VKT_BUSY_BUILD, VKT_BUSY_TUNE } vkt_busy;
 void vkt_busy_begin(vkt_busy kind);
 void vkt_busy_end(vkt_busy kind, uint64_t count);
-// Leaves the calling thread's work out of that accounting from now on (ahead.c's compile thread:
-// its builds overlap the run's own and are not on its way to the first step).
-void vkt_busy_ignore_thread(void);
+// Leaves the calling thread's work out of that accounting while on (ahead.c's compile thread, and
+// a submitting thread while it builds ahead.c's jobs: builds on a second device, counted as
+// compiled ahead, not as the run's kernel builds). Returns the setting before.
+bool vkt_busy_ignore_thread(bool on);
 // One kernel compiled ahead (ahead.c): vkt_startup_counters.kernels_ahead.
 void vkt_startup_count_ahead(void);
 // One matmul shape's choice by measurement: variants timings were measured now (0: every

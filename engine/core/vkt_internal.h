@@ -197,8 +197,9 @@ void vkt_ahead_stop(vkt_device *dev);
 // device.c, for each device it opens: whether it compiles ahead (its state, the thread started at
 // the first submit that has something to hand over).
 void vkt_ahead_open(vkt_device *dev);
-// cmd.c, at a submit: the jobs noted until now go to the thread (they wait until then).
-void vkt_ahead_release(vkt_device *dev);
+// cmd.c, before a submit: the jobs noted until now are built before it returns, the first of
+// them on the calling thread (a device of its own) while the thread takes the last.
+void vkt_ahead_build(vkt_device *dev);
 
 // ---------------------------------------------------------------------------------------------
 // A set of borrowed strings (engine/core/strset.c): duplicate checks in linear time.
