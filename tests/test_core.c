@@ -84,7 +84,9 @@ static void axpy_check(vt *t, vkt_device *dev, axpy_run *r, const float *x, cons
 // opened ones) and runs one workgroup there; the device's own results are unchanged. Elsewhere
 // nothing is queued. With another CPU device open in the context (others_open) the job is queued
 // and dropped. The dispatches are recorded, the thread waited for, and only then submitted, so
-// that the job cannot be dropped as late. Opens physical device index of ctx.
+// that the job cannot be dropped as late; then a recording with a new kernel is submitted at
+// once, and its kernel must be built when the submit returns. Opens physical device index of
+// ctx.
 static void ahead_case(vt *t, vkt_context *ctx, int index, const float *x, const float *y,
                        bool others_open) {
     vkt_device *dev = NULL;
@@ -134,6 +136,45 @@ static void ahead_case(vt *t, vkt_context *ctx, int index, const float *x, const
         vkt_device_destroy(next);
         VT_OK(t, vkt_cmd_submit(r.cmd));
         axpy_check(t, dev, &r, x, y, 2.0f, -0.5f);
+        // A recording submitted at once (as a training step is): its new kernel (another
+        // workgroup size) is built before vkt_cmd_submit returns, on the submitting thread's
+        // device or the thread's, so the device's queue thread finds it built and never compiles
+        // it beside them. y then holds 1.5 x + y0 + 3 x.
+        vkt_kernel *k2 = NULL;
+        vkt_cmd *c2 = NULL;
+        uint32_t spec2[3] = {wg / 2, 1, 1};
+        VT_OK(t, vkt_kernel_create(dev, VKT_SHADER_AXPY, spec2, 3, &k2));
+        VT_OK(t, vkt_cmd_create(dev, &c2));
+        if (k2 && c2 && vkt_cmd_begin(c2, false) == VKT_OK) {
+            vkt_axpy_push p3 = {.n = N, .a = 3.0f};
+            vkt_cmd_dispatch(c2, k2, b, 2, &p3, sizeof p3, (N + wg / 2 - 1) / (wg / 2), 1, 1,
+                             "axpy3");
+            VT_OK(t, vkt_cmd_end(c2));
+            VT_OK(t, vkt_cmd_submit(c2));
+            vkt_device_ahead_counts(dev, &queued, &done);
+            uint32_t want_queued2 = 2 * want_queued, want_done2 = 2 * want_done;
+            VT_CHECK(t, queued == want_queued2 && done == want_done2,
+                     "compiling ahead on %s%s, a recording submitted at once: %u kernels "
+                     "queued, %u built when the submit returned (expected %u, %u)",
+                     vkt_device_label(dev), others_open ? " beside other CPU devices" : "", queued,
+                     done, want_queued2, want_done2);
+            VT_OK(t, vkt_cmd_wait(c2, VKT_WAIT_MS));
+            float *got = malloc(N * 4);
+            double *ref = malloc(N * sizeof *ref);
+            VT_OK(t, vkt_buffer_read(r.y, 0, got, N * 4));
+            for (size_t i = 0; got && ref && i < N; i++) {
+                float y1 = 2.0f * x[i] + y[i];
+                float y2 = -0.5f * x[i] + y1;
+                ref[i] = (double)(3.0f * x[i] + y2);
+            }
+            if (got && ref)
+                VT_CHECK(t, vt_compare("axpy3", got, ref, N, 1e-6, 1e-6) == 0,
+                         "axpy3 on %s: wrong elements", vkt_device_label(dev));
+            free(got);
+            free(ref);
+        }
+        vkt_cmd_destroy(c2);
+        vkt_kernel_destroy(k2);
     }
     axpy_release(&r);
     vkt_device_destroy(dev);

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vkt_abi.h"
+#include "trace.h"
 #include "tune.h"
+#include "vkt_abi.h"
 #include "vkt_internal.h"
 #include "vkt_shaders.h"
 
@@ -206,6 +207,7 @@ vkt_status vkt_kernel_create(vkt_device *dev, vkt_shader_id id, const uint32_t *
     VkShaderModule module = VK_NULL_HANDLE;
     vkt_status s = VKT_OK;
     vkt_busy_begin(VKT_BUSY_BUILD);
+    int64_t t0 = vkt_trace_now_ns();
     VkResult r = dev->vk.vkCreateDescriptorSetLayout(dev->handle, &dl, NULL, &k->set_layout);
     if (r == VK_SUCCESS) {
         VkPipelineLayoutCreateInfo pl = {
@@ -235,6 +237,7 @@ vkt_status vkt_kernel_create(vkt_device *dev, vkt_shader_id id, const uint32_t *
                                              &k->pipeline);
     }
     if (module) dev->vk.vkDestroyShaderModule(dev->handle, module, NULL);
+    k->build_ns = vkt_trace_now_ns() - t0;
     vkt_busy_end(VKT_BUSY_BUILD, r == VK_SUCCESS);
     if (r != VK_SUCCESS) {
         char what[160];

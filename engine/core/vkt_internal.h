@@ -142,6 +142,7 @@ struct vkt_kernel {
     int nspec;
     uint32_t spec[32];
     bool ahead_noted;
+    int64_t build_ns; // how long its pipeline took to build here (ahead.c compares a job with it)
     int nbindings;
     // Per binding: STORAGE_BUFFER, or UNIFORM_TEXEL_BUFFER (bound through a VkBufferView of
     // R32G32B32A32_SFLOAT texels that cmd.c makes per dispatch: GLSL samplerBuffer, vec4 texels).
