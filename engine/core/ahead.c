@@ -13,27 +13,29 @@
 // skips a dispatch of no workgroups before it compiles; the buffers' contents are never looked
 // at, and the kernels bound every index by the push constants, as in the real dispatch):
 // lavapipe compiles the variant, into the shared cache. At the submit of a recording that noted
-// jobs (vkt_ahead_build, from cmd.c) the thread takes them from the last recorded backwards while
-// the submitting thread takes them from the first, on a third device of its own, and the submit
-// waits until every one is built: the two cores compile from both ends and never the same kernel,
-// and the device's queue thread then finds each kernel in the cache. (Until 2026-12-06 the queue
+// jobs (vkt_ahead_build, from cmd.c) the thread and the submitting thread (on a third device of
+// its own) each take the job whose pipeline took longest to build, and the submit waits until
+// every one is built: the two cores compile different kernels, end together, and the device's
+// queue thread then finds each kernel in the cache. The submitting thread's first job, the
+// quickest to build, tells a warm cache, where it stops (build_front). (Until 2026-12-06 the queue
 // thread met the kernels from the first at its dispatches while this thread compiled from the
 // last: where they met, both compiled the same kernel, and on a Zen 3 that was fashion_mlp's
 // biggest, its SGD-epilogue product, so the cold first step was no shorter than without this
 // file; docs/PERFORMANCE.md, fourteenth pass.) A job whose dispatch the device has already run is
 // dropped. The results are the same: the same pipelines run the same code.
 //
-// Where it does not pay (a warm cache) the work is a pipeline build, a cache lookup and one
-// workgroup per kernel, before the submit. It runs on lavapipe only, unless vkt_context_desc.ahead
-// is VKT_AHEAD_OFF, and only while the device is the context's one open CPU device: beside another
-// (a second lavapipe device compiling the same kernels, SwiftShader building and tuning its
-// own), the other core is not idle, and a cold lavapipe + SwiftShader run was 5% slower with the
-// thread's compiles than without (docs/PERFORMANCE.md); its jobs are then dropped. Ranks of an
-// MPI run on one machine each have their own context: the CLI turns this off for them
-// (engine/cli/train.c, vkt_world_local_size). A failure on the second device (out of memory,
-// say) drops that kernel, and one on the submitting thread's device (it fails to open, say) leaves
-// the jobs not yet taken; neither is an error of the run: the queue thread compiles those as
-// usual.
+// Where it does not pay (a warm cache) the work is one job before the submit, then, on the
+// thread, a pipeline build, a cache lookup and one workgroup per kernel, as the queue thread
+// meets the same kernels in the cache; the thread then takes the last noted first. It runs on
+// lavapipe only, unless vkt_context_desc.ahead is VKT_AHEAD_OFF, and only while the device is the
+// context's one open CPU device: beside another (a second lavapipe device compiling the same
+// kernels, SwiftShader building and tuning its own), the other core is not idle, and a cold
+// lavapipe + SwiftShader run was 5% slower with the thread's compiles than without
+// (docs/PERFORMANCE.md); its jobs are then dropped. Ranks of an MPI run on one machine each have
+// their own context: the CLI turns this off for them (engine/cli/train.c, vkt_world_local_size). A
+// failure on the second device (out of memory, say) drops that kernel, and one on the submitting
+// thread's device (it fails to open, say) leaves the jobs not yet taken; neither is an error of the
+// run: the queue thread compiles those as usual.
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
