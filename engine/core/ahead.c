@@ -233,8 +233,8 @@ void vkt_ahead_note(vkt_device *dev, vkt_kernel *k, const vkt_view *bind, int nb
 enum { WARM_RATIO = 4 };
 #define WARM_SLACK_NS 20000000
 
-// vkt_ahead_build's part: the submitting thread takes the noted jobs from the first while the
-// thread takes them from the last, each on a device of its own, until none is left and the
+// vkt_ahead_build's part: the submitting thread and the thread each take the ready job whose
+// pipeline took longest to build, each on a device of its own, until none is left and the
 // thread's last one is built. Where the first job the submitting thread runs (the quickest
 // kernel to build) finds the cache warm it stops there and leaves the rest to the thread and to the
 // queue thread, which then find their kernels in the cache: building them all first would only
