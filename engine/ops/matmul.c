@@ -1246,7 +1246,7 @@ static uint32_t ksteps(const vkt_device_info *d, const mm_variant *v, vkt_mm_for
 // subgroup-uniform stores (VKT_SPEC_MM_USTORE, shaders/matmul_wide.glsl): on lavapipe, with one
 // 8-float piece per lane, where every row tile is whole and there is a momentum buffer. Those
 // stores, in place of lavapipe's per-lane store loop, took fashion_mlp's weight gradients 10-16%
-// faster (traced; 2-4% on a Zen 3); they also cost the pipeline 2-3 s more of LLVM compile time
+// faster (traced; less on a Zen 3); they also cost the pipeline 2-3 s more of LLVM compile time
 // where it is built alone (its 2,048 uniform stores a tile), which the plain products (3-10%
 // each) were not given. With Mesa's cache empty but enabled, the compile-ahead thread builds it on
 // the other core and the first step was not measurably later (docs/PERFORMANCE.md, thirteenth
