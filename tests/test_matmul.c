@@ -493,6 +493,34 @@ int main(void) {
             }
         }
     }
+    // On SwiftShader they run on its own kernel over padded copies (pad-ss-r16c16-g4), so the
+    // same shapes again forced onto its scalar kernel ("none": no wide kernel), whose bounds
+    // guards no default choice reaches there any more.
+    for (int d = 0; d < t->ndev; d++) {
+        if (!ops[d] || !is_swiftshader(t->dev[d])) continue;
+        for (int f = 0; f < 3; f++) {
+            const char *got = vkt_matmul_variant(ops[d], forms[f], 7, 33, 127);
+            VT_CHECK(t, got && strcmp(got, "pad-ss-r16c16-g4") == 0,
+                     "%s 7x33x127 on SwiftShader runs %s, not pad-ss-r16c16-g4",
+                     form_name(forms[f]), got ? got : "(none)");
+        }
+    }
+    VT_OK(t, vkt_context_set_matmul_variant(t->ctx, "none"));
+    for (int f = 0; f < 3; f++) {
+        for (int i = 0; i < 5; i++) {
+            mm_case mc = {forms[f],
+                          v[i],
+                          v[(i + 1) % 5],
+                          v[(i + 2) % 5],
+                          (ncase % 2) == 1,
+                          betas[ncase % 3],
+                          (uint32_t)(ncase % 4),
+                          NO_EPI};
+            run_on_all(t, ops, cmd, &mc, seed++, false);
+            ncase++;
+        }
+    }
+    vkt_context_set_matmul_variant(t->ctx, NULL);
 
     // The shared-memory tiled kernels meant for GPUs, forced, on awkward shapes (partial blocks
     // and partial k slices on every edge) and on aligned ones.

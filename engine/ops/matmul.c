@@ -88,6 +88,14 @@
 // zeros at the end of each k sum, so the results are the texel kernel's bit for bit, a block of a
 // split product's too.
 //
+// SwiftShader pads too (pad-ss-r16c16-g4: its own 16-row kernel on the padded copies, from any
+// size): there the classifier's three products ran on the scalar kernel, whose three pipelines
+// took 0.6-2 s each to build in every process and device (Subzero builds one pipeline at a time,
+// so building ahead on two threads does not hide it): 668 of the 1,800 s that a release suite
+// on a 2-vCPU Zen 3 spent building SwiftShader pipelines (2026-12-07). The padded product runs on
+// the pipelines the layers before it built, and ran as fast or faster than the scalar kernel at
+// fashion_mlp's three classifier products at batch 64, 128 and 512 (docs/PERFORMANCE.md).
+//
 // Narrow products (the same devices): where the side that is not a multiple of 8 is at most 16
 // (N in NT, M in TN, K in NN: the classifier's three products), narrow-g8 (matmul_narrow.glsl)
 // runs the product in place in one dispatch, ahead of the padded variant: fashion_mlp's last layer
@@ -228,6 +236,9 @@ static const mm_variant VARIANTS[] = {
     // 16 rows otherwise.
     {"ss-r32c16-g4", SS_FORMS(R32), MM_WIDE, 4, 32, 16, 4, 0, false, true, false},
     {"ss-r16c16-g4", SS_FORMS(R16), MM_WIDE, 4, 16, 16, 4, 0, false, true, false},
+    // ss-r16c16-g4 on padded copies (mm_variant.pad): a classifier's products, the same pipelines
+    // as the layers before it (nothing more to compile).
+    {"pad-ss-r16c16-g4", SS_FORMS(R16), MM_WIDE, 4, 16, 16, 4, 0, false, true, true},
 };
 #define NVARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
 
@@ -318,10 +329,12 @@ static const mm_rule DEVICE_RULES[] = {
       {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true},
       {"scalar-r8c8-g8", 0, true}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
-    // (several times the 16-row tile's compile time).
+    // (several times the 16-row tile's compile time); where neither fits, the 16-row tile on
+    // padded copies, taken over the scalar kernel unmeasured (fitting()), as on lavapipe.
     {is_swiftshader,
      {{"ss-r32c16-g4", BIG_MACS, false},
       {"ss-r16c16-g4", 0, false},
+      {"pad-ss-r16c16-g4", 0, true},
       {"scalar-r16c16-g4", 0, false}}},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
@@ -465,10 +478,13 @@ typedef struct mm_pad {
 
 static uint32_t up8(uint32_t x) { return (x + 7u) / 8u * 8u; }
 
-// Whether an operand can be read in place as the texel kernel reads a and b: strides and offset
-// in whole 8-float pieces, a texel view the device allows.
-static bool texel_in_place(const vkt_device_info *d, const vkt_view *v, uint32_t ld, uint32_t off) {
-    return ld % 8 == 0 && off % 8 == 0 && texel_view_ok(d, v);
+// Whether an operand can be read in place as the padded variant's kernel reads a and b: strides
+// and offset in whole 8-float pieces, and a texel view the device allows (the texel kernel) or a
+// view on 16 bytes (SwiftShader's, which reads vec4s from storage buffers).
+static bool ab_in_place(const vkt_device_info *d, const mm_variant *v, const vkt_view *x,
+                        uint32_t ld, uint32_t off) {
+    if (ld % 8 || off % 8) return false;
+    return v->texel ? texel_view_ok(d, x) : x->offset % 16 == 0;
 }
 
 // Whether c (or the epilogue's s and z, at element offset off) can be written in place: 8-float
@@ -488,16 +504,16 @@ static uint64_t take(uint64_t *at, uint64_t floats) {
 // The plan of a padded product: a and b are staged where K (or TN's M, or N) needs padding or
 // their layout does not suit the texel kernel; c where N (or TN's M) needs padding or its
 // layout does not suit; the bias where c's N is padded.
-static mm_pad pad_plan(const vkt_device_info *d, vkt_mm_form form, const vkt_view *c,
-                       const vkt_view *a, const vkt_view *b, const mm_geom *g, bool has_bias,
-                       uint32_t M, uint32_t N, uint32_t K) {
+static mm_pad pad_plan(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
+                       const vkt_view *c, const vkt_view *a, const vkt_view *b, const mm_geom *g,
+                       bool has_bias, uint32_t M, uint32_t N, uint32_t K) {
     mm_pad p;
     memset(&p, 0, sizeof p);
     p.M = form == VKT_MM_TN ? up8(M) : M;
     p.N = up8(N);
     p.K = up8(K);
-    p.a = p.K != K || p.M != M || !texel_in_place(d, a, g->lda, g->a_off);
-    p.b = p.K != K || p.N != N || !texel_in_place(d, b, g->ldb, g->b_off);
+    p.a = p.K != K || p.M != M || !ab_in_place(d, v, a, g->lda, g->a_off);
+    p.b = p.K != K || p.N != N || !ab_in_place(d, v, b, g->ldb, g->b_off);
     p.c = p.N != N || p.M != M || !c_in_place(d, c, g->ldc, g->c_off);
     p.bias = has_bias && p.N != N; // the kernel reads the bias at every padded column
     mm_geom dense = dense_geom(form, p.M, p.N, p.K);
@@ -533,9 +549,10 @@ static bool pad_fits(const vkt_device_info *d, const mm_variant *v, vkt_mm_form 
                      const vkt_view *zv, bool sgd, const mm_geom *g, uint32_t M, uint32_t N,
                      uint32_t K) {
     if (sgd || vkt_matmul_pad_bytes(form, M, N, K) == 0) return false;
-    mm_pad p = pad_plan(d, form, c, a, b, g, true, M, N, K);
+    mm_pad p = pad_plan(d, v, form, c, a, b, g, true, M, N, K);
     if (sv && (p.c || !wide_view_ok(d, v, sv, g->x_off) || !wide_view_ok(d, v, zv, g->x_off)))
         return false;
+    if (!v->texel) return p.bytes <= PAD_MAX_BYTES;
     uint64_t tmax = 16ull * d->max_texel_buffer_elements;
     return p.bytes <= PAD_MAX_BYTES && 4ull * p.M * p.K <= tmax && 4ull * p.K * p.N <= tmax;
 }
@@ -1336,7 +1353,7 @@ static void record_padded(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_m
                           const mm_epi_args *e, const char *label) {
     const vkt_device_info *d = vkt_device_get_info(vkt_ops_device(ops));
     const mm_variant *base = named(v->name + 4); // after "pad-"
-    mm_pad p = pad_plan(d, form, &c, &a, &b, g, has_bias, M, N, K);
+    mm_pad p = pad_plan(d, v, form, &c, &a, &b, g, has_bias, M, N, K);
     vkt_view zeros, s;
     VKT_ASSERT(base && !base->pad && (!e || !p.c || e->mode == VKT_MM_EPI_FORWARD));
     if (!vkt_ops_scratch(ops, p.bytes, &zeros, &s)) {
