@@ -74,11 +74,12 @@ typedef struct vkt_ahead {
     bool stop;
     bool busy;             // the thread is running a job
     uint32_t queued, done; // noted; built on the second device (or the submitter's, below)
-    bool opened;           // the second device was opened (at the first job that runs)
-    // vkt_ahead_build: the submitting thread's own device of the same physical device (a third),
-    // opened at its first job; tried2: opened or failed (not retried).
-    vkt_device *helper2;
-    bool tried2;
+    // The devices the jobs are built on, of the same physical device: the thread's (helper) and
+    // the submitting thread's in vkt_ahead_build (helper2). Both opened by open_helpers, at the
+    // first submit with a job that pays; tried: opened or failed (not retried); opened: helper
+    // was.
+    vkt_device *helper, *helper2;
+    bool tried, opened;
     bool front; // a thread is in build_front (one at a time: helper2's queue is not shared)
 } vkt_ahead;
 
@@ -152,15 +153,11 @@ static bool job_pays(vkt_ahead *a, const ahead_job *job) {
     return !late && alone;
 }
 
-// The second device is opened at the first job that runs, not when the thread starts: beside
-// another open CPU device every job is dropped, and opening it there only started a second
-// lavapipe device (its queue thread, its LLVM context) beside the first's start-up, for nothing.
-// A failed open is not retried: the queue thread compiles every kernel, as without this file.
+// The thread: runs the ready jobs on a->helper (opened by open_helpers; without it every job is
+// dropped and the queue thread compiles those kernels). It calls Vulkan only while a->busy.
 static void *ahead_thread(void *arg) {
     vkt_ahead *a = arg;
     vkt_busy_ignore_thread(true);
-    vkt_device *helper = NULL;
-    bool tried = false;
     pthread_mutex_lock(&a->mu);
     for (;;) {
         while (!a->stop && a->nready == 0)
@@ -169,23 +166,17 @@ static void *ahead_thread(void *arg) {
         // While a submit waits for its jobs (a->front), the longest first; otherwise the last
         // noted, away from where the queue thread starts.
         ahead_job job = take(a, a->front ? pick_longest(a) : a->nready - 1);
+        vkt_device *helper = a->helper;
         a->busy = true;
         pthread_mutex_unlock(&a->mu);
-        bool run = job_pays(a, &job);
-        if (run && !tried) {
-            tried = true;
-            if (vkt_device_open_helper(a->dev, &helper) != VKT_OK) helper = NULL;
-        }
-        run = run && helper;
+        bool run = helper && job_pays(a, &job);
         if (run) run_job(helper, &job);
         pthread_mutex_lock(&a->mu);
         a->busy = false;
-        a->opened = helper != NULL;
         if (run) a->done++, vkt_startup_count_ahead();
         pthread_cond_broadcast(&a->cv);
     }
     pthread_mutex_unlock(&a->mu);
-    vkt_device_destroy(helper);
     return NULL;
 }
 
@@ -247,14 +238,9 @@ static void build_front(vkt_ahead *a) {
             // The first: the kernel quickest to build, the cheapest probe of the cache.
             ahead_job job = take(a, first ? pick_quickest(a) : pick_longest(a));
             pthread_mutex_unlock(&a->mu);
-            bool run = job_pays(a, &job);
+            bool run = a->helper2 && job_pays(a, &job);
             // Its builds are not the run's kernel builds (they are counted as compiled ahead).
             bool was = vkt_busy_ignore_thread(true);
-            if (run && !a->tried2) {
-                a->tried2 = true;
-                if (vkt_device_open_helper(a->dev, &a->helper2) != VKT_OK) a->helper2 = NULL;
-            }
-            run = run && a->helper2;
             int64_t t0 = vkt_trace_now_ns();
             if (run) run_job(a->helper2, &job);
             bool warm = run && first && job.build_ns > 0 &&
@@ -264,11 +250,37 @@ static void build_front(vkt_ahead *a) {
             pthread_mutex_lock(&a->mu);
             if (run) a->done++, vkt_startup_count_ahead();
             if (warm) return;
-            if (!a->helper2 && a->tried2) break; // no device: the queue thread compiles the rest
+            if (!a->helper2) break; // no device: the queue thread compiles the rest
         }
-        if (!a->busy || a->nready > 0 || (!a->helper2 && a->tried2)) break;
+        if (!a->busy || a->nready > 0 || !a->helper2) break;
         pthread_cond_wait(&a->cv, &a->mu);
     }
+}
+
+// Opens the two devices the jobs are built on, on the submitting thread, once a noted job pays
+// (beside another open CPU device every job is dropped, and opening them there would only start
+// more lavapipe devices, their queue threads and LLVM contexts, for nothing), and only while the
+// thread runs no job. No device is created while another of these threads calls Vulkan: the
+// Khronos validation layer (1.3.239) looks up its per-device state in a map that vkCreateDevice
+// writes without a lock (KhronosGroup/Vulkan-ValidationLayers#4391). With each thread opening
+// its own device at its first job, the two opened at once beside the other's calls; a run in the
+// suite then died of SIGSEGV after "Couldn't find VkBuffer Object" at a vkBindBufferMemory
+// (test_cli_plan_grid, 2026-12-07). A failed open is not retried: the queue thread compiles every
+// kernel, as without this file. Called with a->mu held.
+static void open_helpers(vkt_ahead *a) {
+    if (a->tried) return;
+    bool pays = false;
+    for (int i = 0; i < a->njobs && !pays; i++)
+        pays = job_pays(a, &a->jobs[i]);
+    if (!pays) return;
+    while (a->busy)
+        pthread_cond_wait(&a->cv, &a->mu);
+    a->tried = true;
+    bool was = vkt_busy_ignore_thread(true);
+    if (vkt_device_open_helper(a->dev, &a->helper) != VKT_OK) a->helper = NULL;
+    if (a->helper && vkt_device_open_helper(a->dev, &a->helper2) != VKT_OK) a->helper2 = NULL;
+    vkt_busy_ignore_thread(was);
+    a->opened = a->helper != NULL;
 }
 
 // Hands the jobs noted so far to the thread (starting it the first time).
@@ -286,6 +298,7 @@ void vkt_ahead_build(vkt_device *dev) {
     while (a->front)
         pthread_cond_wait(&a->cv, &a->mu);
     if (a->nready < a->njobs) {
+        open_helpers(a);
         release(a);
         if (a->started) {
             a->front = true;
@@ -316,6 +329,7 @@ void vkt_ahead_stop(vkt_device *dev) {
     pthread_mutex_unlock(&a->mu);
     if (a->started) pthread_join(a->thread, NULL);
     vkt_device_destroy(a->helper2);
+    vkt_device_destroy(a->helper);
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->mu);
     free(a->jobs);
@@ -345,6 +359,7 @@ void vkt_device_ahead_wait(vkt_device *dev) {
     vkt_ahead *a = dev->ahead;
     if (!a) return;
     pthread_mutex_lock(&a->mu);
+    open_helpers(a);
     release(a);
     while (a->started && (a->nready > 0 || a->busy))
         pthread_cond_wait(&a->cv, &a->mu);
