@@ -88,13 +88,13 @@
 // zeros at the end of each k sum, so the results are the texel kernel's bit for bit, a block of a
 // split product's too.
 //
-// SwiftShader pads too (pad-ss-r16c16-g4: its own 16-row kernel on the padded copies, from any
-// size): there the classifier's three products ran on the scalar kernel, whose three pipelines
-// took 0.6-2 s each to build in every process and device (Subzero builds one pipeline at a time,
-// so building ahead on two threads does not hide it): 668 of the 1,800 s that a release suite
-// on a 2-vCPU Zen 3 spent building SwiftShader pipelines (2026-12-07). The padded product runs on
-// the pipelines the layers before it built, and ran as fast or faster than the scalar kernel at
-// fashion_mlp's three classifier products at batch 64, 128 and 512 (docs/PERFORMANCE.md).
+// SwiftShader pads too (pad-ss-r16c16-g4: its own 16-row kernel on the padded copies, from
+// PAD_SS_MIN_MACS): there the classifier's three products ran on the scalar kernel, whose three
+// pipelines took 0.6-2 s each to build in every process and device (Subzero builds one pipeline at
+// a time, so building ahead on two threads does not hide it): 668 of the 1,800 s that a release
+// suite on a 2-vCPU Zen 3 spent building SwiftShader pipelines (2026-12-07). The padded product
+// runs on the pipelines the layers before it built, and ran as fast or faster than the scalar
+// kernel at fashion_mlp's three classifier products at batch 64, 128 and 512 (docs/PERFORMANCE.md).
 //
 // Narrow products (the same devices): where the side that is not a multiple of 8 is at most 16
 // (N in NT, M in TN, K in NN: the classifier's three products), narrow-g8 (matmul_narrow.glsl)
@@ -272,6 +272,12 @@ static const mm_variant *variant_named(const char *name, size_t len) {
 // 327,680 multiply-adds each, is above; at batch 32 the three products were split between the two
 // in the measurements, docs/PERFORMANCE.md).
 #define PAD_MIN_MACS (1ull << 18)
+// SwiftShader's padded kernel (pad-ss-r16c16-g4) from a smaller size: there it saves the scalar
+// kernel's three pipeline builds, and fashion_mlp's classifier products at batch 64 (163,840
+// multiply-adds) ran faster padded. Below it (a batch of one, a model a few units wide) the
+// scalar kernel stays: one dispatch where the padded product records copies and up to three
+// barriers (not measured against it at those sizes).
+#define PAD_SS_MIN_MACS (1ull << 14)
 #define MAX_CANDS 8
 
 static bool is_lavapipe(const vkt_device_info *d) {
@@ -334,7 +340,7 @@ static const mm_rule DEVICE_RULES[] = {
     {is_swiftshader,
      {{"ss-r32c16-g4", BIG_MACS, false},
       {"ss-r16c16-g4", 0, false},
-      {"pad-ss-r16c16-g4", 0, true},
+      {"pad-ss-r16c16-g4", PAD_SS_MIN_MACS, true},
       {"scalar-r16c16-g4", 0, false}}},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
