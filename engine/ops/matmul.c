@@ -508,8 +508,8 @@ static uint64_t take(uint64_t *at, uint64_t floats) {
 }
 
 // The plan of a padded product: a and b are staged where K (or TN's M, or N) needs padding or
-// their layout does not suit the texel kernel; c where N (or TN's M) needs padding or its
-// layout does not suit; the bias where c's N is padded.
+// their layout does not suit the padded variant's kernel (ab_in_place); c where N (or TN's M) needs
+// padding or its layout does not suit; the bias where c's N is padded.
 static mm_pad pad_plan(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
                        const vkt_view *c, const vkt_view *a, const vkt_view *b, const mm_geom *g,
                        bool has_bias, uint32_t M, uint32_t N, uint32_t K) {
