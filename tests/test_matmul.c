@@ -493,9 +493,9 @@ int main(void) {
             }
         }
     }
-    // On SwiftShader they run on its own kernel over padded copies (pad-ss-r16c16-g4), so the
-    // same shapes again forced onto its scalar kernel ("none": no wide kernel), whose bounds
-    // guards no default choice reaches there any more.
+    // On SwiftShader those from PAD_SS_MIN_MACS (2^14) multiply-adds run on its own kernel over
+    // padded copies (pad-ss-r16c16-g4), so the same shapes again forced onto its scalar kernel
+    // ("none": no wide kernel), whose bounds guards the larger ones no longer reach by default.
     for (int d = 0; d < t->ndev; d++) {
         if (!ops[d] || !is_swiftshader(t->dev[d])) continue;
         for (int f = 0; f < 3; f++) {
