@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_cli_train.sh: `vktrain train` and `vktrain eval` end to end on Fashion-MNIST subsets:
 # learning well above chance on lavapipe and on SwiftShader, checkpoint round trip, resume equal
-# to an uninterrupted run (bit for bit), also after a SIGINT mid-run (exit 130, the checkpoint of
+# to an uninterrupted run (bit for bit), also from a --save-every checkpoint and after a SIGINT mid-run (exit 130, the checkpoint of
 # the last step, whole metrics lines), a resume with another --batch, --seed or --lr refused, a
 # checkpoint write killed midway, saving that touches no
 # file it did not write (no other checkpoint's optimizer state, no symbolic link or FIFO at the
@@ -35,14 +35,28 @@ a1=$(jfield "$work/llvmpipe.json" test_accuracy) a2=$(jfield "$work/swiftshader.
 python3 -c "import sys; sys.exit(0 if abs($a1 - $a2) <= 0.005 else 1)"; check "lavapipe $a1 vs SwiftShader $a2 within 0.005" $?
 
 # 2. Resume equals an uninterrupted run, for SGD with momentum and for AdamW (shuffled batches).
+# The uninterrupted run also keeps a checkpoint of step 13 (--save-every, {step} in the name):
+# the parameters of the run stopped there, and resumable as that run's checkpoint is.
 for opt in "--optimizer sgd" "--optimizer adamw --lr 0.002"; do
     tag=${opt// /_}
     common="--model $model --limit-train 640 --batch 64 --epochs 2 --seed 7 --quiet --no-eval $opt --device llvmpipe"
-    "$bin" train $common --save "$work/full$tag.safetensors"; check "uninterrupted run ($opt)" $?
+    mkdir "$work/full$tag"
+    "$bin" train $common --save "$work/full$tag/s{step}.safetensors" --save-every 13; check "uninterrupted run ($opt)" $?
+    # 10 steps an epoch: the ends of the two epochs (10, 20) and step 13, with their optimizer files.
+    [ "$(cd "$work/full$tag" && ls | tr '\n' ' ')" = "s10.optim-s10.safetensors s10.safetensors s13.optim-s13.safetensors s13.safetensors s20.optim-s20.safetensors s20.safetensors " ]
+    check "--save-every 13 with {step}: the checkpoints of steps 10, 13 and 20 ($opt)" $?
     "$bin" train $common --max-steps 13 --save "$work/part$tag.safetensors"; check "run stopped at step 13" $?
+    same_tensors "$work/full$tag/s13.safetensors" "$work/part$tag.safetensors"
+    check "--save-every's checkpoint of step 13 = the run stopped at 13, bit for bit ($opt)" $?
     "$bin" train $common --resume "$work/part$tag.safetensors" --save "$work/part$tag.safetensors"; check "resumed run" $?
-    same_tensors "$work/full$tag.safetensors" "$work/part$tag.safetensors"; check "resume = uninterrupted, bit for bit ($opt)" $?
+    same_tensors "$work/full$tag/s20.safetensors" "$work/part$tag.safetensors"; check "resume = uninterrupted, bit for bit ($opt)" $?
+    "$bin" train $common --resume "$work/full$tag/s13.safetensors" --save "$work/res$tag.safetensors"; check "run resumed from --save-every's checkpoint" $?
+    same_tensors "$work/full$tag/s20.safetensors" "$work/res$tag.safetensors"; check "... = uninterrupted, bit for bit ($opt)" $?
 done
+expect_error "--save-every without --save is refused" "needs --save FILE.safetensors" \
+    train --model "$model" --limit-train 640 --quiet --save-every 5
+expect_error "--save-every 0 is refused" "--save-every wants a whole number from 1" \
+    train --model "$model" --limit-train 640 --quiet --save-every 0 --save "$work/z.safetensors"
 # Ctrl-C (SIGINT) mid-run: the step in flight ends, the checkpoint of that step is written, the
 # metrics hold whole JSON lines, the exit status is 130 with a message, and --resume finishes the
 # same training as the uninterrupted run (bit for bit).

@@ -7,7 +7,9 @@ same initial parameters (written here by PyTorch, read by vktrain with --init) a
 batches (--no-shuffle: file order), vktrain's parameters (and batchnorm's running statistics and
 num_batches_tracked) after 1, 3 and 10 steps must equal those of torch.nn.Sequential trained with
 torch.optim.SGD (momentum 0.9, nesterov, weight decay) and torch.optim.AdamW (for the CNNs under a
-cosine schedule with warmup, compared after 10 steps).
+cosine schedule with warmup, compared after 10 steps). Each optimizer's steps come from one
+vktrain run that keeps the checkpoint of every step (--save-every 1): a process costs seconds of
+kernel builds on SwiftShader, the steps themselves milliseconds.
 
 The reference is PyTorch in float64, never PyTorch in float32: fp32 PyTorch is one draw of fp32
 rounding like vktrain, and which draw depends on the BLAS PyTorch loads (netlib's or OpenBLAS's
@@ -156,15 +158,32 @@ def torch_step(model, opt, xb, yb, cuts=None, buffers="sequential"):
     opt.step()
 
 
-def run_vktrain(vktrain, model_path, init_path, out, device, steps, flags, resume=None):
-    """vktrain's parameters after steps steps from init_path, or continued from the checkpoint
-    resume (--resume: parameters, optimizer state and step) up to step steps."""
-    start = ["--resume", resume] if resume else ["--init", init_path]
-    cmd = [vktrain, "train", "--model", model_path] + start + ["--no-shuffle",
-           "--batch", str(BATCH), "--max-steps", str(steps), "--epochs", "1",
-           "--limit-train", str(BATCH * 10), "--no-eval", "--quiet", "--device", device,
-           "--save", out] + flags
-    return run_cmd(cmd, out)
+def train_cmd(vktrain, model_path, init_path, out, device, steps):
+    """The options of a run of steps steps from init_path, saved to out, on the test's batches."""
+    return [vktrain, "train", "--model", model_path, "--init", init_path, "--no-shuffle",
+            "--batch", str(BATCH), "--max-steps", str(steps), "--epochs", "1",
+            "--limit-train", str(BATCH * 10), "--no-eval", "--quiet", "--device", device,
+            "--save", out]
+
+
+def run_vktrain(vktrain, model_path, init_path, out, device, steps, flags):
+    """vktrain's parameters after steps steps from init_path."""
+    return run_cmd(train_cmd(vktrain, model_path, init_path, out, device, steps) + flags, out)
+
+
+def trajectory(cmd, out):
+    """Runs cmd (a `vktrain train` saving to out, a name with "{step}") with --save-every 1: the
+    checkpoint of every step, one process for all the steps compared. Returns at(s): (state_dict,
+    path) of vktrain's checkpoint after step s; None when the run failed."""
+    r = subprocess.run(cmd + ["--save-every", "1"], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL %s: %s\n%s" % (" ".join(cmd), r.stdout, r.stderr))
+        return None
+
+    def at(s):
+        path = out.replace("{step}", str(s))
+        return vkt_torch.read_safetensors(path), path
+    return at
 
 
 def run_cmd(cmd, out):
@@ -336,12 +355,12 @@ def load_adamw_state(model, opt, params, optim_state, step):
                         "exp_avg_sq": optim_state[k + ".exp_avg_sq"].to(dtype).clone()}
 
 
-def adamw_steps(vk, build, init_path, batch_at, loss_of, make_opt, sched, compare_at, bn, label,
+def adamw_steps(traj, build, init_path, batch_at, loss_of, make_opt, sched, compare_at, bn, label,
                 device):
     """AdamW step for step: at each step s of compare_at, vktrain's step s taken from its own
-    state after step s-1 (--resume: parameters, moments and step count) against one step of
-    float64 PyTorch from that same state, on the same batch and rate, and of float32 PyTorch too;
-    both within AdamBound's bound of the float64 step.
+    state after step s-1 (its checkpoint of step s-1: parameters, moments and step count) against
+    one step of float64 PyTorch from that same state, on the same batch and rate, and of float32
+    PyTorch too; both within AdamBound's bound of the float64 step.
     Why not the whole trajectory, as SGD is compared: AdamW's normalised step g/(sqrt(v)+eps)
     turns the rounding of a gradient near 0 into a step of either sign, each such flip moves the
     parameter by up to 2 lr, and the next gradients carry it to the other entries. Two fp32 runs
@@ -349,24 +368,21 @@ def adamw_steps(vk, build, init_path, batch_at, loss_of, make_opt, sched, compar
     initial parameters vktrain 0.0029 from float64 after 10 steps and float32 PyTorch 1e-5, in
     another vktrain 1.1e-5 and float32 PyTorch on OpenBLAS 0.0064), so a trajectory tells only
     which fp32 run drew the luckier roundings. One step from the same state has no such
-    feedback: the bound holds it. vk(steps, resume): (state_dict, checkpoint path) of vktrain
-    after steps steps, from the initial parameters or continued from the checkpoint resume."""
+    feedback: the bound holds it. traj: trajectory()'s at(s) of vktrain's run from the initial
+    parameters through the last step of compare_at (None: the run failed). The run continues
+    from its state after s-1 as a run resumed from that checkpoint does, bit for bit
+    (test_cli_train), so one run serves every s."""
+    if traj is None:
+        return 1
     failures = 0
     for s in compare_at:
-        start = None
         params = vkt_torch.read_safetensors(init_path)
         optim_state = None
         if s > 1:
-            params, start = vk(s - 1, None)
-            if params is None:
-                failures += 1
-                continue
+            params, start = traj(s - 1)
             optim_state = vkt_torch.read_safetensors(
                 start[:-len(".safetensors")] + ".optim-s%d.safetensors" % (s - 1))
-        got, _ = vk(s, start)
-        if got is None:
-            failures += 1
-            continue
+        got, _ = traj(s)
         xb, yb = batch_at(s - 1)
         model, twin = build().to(torch.float64), build()
         opt, twin_opt = make_opt(model.parameters()), make_opt(twin.parameters())
@@ -415,14 +431,10 @@ def compare(vktrain, model_path, work, device, x_all, y_all, runs):
     failures = 0
     for name, flags, make_opt, sched, compare_at in runs:
         if name.startswith("adamw"):
-            tag = name.replace("+", "_")
-
-            def vk(steps, resume, flags=flags, tag=tag):
-                out = os.path.join(work, "%s_%s_%d.safetensors" % (name0, tag, steps))
-                return run_vktrain(vktrain, model_path, init_path, out, device, steps, flags,
-                                   resume), out
-
-            failures += adamw_steps(vk, build, init_path,
+            out = os.path.join(work, "%s_%s_{step}.safetensors" % (name0, name.replace("+", "_")))
+            traj = trajectory(train_cmd(vktrain, model_path, init_path, out, device,
+                                        compare_at[-1]) + flags, out)
+            failures += adamw_steps(traj, build, init_path,
                                     lambda step: batch_of(spec, x_all, y_all, step, dtype),
                                     batch_loss, make_opt, sched, compare_at, bn,
                                     "%s %s" % (name0, name), device)
@@ -437,6 +449,12 @@ def compare(vktrain, model_path, work, device, x_all, y_all, runs):
         twin.load_state_dict(vkt_torch.read_safetensors(init_path))
         twin_opt = make_opt(twin.parameters())
         twin_sched = make_scheduler(sched, twin_opt)
+        out = os.path.join(work, "%s_%s_{step}.safetensors" % (name0, name.replace("+", "_")))
+        traj = trajectory(train_cmd(vktrain, model_path, init_path, out, device,
+                                    compare_at[-1]) + flags, out)
+        if traj is None:
+            failures += 1
+            continue
         done = 0
         for steps in compare_at:
             while done < steps:
@@ -448,12 +466,7 @@ def compare(vktrain, model_path, work, device, x_all, y_all, runs):
                 if twin_sched:
                     twin_sched.step()
                 done += 1
-            tag = name.replace("+", "_")
-            out = os.path.join(work, "%s_%s_%d.safetensors" % (name0, tag, steps))
-            got = run_vktrain(vktrain, model_path, init_path, out, device, steps, flags)
-            if got is None:
-                failures += 1
-                continue
+            got = traj(steps)[0]
             ok, text = judge(model, got, twin, None, bn)
             failures += not ok
             print("%s %s %s after %2d steps on %s: %s" %
@@ -562,22 +575,21 @@ def compare_lm(vktrain, model_path, work, device, steps=10, batch=4):
         return (torch.from_numpy(x[step * batch:(step + 1) * batch]).double(),
                 torch.from_numpy(y[step * batch:(step + 1) * batch]))
 
-    def vk(n, resume):
-        out = os.path.join(work, "%s_adamw_%d.safetensors" % (name0, n))
-        start = ["--resume", resume] if resume else ["--init", init_path]
-        cmd = [vktrain, "train", "--model", model_path] + start + [
-            "--no-shuffle", "--data-npy", "%s,%s" % (xp, yp), "--batch", str(batch),
-            "--max-steps", str(n), "--epochs", "1", "--no-eval", "--quiet", "--device", device,
-            "--save", out, "--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01"]
-        return run_cmd(cmd, out), out
-
-    failures = adamw_steps(vk, lambda: vkt_torch.build(vktrain, model_path)[0], init_path,
+    out = os.path.join(work, "%s_adamw_{step}.safetensors" % name0)
+    traj = trajectory([vktrain, "train", "--model", model_path, "--init", init_path,
+                       "--no-shuffle", "--data-npy", "%s,%s" % (xp, yp), "--batch", str(batch),
+                       "--max-steps", str(steps), "--epochs", "1", "--no-eval", "--quiet",
+                       "--device", device, "--save", out, "--optimizer", "adamw", "--lr", "0.001",
+                       "--weight-decay", "0.01"], out)
+    failures = adamw_steps(traj, lambda: vkt_torch.build(vktrain, model_path)[0], init_path,
                            batch_at, lm_loss,
                            lambda p: torch.optim.AdamW(p, lr=0.001, weight_decay=0.01), None,
                            (1, 3, steps), False,
                            "%s adamw (batch %d x %d tokens of fortunes)" % (name0, batch, T),
                            device)
-    got = vkt_torch.read_safetensors(os.path.join(work, "%s_adamw_%d.safetensors" % (name0, steps)))
+    if traj is None:
+        return failures
+    got = traj(steps)[0]
     try:
         vkt_torch.build(vktrain, model_path)[0].load_state_dict(got, strict=True)
         print("ok   %s: load_state_dict(strict=True) reads a vktrain checkpoint" % name0)

@@ -79,6 +79,8 @@ static void usage(FILE *f) {
         "                          (default for such a model: /usr/share/games/fortunes)\n"
         "  --limit-train N, --limit-test N   use the first N samples (text: N windows)\n"
         "  --save FILE.safetensors checkpoint after every epoch (atomic; PyTorch-loadable names)\n"
+        "  --save-every N          also a checkpoint every N steps; a {step} in the --save name\n"
+        "                          is replaced by the step, so that each is kept\n"
         "  --init FILE             start from these parameters; --resume FILE continues a run\n"
         "  --metrics FILE.jsonl    one JSON object per step and per epoch\n"
         "  --trace FILE.json       Chrome trace of every device's work (Perfetto opens it)\n"

@@ -427,6 +427,9 @@ int cli_parse_run_options(int argc, char **argv, cli_run_options *c) {
         } else if (!strcmp(a, "--save")) {
             TAKES_VALUE;
             o->save_path = v;
+        } else if (!strcmp(a, "--save-every")) {
+            TAKES_VALUE;
+            if (!cli_parse_u64(a, v, 1, UINT64_MAX / 2, &o->save_every)) return 2;
         } else if (!strcmp(a, "--init")) {
             TAKES_VALUE;
             o->init_path = v;
@@ -932,7 +935,7 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "vktrain: stopped by %s after step %llu%s%s%s\n",
                 sig == SIGTERM ? "SIGTERM" : "SIGINT", (unsigned long long)r.steps,
                 c.o.save_path ? "; the checkpoint of that step is " : " (no --save: nothing kept)",
-                c.o.save_path ? c.o.save_path : "",
+                c.o.save_path ? r.checkpoint : "",
                 c.o.save_path ? ": continue with --resume and the same options" : "");
         rc = 128 + sig;
     }

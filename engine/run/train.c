@@ -314,10 +314,33 @@ static void finish_killed_save(vkt_strategy *s, const char *resume, const char *
     vkt_checkpoint_close(ck);
 }
 
+// The name of the checkpoint of step `step` under --save tmpl: every "{step}" in tmpl replaced by
+// the step in decimal (none: tmpl itself).
+static vkt_status save_name(const char *tmpl, uint64_t step, char *out, size_t size) {
+    char num[24];
+    snprintf(num, sizeof num, "%llu", (unsigned long long)step);
+    size_t n = 0;
+    for (const char *p = tmpl; *p;) {
+        const char *q = strstr(p, "{step}");
+        size_t lit = q ? (size_t)(q - p) : strlen(p), ins = q ? strlen(num) : 0;
+        if (n + lit + ins >= size)
+            return vkt_fail(VKT_ERR_ARG, "--save %s: the name is too long (at most %zu bytes)",
+                            tmpl, size - 1);
+        memcpy(out + n, p, lit);
+        memcpy(out + n + lit, num, ins);
+        n += lit + ins;
+        p += lit + (q ? strlen("{step}") : 0);
+    }
+    out[n] = 0;
+    return VKT_OK;
+}
+
 // A checkpoint path --save may write: NAME.safetensors, where NAME is not itself the name of an
 // optimizer file ("run.optim-s4"), so that every checkpoint's optimizer files have names no other
-// checkpoint's can have.
-static vkt_status check_save_path(const char *path) {
+// checkpoint's can have. A name with "{step}" is judged by the name it gives step 0.
+static vkt_status check_save_path(const char *tmpl) {
+    char path[4096];
+    VKT_TRY(save_name(tmpl, 0, path, sizeof path));
     size_t n = strlen(path), e = strlen(".safetensors");
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
@@ -326,13 +349,24 @@ static vkt_status check_save_path(const char *path) {
             VKT_ERR_ARG,
             "--save %s: a checkpoint's name must end in .safetensors (e.g. %s.safetensors"
             "; its optimizer state goes beside it as NAME.optim-sSTEP.safetensors)",
-            path, path);
+            tmpl, tmpl);
     if (optim_file_name(base, NULL, NULL))
         return vkt_fail(VKT_ERR_ARG,
                         "--save %s: that is the name of an optimizer-state file "
                         "(NAME.optim-sSTEP.safetensors), which the checkpoint NAME.safetensors "
                         "writes and removes: choose another name",
-                        path);
+                        tmpl);
+    return VKT_OK;
+}
+
+// Writes the checkpoint of position pos under the name --save gives its step, and keeps that
+// name in res->checkpoint (the one a later error message points at).
+static vkt_status save_checkpoint(vkt_strategy *s, const vkt_run_position *pos,
+                                  const vkt_train_opts *o, vkt_train_result *res) {
+    char path[4096];
+    VKT_TRY(save_name(o->save_path, pos->step, path, sizeof path));
+    VKT_TRY(vkt_checkpoint_save(s, path, pos, o));
+    snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
     return VKT_OK;
 }
 
@@ -1087,6 +1121,11 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     if (o->init_path && o->resume_path)
         return vkt_fail(VKT_ERR_ARG, "--init and --resume exclude each other: --resume continues "
                                      "a run, --init starts a new one from given parameters");
+    if (o->save_every && !o->save_path)
+        return vkt_fail(VKT_ERR_ARG,
+                        "--save-every %llu needs --save FILE.safetensors: where its "
+                        "checkpoints go (with {step} in the name, each is kept)",
+                        (unsigned long long)o->save_every);
     if (o->save_path) VKT_TRY(check_save_path(o->save_path));
     run r = {.o = o};
     vkt_status st = setup(&r, true);
@@ -1116,7 +1155,10 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     oo.strategy.model = r.m; // the checkpoints' "model" metadata
     st = vkt_lr_check(&o->lr, o->optim.lr, total_steps);
     if (st == VKT_OK && o->resume_path) st = check_resume(o->resume_path, &oo.lr, o);
-    if (st == VKT_OK) finish_killed_save(r.s, o->resume_path, o->save_path);
+    char resumed_save[4096]; // the name this run gives the checkpoint of the step it resumes at
+    if (st == VKT_OK && o->save_path)
+        st = save_name(o->save_path, pos.step, resumed_save, sizeof resumed_save);
+    if (st == VKT_OK && o->save_path) finish_killed_save(r.s, o->resume_path, resumed_save);
     if (st == VKT_OK && o->metrics_path && vkt_strategy_rank(r.s) == 0) // rank 0 writes them
         st = metrics_open(&r, o->metrics_path, o->resume_path != NULL, pos.step);
     if (st != VKT_OK) {
@@ -1131,7 +1173,6 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
     double epoch_loss = 0;
     uint64_t epoch_rows = 0;
     bool stopped = false;
-    bool saved = false;      // a checkpoint written by this run (the one a NaN message points at)
     uint64_t checked = step; // the parameters after this step are known finite (loaded, saved)
     bool overlap = r.s && vkt_strategy_host_overlaps(r.s);
     // The divergence check's reference: the run's first loss, carried by its checkpoints (one
@@ -1197,12 +1238,12 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                               "%u): training stopped%s%s; try a lower --lr or --clip 1",
                               isnan(loss) ? "NaN" : "infinite", (unsigned long long)step, epoch + 1,
                               i + 1,
-                              !o->save_path ? ""
-                              : saved       ? ", the last good checkpoint is "
-                                            : ", no checkpoint was saved by this run (",
-                              !o->save_path ? ""
-                              : saved       ? o->save_path
-                                            : "none before this step)");
+                              !o->save_path        ? ""
+                              : res->checkpoint[0] ? ", the last good checkpoint is "
+                                                   : ", no checkpoint was saved by this run (",
+                              !o->save_path        ? ""
+                              : res->checkpoint[0] ? res->checkpoint
+                                                   : "none before this step)");
                 break;
             }
             if (!have_first) {
@@ -1233,12 +1274,12 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                               "lower --lr (this run: %.4g) or --clip 1",
                               (unsigned long long)step, epoch + 1, i + 1, loss,
                               VKT_DIVERGENCE_FACTOR, first_loss,
-                              !o->save_path ? ""
-                              : saved       ? ", the last good checkpoint is "
-                                            : ", no checkpoint was saved by this run (",
-                              !o->save_path ? ""
-                              : saved       ? o->save_path
-                                            : "none before this step)",
+                              !o->save_path        ? ""
+                              : res->checkpoint[0] ? ", the last good checkpoint is "
+                                                   : ", no checkpoint was saved by this run (",
+                              !o->save_path        ? ""
+                              : res->checkpoint[0] ? res->checkpoint
+                                                   : "none before this step)",
                               o->optim.lr);
                 break;
             }
@@ -1254,6 +1295,20 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                                   .eta_sec = (double)(total_steps - step) *
                                              (train_ns * 1e-9 / (step - pos.step))};
                 o->progress(&p, o->progress_user);
+            }
+            // Every save_every steps a checkpoint, where the end of the epoch or of the run does
+            // not write that step's anyway.
+            if (o->save_path && o->save_every && step % o->save_every == 0 && i + 1 < nb &&
+                step < total_steps) {
+                vkt_run_position at = {.step = step,
+                                       .epoch = epoch,
+                                       .batch = i + 1,
+                                       .epoch_loss_sum = epoch_loss,
+                                       .epoch_rows = epoch_rows,
+                                       .first_loss = first_loss};
+                st = save_checkpoint(r.s, &at, o, res);
+                if (st != VKT_OK) break;
+                checked = step;
             }
             B = next;
         }
@@ -1296,13 +1351,12 @@ vkt_status vkt_train_run(const vkt_train_opts *o, vkt_train_result *res) {
                                  .epoch = epoch + 1,
                                  .batch = 0,
                                  .first_loss = have_first ? first_loss : 0};
-        if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
-        saved = saved || (o->save_path && st == VKT_OK);
+        if (o->save_path) st = save_checkpoint(r.s, &pos, o, res);
         if (o->save_path && st == VKT_OK) checked = step; // the save read every tensor
     }
     if (st == VKT_OK && stopped) {
         if (epoch_rows) res->train_loss = epoch_loss / ((double)epoch_rows * r.tps);
-        if (o->save_path) st = vkt_checkpoint_save(r.s, o->save_path, &pos, o);
+        if (o->save_path) st = save_checkpoint(r.s, &pos, o, res);
         if (o->save_path && st == VKT_OK) checked = step;
     }
     // The parameters the run ends with are finite (the last step's update had no later loss to

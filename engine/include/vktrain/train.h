@@ -111,8 +111,13 @@ typedef struct vkt_train_opts {
     const char *metrics_path;   // JSON lines, NULL = none
     const char *init_path;      // start from these parameters
     const char *resume_path;    // continue this run
-    const char *save_path;      // checkpoint after every epoch and at the end
-    vkt_trace *trace;           // record the device timeline (may be NULL)
+    // Checkpoint after every epoch and at the end, and after every save_every steps (0: at epoch
+    // ends only). Every "{step}" in the name is replaced by the checkpoint's step, so that each
+    // checkpoint is kept ("run-{step}.safetensors": run-500.safetensors, run-1000...); without
+    // one, each replaces the last.
+    const char *save_path;
+    uint64_t save_every;
+    vkt_trace *trace; // record the device timeline (may be NULL)
     bool skip_eval;
     vkt_progress_fn progress;
     void *progress_user;
@@ -167,6 +172,7 @@ typedef struct vkt_train_result {
     vkt_device_stats devices[VKT_MAX_DEVICES];
     vkt_first_step first_step; // of this call's first step (a resumed run: its first here)
     bool interrupted;          // should_stop ended the run early
+    char checkpoint[4096];     // the last checkpoint this call wrote ("" none)
 } vkt_train_result;
 
 // Runs the training. Fails with the status of what went wrong (bad data or model file, no model
