@@ -9,7 +9,7 @@
 //   - layers,tensor and replicated,tensor (two stages or replicas of two devices: lavapipe x4 and
 //     lavapipe+SwiftShader in each group) on fashion_mlp (SGD, 3 micro-batches; AdamW clipped)
 //     and char_gpt (AdamW clipped); plain layers clipped (the norm of every stage);
-//   - char_gpt.json, 20 AdamW steps of 2 text windows, over llvmpipe x2 and
+//   - char_gpt.json, 10 AdamW steps of 2 text windows, over llvmpipe x2 and
 //     llvmpipe+SwiftShader+llvmpipe (4 heads: 1,1,2; the MLPs' 512 units: 170/171/171);
 // give the single run's parameters, losses step by step, evaluation loss and accuracy and
 // predicted outputs; steps in halves (begin, prefetch, end) the same bits as whole. Also: the
@@ -703,7 +703,8 @@ int main(void) {
     // generator), the held-out windows in order as a data set.
     vkt_text text = {0};
     vkt_dataset gds = {0};
-    training gtr = {.name = "char_gpt adamw", .m = &gpt, .ds = &gds, .steps = 20, .batch = 2};
+    // 10 steps: a step with SwiftShader among the devices takes 1.5-2 s (its attention kernels).
+    training gtr = {.name = "char_gpt adamw", .m = &gpt, .ds = &gds, .steps = 10, .batch = 2};
     gtr.optim = vkt_optim_default(VKT_OPTIM_ADAMW);
     gtr.optim.lr = 1e-3f;
     VT_OK(t, vt_words_text((uint32_t)(gtr.steps + 4) * gtr.batch, &text, &gds));
