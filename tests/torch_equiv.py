@@ -430,10 +430,10 @@ def compare(vktrain, model_path, work, device, x_all, y_all, runs):
     bn = has_batchnorm(init)
     failures = 0
     for name, flags, make_opt, sched, compare_at in runs:
+        out = os.path.join(work, "%s_%s_{step}.safetensors" % (name0, name.replace("+", "_")))
+        traj = trajectory(train_cmd(vktrain, model_path, init_path, out, device, compare_at[-1]) +
+                          flags, out)
         if name.startswith("adamw"):
-            out = os.path.join(work, "%s_%s_{step}.safetensors" % (name0, name.replace("+", "_")))
-            traj = trajectory(train_cmd(vktrain, model_path, init_path, out, device,
-                                        compare_at[-1]) + flags, out)
             failures += adamw_steps(traj, build, init_path,
                                     lambda step: batch_of(spec, x_all, y_all, step, dtype),
                                     batch_loss, make_opt, sched, compare_at, bn,
@@ -449,9 +449,6 @@ def compare(vktrain, model_path, work, device, x_all, y_all, runs):
         twin.load_state_dict(vkt_torch.read_safetensors(init_path))
         twin_opt = make_opt(twin.parameters())
         twin_sched = make_scheduler(sched, twin_opt)
-        out = os.path.join(work, "%s_%s_{step}.safetensors" % (name0, name.replace("+", "_")))
-        traj = trajectory(train_cmd(vktrain, model_path, init_path, out, device,
-                                    compare_at[-1]) + flags, out)
         if traj is None:
             failures += 1
             continue
