@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_cli_first_step.sh: the time to the first step that `vktrain train` and `vktrain bench
 # train` report (engine/run/train.c vkt_first_step, the counters of engine/core/tune.c). A short
-# layers run on lavapipe + SwiftShader, twice with one fresh VKT_CACHE_DIR: both give
+# layers run on SwiftShader + lavapipe (wide_mlp: shapes SwiftShader measures), twice with one
+# fresh VKT_CACHE_DIR: both give
 # first_step_seconds and its parts (context, data, setup, kernel builds, tuning, the step), none
 # negative and together no more than the total; the first run measured matmul shapes and says
 # "cold", the second measured none, took every choice from the cache, says "warm" and spent less
@@ -48,9 +49,15 @@ print("  first step %.2f s: %s" % (total, ", ".join("%s %.3f" % (k[:-8], f[k]) f
 PY
 }
 
-# 1. train: layers over lavapipe and SwiftShader (a stage thread each), cold then warm.
+# Shapes SwiftShader measures: wide_mlp's first layer at batch 32 (784 -> 8192: 2^27.6
+# multiply-adds a product, where its 32-row tile joins the 16-row one; below 2^27 it has one
+# candidate for a product, lavapipe one for every product, and nothing is measured).
+wide="--model $src/assets/models/wide_mlp.json --batch 32"
+
+# 1. train: layers over SwiftShader and lavapipe (a stage thread each; the first layer on
+# SwiftShader), cold then warm.
 export VKT_CACHE_DIR=$work/cache
-run="train --device llvmpipe,swiftshader --strategy layers --max-steps 3 --limit-train 384 --no-eval --json"
+run="train $wide --device swiftshader,llvmpipe --strategy layers --max-steps 3 --limit-train 384 --no-eval --json"
 "$bin" $run > "$work/cold.txt" 2> "$work/cold.err"
 check "train, cold cache" $?
 verify "$work/cold.txt" cold; check "train cold: parts add up, shapes measured" $?
@@ -64,7 +71,7 @@ check "train warm: the summary line says so" $?
 
 # 2. bench train on SwiftShader (one device), with a cache of its own: cold, then warm.
 export VKT_CACHE_DIR=$work/bench-cache
-bench="bench train --device swiftshader --steps 1 --json"
+bench="bench train $wide --device swiftshader --steps 1 --json"
 "$bin" $bench > "$work/bcold.txt" 2> "$work/bcold.err"
 check "bench train, cold cache" $?
 verify "$work/bcold.txt" cold; check "bench train cold: parts add up, shapes measured" $?

@@ -336,12 +336,17 @@ static const mm_rule DEVICE_RULES[] = {
       {"scalar-r8c8-g8", 0, true}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
     // (several times the 16-row tile's compile time); where neither fits, the 16-row tile on
-    // padded copies, taken over the scalar kernel unmeasured (fitting()), as on lavapipe.
+    // padded copies, taken over the scalar kernel unmeasured (fitting()), as on lavapipe. The
+    // scalar kernel is a fallback: measured quietly, it lost to or tied with the 16-row tile at
+    // each shape where a tuning cache filled during a suite run had it ahead (TN 256x256x32 2.0-2.7
+    // against 1.6-1.9 ms, NT 128x192x128 2.0-2.7 against 1.5, NT 10x256x256 0.55-1.0 against
+    // 0.62-0.65, TN 256x512x8 2.2-2.8 against 2.4-2.5), and building it to time it was most of a
+    // cold first step's tuning (docs/PERFORMANCE.md).
     {is_swiftshader,
      {{"ss-r32c16-g4", BIG_MACS, false},
       {"ss-r16c16-g4", 0, false},
       {"pad-ss-r16c16-g4", PAD_SS_MIN_MACS, true},
-      {"scalar-r16c16-g4", 0, false}}},
+      {"scalar-r16c16-g4", 0, true}}},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
      {{"wide64t-r32c8-g8", 0, false},
