@@ -47,6 +47,7 @@
 
 #define CANARY 0x7fc0dead        // a NaN pattern no kernel computes
 #define DRIVER_ID_SWIFTSHADER 10 // VK_DRIVER_ID_GOOGLE_SWIFTSHADER (vktrain.h has no Vulkan types)
+#define DRIVER_ID_LLVMPIPE 13    // VK_DRIVER_ID_MESA_LLVMPIPE
 
 static bool is_swiftshader(vkt_device *dev) {
     return vkt_device_get_info(dev)->driver_id == DRIVER_ID_SWIFTSHADER;
@@ -408,6 +409,8 @@ static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *see
         {VKT_MM_NT, 0.05f, 0.9f, 1e-2f, true, NULL},
         {VKT_MM_NN, 0.02f, 0.5f, 1e-3f, false, NULL},
         {VKT_MM_TN, 0.05f, 0.9f, 1e-2f, true, "wide64-r32c16-g8"},
+        {VKT_MM_TN, 0.05f, 0.9f, 1e-2f, false, "wide64t-r32c16-g8"},
+        {VKT_MM_NN, 0.02f, 0.5f, 1e-3f, true, "wide64t-r32c16-g8"},
         {VKT_MM_TN, 0.05f, 0.9f, 0.0f, false, "wide-r16c8-g64"},
         {VKT_MM_NN, 0.1f, 0.0f, 1e-2f, false, "wide-r16c8-g64"},
     };
@@ -555,17 +558,20 @@ int main(void) {
     // forced, because measurement may choose the scalar one for some of these shapes), pass 4 a
     // K-split into dispatches of 256 (K = 784 gives four, the last of 16), pass 5 the
     // storage-buffer tile lavapipe falls back to where texel buffers cannot hold the views (its
-    // larger tiles, no one's candidates, are the same code: not run, to save their compiling)
-    // and pass 6 the scalar tile SwiftShader measures against its first choice, so that every
-    // kernel and path the engine can choose is checked here.
-    const char *passes[7] = {NULL,
+    // larger tiles, no one's candidates, are the same code: not run, to save their compiling),
+    // pass 6 the scalar tile SwiftShader measures against its first choice and pass 7 the 32 x 16
+    // texel tile lavapipe measures against its 32 x 8 one on large products (tuning is off here,
+    // so the rule's first choice runs otherwise), so that every kernel and path the engine can
+    // choose is checked here.
+    const char *passes[8] = {NULL,
                              "none",
                              "wide-r16c8-g64,scalar-r4c4-g64",
                              "wide64t-r32c8-g8",
                              "wide64-r32c16-g8-k256",
                              "wide64-r32c16-g8",
-                             "none,scalar-r8c8-g4"};
-    for (int pass = 0; pass < 7; pass++) {
+                             "none,scalar-r8c8-g4",
+                             "wide64t-r32c16-g8"};
+    for (int pass = 0; pass < 8; pass++) {
         if (passes[pass]) VT_OK(t, vkt_context_set_matmul_variant(t->ctx, passes[pass]));
         for (int f = 0; f < 3; f++) {
             for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; i++) {
@@ -574,6 +580,15 @@ int main(void) {
                     (ncase % 2) == 1, betas[ncase % 3], (uint32_t)(ncase % 3), NO_EPI};
                 run_on_all(t, ops, cmd, &mc, seed++, false);
                 ncase++;
+            }
+            // lavapipe runs a forced texel tile (and not a fallback) at the training shape.
+            for (int d = 0; d < t->ndev && passes[pass] && !strncmp(passes[pass], "wide64t", 7);
+                 d++) {
+                if (!ops[d] || vkt_device_get_info(t->dev[d])->driver_id != DRIVER_ID_LLVMPIPE)
+                    continue;
+                const char *got = vkt_matmul_variant(ops[d], forms[f], 128, 512, 784);
+                VT_CHECK(t, got && !strcmp(got, passes[pass]), "lavapipe: forced %s, ran %s",
+                         passes[pass], got ? got : "(none)");
             }
         }
         vkt_context_set_matmul_variant(t->ctx, NULL);

@@ -183,7 +183,8 @@ static const mm_variant VARIANTS[] = {
     // fetch is a branch-free gather there, a storage-buffer load a branchy loop over lanes. 8
     // columns per lane: LLVM unrolls the k step into straight code, which at 16 or 32 columns
     // is far past the instruction cache; 32 x 8 ran faster than both at every size measured
-    // (docs/PERFORMANCE.md). The larger tiles are kept for comparisons.
+    // until a Zen 4 host (docs/PERFORMANCE.md). 32 x 16 is measured against it on large
+    // products (LP_BIG_MACS); the others are kept for comparisons.
     {"wide64t-r32c32-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 32, 8, 0, true, false, false},
     {"wide64t-r32c8-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 8, 8, 0, true, false, false},
     {"wide64t-r32c16-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 16, 8, 0, true, false, false},
@@ -278,6 +279,14 @@ static const mm_variant *variant_named(const char *name, size_t len) {
 // scalar kernel stays: one dispatch where the padded product records copies and up to three
 // barriers (not measured against it at those sizes).
 #define PAD_SS_MIN_MACS (1ull << 14)
+// The size from which lavapipe measures its 32 x 16 texel tile against the 32 x 8 one. Which wins
+// depends on the CPU LLVM compiles for: on a Zen 4 (AVX-512: 32 vector registers) 32 x 16 ran
+// 10-14% faster at 1024^3 and 2048^3 NN and TN (NT level) and level at 512^3 and at fashion_mlp's
+// shapes; on the machine where 32 x 8 became the only tile (2026-12-04), it was ahead of the
+// larger tiles at every size measured (docs/PERFORMANCE.md). Its compile (LLVM, about 3 s a form,
+// Mesa's cache keeps it) pays only on large products; 2^28 multiply-adds leaves 512^3 and
+// training's layers below it.
+#define LP_BIG_MACS (1ull << 28)
 #define MAX_CANDS 8
 
 static bool is_lavapipe(const vkt_device_info *d) {
@@ -330,6 +339,7 @@ typedef struct mm_rule {
 static const mm_rule DEVICE_RULES[] = {
     {is_lavapipe,
      {{"wide64t-r32c8-g8", 0, false},
+      {"wide64t-r32c16-g8", LP_BIG_MACS, false},
       {"wide64-r32c16-g8", 0, true},
       {"narrow-g8", 0, true},
       {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true},
