@@ -280,7 +280,7 @@ static const mm_variant *variant_named(const char *name, size_t len) {
 // barriers (not measured against it at those sizes).
 #define PAD_SS_MIN_MACS (1ull << 14)
 // The size from which lavapipe measures its 32 x 16 texel tile against the 32 x 8 one. Which wins
-// depends on the CPU LLVM compiles for: on a Zen 4 (AVX-512: 32 vector registers) 32 x 16 ran
+// depends on the CPU LLVM compiles for: on a Zen 4 (AVX-512) 32 x 16 ran
 // 10-14% faster at 1024^3 and 2048^3 NN and TN (NT level) and level at 512^3 and at fashion_mlp's
 // shapes; on the machine where 32 x 8 became the only tile (2026-12-04), it was ahead of the
 // larger tiles at every size measured (docs/PERFORMANCE.md). Its compile (LLVM, about 3 s a form,
