@@ -171,13 +171,19 @@ def run_vktrain(vktrain, model_path, init_path, out, device, steps, flags):
     return run_cmd(train_cmd(vktrain, model_path, init_path, out, device, steps) + flags, out)
 
 
+def ran(cmd):
+    """Runs cmd; False (with a FAIL line: the command and its output) when it failed."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL %s: %s\n%s" % (" ".join(cmd), r.stdout, r.stderr))
+    return r.returncode == 0
+
+
 def trajectory(cmd, out):
     """Runs cmd (a `vktrain train` saving to out, a name with "{step}") with --save-every 1: the
     checkpoint of every step, one process for all the steps compared. Returns at(s): (state_dict,
     path) of vktrain's checkpoint after step s; None when the run failed."""
-    r = subprocess.run(cmd + ["--save-every", "1"], capture_output=True, text=True)
-    if r.returncode != 0:
-        print("FAIL %s: %s\n%s" % (" ".join(cmd), r.stdout, r.stderr))
+    if not ran(cmd + ["--save-every", "1"]):
         return None
 
     def at(s):
@@ -187,11 +193,7 @@ def trajectory(cmd, out):
 
 
 def run_cmd(cmd, out):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        print("FAIL %s: %s\n%s" % (" ".join(cmd), r.stdout, r.stderr))
-        return None
-    return vkt_torch.read_safetensors(out)
+    return vkt_torch.read_safetensors(out) if ran(cmd) else None
 
 
 def differences(model, got, adam=None, witness=None):
