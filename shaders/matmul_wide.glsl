@@ -132,8 +132,9 @@ void unpack8(dvec4 d, out vec4 lo, out vec4 hi) {
 // half the components of two vec4s, but each is a 64-byte vector. On the team's AVX-512 machine
 // those moves stalled (a profile put 20% of the JIT code's samples on them), and two vec4 stores
 // made fashion_mlp's step 8% faster; on the Zen 2 machine (AVX2: the 64-byte vector is two
-// 32-byte halves) the dvec4 made its weight gradients 3-5% faster. engine/ops/matmul.c sets
-// STORE64 on lavapipe where the host has no AVX-512 (docs/PERFORMANCE.md).
+// 32-byte halves) the dvec4 made its weight gradients 3-5% faster, and on a Zen 4 (AVX-512) 2-9%.
+// engine/ops/matmul.c sets STORE64 on lavapipe but where the host is an Intel one with AVX-512
+// (docs/PERFORMANCE.md).
 #ifdef MM_F64
 #define READ_PIECE(X8, X4, e, v)                                                               \
     if (W == 8)                                                                                \

@@ -300,11 +300,13 @@ static bool is_cpu_fp64(const vkt_device_info *d) {
 }
 static bool is_cpu(const vkt_device_info *d) { return d->type == VKT_DEVICE_CPU; }
 // Whether the wide kernels write 8-float pieces as one dvec4 (VKT_SPEC_MM_STORE64,
-// shaders/matmul_wide.glsl says why): on lavapipe, where its host (the CPU it compiles for) has
-// no AVX-512. Measured on one machine of each kind (docs/PERFORMANCE.md); elsewhere two vec4s.
+// shaders/matmul_wide.glsl says why): on lavapipe, but where its host (the CPU it compiles for) is
+// an Intel one with AVX-512. Measured on one machine of each kind (docs/PERFORMANCE.md): the
+// dvec4 was faster on a Zen 2 (AVX2) and on a Zen 4 (AVX-512), two vec4s on an Intel AVX-512
+// machine; on other drivers two vec4s.
 static bool store64_pays(const vkt_device_info *d) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    return is_lavapipe(d) && !__builtin_cpu_supports("avx512f");
+    return is_lavapipe(d) && !(__builtin_cpu_supports("avx512f") && __builtin_cpu_is("intel"));
 #else
     (void)d;
     return false;
