@@ -467,6 +467,25 @@ int main(void) {
     vt tv, *t = &tv;
     if (vt_init(t, "test_matmul")) return 1;
     vkt_context_set_tune(t->ctx, VKT_TUNE_OFF);
+    // A variant list naming something that is no variant is refused (by vkt_ops_create too), with
+    // the name in the message; real names, "none" and an empty list are not.
+    VT_CHECK(t,
+             vkt_matmul_check_variants("wide64t-r32c8-g8,none") == VKT_OK &&
+                 vkt_matmul_check_variants("") == VKT_OK &&
+                 vkt_matmul_check_variants(NULL) == VKT_OK,
+             "a list of real variant names refused: %s", vkt_error());
+    VT_CHECK(t,
+             vkt_matmul_check_variants("none,wide64t-r32c8") == VKT_ERR_ARG &&
+                 strstr(vkt_error(), "\"wide64t-r32c8\"") && strstr(vkt_error(), "ss-r16c16-g4"),
+             "a misspelt variant name: %s", vkt_error());
+    {
+        vkt_ops *bad = NULL;
+        VT_OK(t, vkt_context_set_matmul_variant(t->ctx, "scalar-r8c8"));
+        VT_CHECK(t, t->ndev > 0 && vkt_ops_create(t->dev[0], &bad) == VKT_ERR_ARG && !bad,
+                 "vkt_ops_create accepted a variant list naming no variant");
+        vkt_ops_destroy(bad);
+        vkt_context_set_matmul_variant(t->ctx, NULL);
+    }
     vkt_ops *ops[VT_MAX_DEVICES] = {0};
     vkt_cmd *cmd[VT_MAX_DEVICES] = {0};
     for (int d = 0; d < t->ndev; d++) {

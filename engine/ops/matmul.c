@@ -375,6 +375,26 @@ static const mm_rule DEVICE_RULES[] = {
       {"scalar-r4c4-g64", 0, false}}},
 };
 
+vkt_status vkt_matmul_check_variants(const char *names) {
+    for (const char *p = names ? names : ""; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len && !variant_named(p, len) && !(len == 4 && strncmp(p, "none", 4) == 0)) {
+            char known[768];
+            size_t used = 0;
+            for (int i = 0; i < NVARIANTS && used < sizeof known; i++)
+                used +=
+                    (size_t)snprintf(known + used, sizeof known - used, "%s, ", VARIANTS[i].name);
+            return vkt_fail(VKT_ERR_ARG,
+                            "the matmul variant list \"%s\" (the CLI's VKT_MATMUL_VARIANT) names "
+                            "\"%.*s\", which is no variant: "
+                            "give names from %snone (commas between), or leave the list empty",
+                            names, (int)len, p, known);
+        }
+        p += len + (p[len] == ',');
+    }
+    return VKT_OK;
+}
+
 static const mm_variant *named(const char *name) {
     return name ? variant_named(name, strlen(name)) : NULL;
 }

@@ -34,6 +34,8 @@ struct vkt_ops {
 };
 
 vkt_status vkt_ops_create(vkt_device *dev, vkt_ops **out) {
+    *out = NULL;
+    VKT_TRY(vkt_matmul_check_variants(dev->ctx->matmul_variant));
     *out = calloc(1, sizeof **out);
     if (!*out) return vkt_fail(VKT_ERR_HOST_MEMORY, "out of host memory");
     (*out)->dev = dev;

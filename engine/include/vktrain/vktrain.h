@@ -136,6 +136,9 @@ typedef struct vkt_context_desc {
     // Fixes the matmul's kernel variant instead of choosing by measurement (benchmarks,
     // experiments): "name[,name]" with names of vkt_matmul_candidates; a wide name replaces the
     // wide candidates, a scalar name the scalar ones, "none" drops the wide ones. NULL: choose.
+    // vkt_ops_create fails with VKT_ERR_ARG on a list that names no variant
+    // (vkt_matmul_check_variants, ops.h; a list set on a live context is checked by the next
+    // vkt_ops_create only, so check it first).
     const char *matmul_variant;
     vkt_fuse_mode fuse;
     vkt_conv_mode conv;
