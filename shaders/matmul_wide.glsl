@@ -134,7 +134,7 @@ void unpack8(dvec4 d, out vec4 lo, out vec4 hi) {
 // made fashion_mlp's step 8% faster; on the Zen 2 machine (AVX2: the 64-byte vector is two
 // 32-byte halves) the dvec4 made its weight gradients 3-5% faster, and on a Zen 4 (AVX-512) 2-9%.
 // engine/ops/matmul.c sets STORE64 on lavapipe but where the host is an Intel one with AVX-512
-// (docs/PERFORMANCE.md).
+// (docs/PERFORMANCE.md); "stores-dvec4" or "stores-vec4" in the context's matmul_variant fixes it.
 #ifdef MM_F64
 #define READ_PIECE(X8, X4, e, v)                                                               \
     if (W == 8)                                                                                \

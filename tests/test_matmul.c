@@ -44,6 +44,7 @@
 #include "ref_matmul.h"
 #include "ref_ops.h"
 #include "test_util.h"
+#include "vkt_abi.h"
 
 #define CANARY 0x7fc0dead        // a NaN pattern no kernel computes
 #define DRIVER_ID_SWIFTSHADER 10 // VK_DRIVER_ID_GOOGLE_SWIFTSHADER (vktrain.h has no Vulkan types)
@@ -411,6 +412,9 @@ static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *see
         {VKT_MM_TN, 0.05f, 0.9f, 1e-2f, true, "wide64-r32c16-g8"},
         {VKT_MM_TN, 0.05f, 0.9f, 1e-2f, false, "wide64t-r32c16-g8"},
         {VKT_MM_NN, 0.02f, 0.5f, 1e-3f, true, "wide64t-r32c16-g8"},
+        // The 8-float pieces written both ways on any host (store64_pays picks one per CPU).
+        {VKT_MM_TN, 0.05f, 0.9f, 1e-2f, false, "wide64t-r32c8-g8,stores-vec4"},
+        {VKT_MM_NT, 0.05f, 0.9f, 0.0f, true, "wide64t-r32c8-g8,stores-dvec4"},
         {VKT_MM_TN, 0.05f, 0.9f, 0.0f, false, "wide-r16c8-g64"},
         {VKT_MM_NN, 0.1f, 0.0f, 1e-2f, false, "wide-r16c8-g64"},
     };
@@ -468,12 +472,12 @@ int main(void) {
     if (vt_init(t, "test_matmul")) return 1;
     vkt_context_set_tune(t->ctx, VKT_TUNE_OFF);
     // A variant list naming something that is no variant is refused (by vkt_ops_create too), with
-    // the name in the message; real names, "none" and an empty list are not.
-    VT_CHECK(t,
-             vkt_matmul_check_variants("wide64t-r32c8-g8,none") == VKT_OK &&
-                 vkt_matmul_check_variants("") == VKT_OK &&
-                 vkt_matmul_check_variants(NULL) == VKT_OK,
-             "a list of real variant names refused: %s", vkt_error());
+    // the name in the message; real names, "none", the stores tokens and an empty list are not.
+    VT_CHECK(
+        t,
+        vkt_matmul_check_variants("wide64t-r32c8-g8,none,stores-vec4,stores-dvec4") == VKT_OK &&
+            vkt_matmul_check_variants("") == VKT_OK && vkt_matmul_check_variants(NULL) == VKT_OK,
+        "a list of real variant names refused: %s", vkt_error());
     VT_CHECK(t,
              vkt_matmul_check_variants("none,wide64t-r32c8") == VKT_ERR_ARG &&
                  strstr(vkt_error(), "\"wide64t-r32c8\"") && strstr(vkt_error(), "ss-r16c16-g4"),
@@ -578,19 +582,22 @@ int main(void) {
     // K-split into dispatches of 256 (K = 784 gives four, the last of 16), pass 5 the
     // storage-buffer tile lavapipe falls back to where texel buffers cannot hold the views (its
     // larger tiles, no one's candidates, are the same code: not run, to save their compiling),
-    // pass 6 the scalar tile SwiftShader measures against its first choice and pass 7 the 32 x 16
+    // pass 6 the scalar tile SwiftShader measures against its first choice, pass 7 the 32 x 16
     // texel tile lavapipe measures against its 32 x 8 one on large products (tuning is off here,
-    // so the rule's first choice runs otherwise), so that every kernel and path the engine can
-    // choose is checked here.
-    const char *passes[8] = {NULL,
-                             "none",
-                             "wide-r16c8-g64,scalar-r4c4-g64",
-                             "wide64t-r32c8-g8",
-                             "wide64-r32c16-g8-k256",
-                             "wide64-r32c16-g8",
-                             "none,scalar-r8c8-g4",
-                             "wide64t-r32c16-g8"};
-    for (int pass = 0; pass < 8; pass++) {
+    // so the rule's first choice runs otherwise) and passes 8 and 9 the texel tile's 8-float
+    // pieces written as two vec4s and as one dvec4 (the host's CPU picks one of them), so that
+    // every kernel and path the engine can choose is checked here.
+    const char *passes[10] = {NULL,
+                              "none",
+                              "wide-r16c8-g64,scalar-r4c4-g64",
+                              "wide64t-r32c8-g8",
+                              "wide64-r32c16-g8-k256",
+                              "wide64-r32c16-g8",
+                              "none,scalar-r8c8-g4",
+                              "wide64t-r32c16-g8",
+                              "wide64t-r32c8-g8,stores-vec4",
+                              "wide64t-r32c8-g8,stores-dvec4"};
+    for (int pass = 0; pass < 10; pass++) {
         if (passes[pass]) VT_OK(t, vkt_context_set_matmul_variant(t->ctx, passes[pass]));
         for (int f = 0; f < 3; f++) {
             for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; i++) {
@@ -606,8 +613,19 @@ int main(void) {
                 if (!ops[d] || vkt_device_get_info(t->dev[d])->driver_id != DRIVER_ID_LLVMPIPE)
                     continue;
                 const char *got = vkt_matmul_variant(ops[d], forms[f], 128, 512, 784);
-                VT_CHECK(t, got && !strcmp(got, passes[pass]), "lavapipe: forced %s, ran %s",
-                         passes[pass], got ? got : "(none)");
+                size_t len = strcspn(passes[pass], ",");
+                VT_CHECK(t, got && strlen(got) == len && !strncmp(got, passes[pass], len),
+                         "lavapipe: forced %s, ran %s", passes[pass], got ? got : "(none)");
+                // and the stores the list asks for (VKT_SPEC_MM_STORE64 in its kernel's key)
+                const char *stores = strstr(passes[pass], ",stores-");
+                vkt_mm_shape sh = {forms[f], 128, 512, 784};
+                vkt_kernel_key key;
+                vkt_matmul_plain_keys(ops[d], &sh, 1, &key);
+                VT_CHECK(t,
+                         !stores || key.spec[VKT_SPEC_MM_STORE64] ==
+                                        (strcmp(stores, ",stores-dvec4") == 0 ? 1u : 0u),
+                         "lavapipe: %s: STORE64 is %u", passes[pass],
+                         key.spec[VKT_SPEC_MM_STORE64]);
             }
         }
         vkt_context_set_matmul_variant(t->ctx, NULL);

@@ -5,8 +5,9 @@
 //   VKT_CACHE_DIR=DIR|off      vkt_context_desc.cache_dir: DIR; "off" or "" none; unset:
 //                              $XDG_CACHE_HOME/vktrain, else $HOME/.cache/vktrain, else none
 //   VKT_TUNE=off|0|force       vkt_context_desc.tune: VKT_TUNE_OFF, VKT_TUNE_FORCE; else ON
-//   VKT_MATMUL_VARIANT=N[,N]   vkt_context_desc.matmul_variant (a name that is no variant:
-//                              an error listing the variants)
+//   VKT_MATMUL_VARIANT=N[,N]   vkt_context_desc.matmul_variant: variant names, none,
+//                              stores-dvec4, stores-vec4 (a name that is none of these: an
+//                              error listing them)
 //   VKT_NET_FUSE=0|1           vkt_context_desc.fuse: "0" VKT_FUSE_OFF, any other VKT_FUSE_ON;
 //                              unset or "" VKT_FUSE_AUTO
 //   VKT_FONT=FILE.ttf          vkt_viewer_opts.font_path

@@ -312,6 +312,25 @@ static bool store64_pays(const vkt_device_info *d) {
     return false;
 #endif
 }
+// Whether the comma-separated list names holds token.
+static bool list_has(const char *names, const char *token) {
+    size_t n = strlen(token);
+    for (const char *p = names; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, token, n) == 0) return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+// The tokens of a matmul_variant list that fix VKT_SPEC_MM_STORE64 on every device instead of
+// store64_pays (for tests, which check both ways on any host, and for measuring a new CPU).
+#define STORES_DVEC4 "stores-dvec4"
+#define STORES_VEC4 "stores-vec4"
+static bool store64(const vkt_device *dev) {
+    if (list_has(dev->ctx->matmul_variant, STORES_DVEC4)) return true;
+    if (list_has(dev->ctx->matmul_variant, STORES_VEC4)) return false;
+    return store64_pays(dev->info);
+}
 static bool any_device(const vkt_device_info *d) { return d != NULL; }
 
 typedef struct mm_cand {
@@ -378,7 +397,10 @@ static const mm_rule DEVICE_RULES[] = {
 vkt_status vkt_matmul_check_variants(const char *names) {
     for (const char *p = names ? names : ""; *p;) {
         size_t len = strcspn(p, ",");
-        if (len && !variant_named(p, len) && !(len == 4 && strncmp(p, "none", 4) == 0)) {
+        bool token = (len == 4 && strncmp(p, "none", 4) == 0) ||
+                     (len == strlen(STORES_DVEC4) && strncmp(p, STORES_DVEC4, len) == 0) ||
+                     (len == strlen(STORES_VEC4) && strncmp(p, STORES_VEC4, len) == 0);
+        if (len && !variant_named(p, len) && !token) {
             char known[768];
             size_t used = 0;
             for (int i = 0; i < NVARIANTS && used < sizeof known; i++)
@@ -387,7 +409,8 @@ vkt_status vkt_matmul_check_variants(const char *names) {
             return vkt_fail(VKT_ERR_ARG,
                             "the matmul variant list \"%s\" (the CLI's VKT_MATMUL_VARIANT) names "
                             "\"%.*s\", which is no variant: "
-                            "give names from %snone (commas between), or leave the list empty",
+                            "give names from %snone, " STORES_DVEC4 ", " STORES_VEC4
+                            " (commas between), or leave the list empty",
                             names, (int)len, p, known);
         }
         p += len + (p[len] == ',');
@@ -1322,9 +1345,10 @@ static bool ustore(const vkt_device_info *d, const mm_variant *v, uint32_t mode,
 // has its own) and specialization constants: workgroup, form, tile (wide and tiled kernels), and
 // for the kernels with the epilogue its activation and mode. The scalar kernel's tile is compiled
 // in (the shader's name): its tile constants stay 0, one cache entry per kernel.
-static void variant_key(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form,
-                        uint32_t act, uint32_t mode, uint32_t sgd_mode, uint32_t M, uint32_t N,
-                        uint32_t K, vkt_kernel_key *key) {
+static void variant_key(const vkt_device *dev, const mm_variant *v, vkt_mm_form form, uint32_t act,
+                        uint32_t mode, uint32_t sgd_mode, uint32_t M, uint32_t N, uint32_t K,
+                        vkt_kernel_key *key) {
+    const vkt_device_info *d = dev->info;
     memset(key, 0, sizeof *key);
     uint32_t spec[9] = {
         v->wg, v->kind == MM_TILED ? v->wg : 1, 1, (uint32_t)form, v->tm, v->tc, v->w, act, mode};
@@ -1335,7 +1359,7 @@ static void variant_key(const vkt_device_info *d, const mm_variant *v, vkt_mm_fo
     // view cannot be: the key the engine builds ahead (vkt_matmul_plain_keys) is the usual one.
     // (The spec[] index of each constant is its id: VKT_SPEC_MM_COLSUM, _A_TEXEL, _STORE64.)
     if (v->kind == MM_NARROW) key->spec[VKT_SPEC_MM_A_TEXEL] = 1, key->nspec = 11;
-    if (v->kind == MM_WIDE && v->w == 8 && store64_pays(d))
+    if (v->kind == MM_WIDE && v->w == 8 && store64(dev))
         key->spec[VKT_SPEC_MM_STORE64] = 1, key->nspec = 12;
     // Each constant's value is in spec[] whether or not nspec reaches it (only the first nspec are
     // the key), so that a later constant that extends the key carries the right ones before it.
@@ -1349,9 +1373,9 @@ static void variant_key(const vkt_device_info *d, const mm_variant *v, vkt_mm_fo
 int vkt_matmul_plain_keys(vkt_ops *ops, const vkt_mm_shape *shapes, int n, vkt_kernel_key *out) {
     for (int i = 0; i < n; i++) {
         const vkt_mm_shape *sh = &shapes[i];
-        variant_key(vkt_device_get_info(vkt_ops_device(ops)),
-                    plain_variant(ops, sh->form, sh->M, sh->N, sh->K), sh->form, VKT_ACT_CODE_NONE,
-                    VKT_MM_EPI_FORWARD, 0, sh->M, sh->N, sh->K, &out[i]);
+        variant_key(vkt_ops_device(ops), plain_variant(ops, sh->form, sh->M, sh->N, sh->K),
+                    sh->form, VKT_ACT_CODE_NONE, VKT_MM_EPI_FORWARD, 0, sh->M, sh->N, sh->K,
+                    &out[i]);
     }
     return n;
 }
@@ -1468,7 +1492,7 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
     VKT_ASSERT(!cs || colsum_in_kernel(v, form, cs));
     vkt_kernel_key key, plain;
     const vkt_device_info *dinfo = vkt_device_get_info(vkt_ops_device(ops));
-    variant_key(dinfo, v, form, e->act_code, e->mode, e->sgd_mode, M, N, K, &key);
+    variant_key(vkt_ops_device(ops), v, form, e->act_code, e->mode, e->sgd_mode, M, N, K, &key);
     if (cs) key.spec[VKT_SPEC_MM_COLSUM] = 1, key.nspec = key.nspec > 10 ? key.nspec : 10;
     if (v->kind == MM_NARROW && !texel_view_ok(dinfo, &a))
         key.spec[VKT_SPEC_MM_A_TEXEL] = 0; // a as floats

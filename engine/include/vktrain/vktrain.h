@@ -135,7 +135,9 @@ typedef struct vkt_context_desc {
     vkt_tune_mode tune;
     // Fixes the matmul's kernel variant instead of choosing by measurement (benchmarks,
     // experiments): "name[,name]" with names of vkt_matmul_candidates; a wide name replaces the
-    // wide candidates, a scalar name the scalar ones, "none" drops the wide ones. NULL: choose.
+    // wide candidates, a scalar name the scalar ones, "none" drops the wide ones; "stores-dvec4"
+    // or "stores-vec4" fixes how the 8-float wide kernels write their pieces (which the host's
+    // CPU decides otherwise, matmul.c store64_pays) and leaves the choice alone. NULL: choose.
     // vkt_ops_create fails with VKT_ERR_ARG on a list that names no variant
     // (vkt_matmul_check_variants, ops.h; a list set on a live context is checked by the next
     // vkt_ops_create only, so check it first).
