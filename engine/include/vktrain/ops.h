@@ -149,8 +149,9 @@ bool vkt_matmul_sgd_fits(vkt_ops *ops, vkt_mm_form form, const vkt_view *c, cons
                          const vkt_view *b, const vkt_view *buf, uint32_t M, uint32_t N,
                          uint32_t K);
 // VKT_OK when every comma-separated name in names (a context's matmul_variant) is a matmul
-// variant or "none"; else VKT_ERR_ARG with a message naming the first that is not and listing
-// the variants. vkt_ops_create checks its context's list with it.
+// variant, "none", "stores-dvec4" or "stores-vec4" (vkt_context_desc.matmul_variant); else
+// VKT_ERR_ARG with a message naming the first that is not and listing the variants.
+// vkt_ops_create checks its context's list with it.
 vkt_status vkt_matmul_check_variants(const char *names);
 // The variant vkt_op_matmul uses on this device for that shape (for benchmarks and logs).
 const char *vkt_matmul_variant(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K);
