@@ -240,8 +240,11 @@ int main(void) {
     // The single strategy times one step in 16 unless told to time every one (profile_kernels):
     // its figures are the timed steps', scaled to the whole wall time, so that the busy and
     // matmul fractions agree with a run that timed every step (unscaled they would be about a
-    // sixteenth of it).
-    {
+    // sixteenth of it). Two timed steps stand for the 32 of a run, so another test's load on the
+    // machine landing on the untimed ones alone can put one run's fractions far from the other's
+    // (0.128 against 0.830 in one CI run under ctest -j 2): the pair is measured again, up to
+    // three times, until it agrees. A scaling that is wrong misses in every attempt.
+    for (int attempt = 0; attempt < 3; attempt++) {
         double frac[2][2] = {{0}};
         for (int prof = 0; prof < 2; prof++) {
             vkt_strategy_desc d = {.kind = VKT_STRATEGY_SINGLE,
@@ -272,13 +275,19 @@ int main(void) {
             vkt_strategy_destroy(s);
             free(x);
         }
+        bool agree = true;
         for (int k = 0; k < 2; k++)
-            VT_CHECK(t,
-                     frac[0][k] > 0.4 * frac[1][k] && frac[0][k] < 2.5 * frac[1][k] &&
-                         frac[0][k] <= 1.05,
-                     "%s fraction of the wall time: %.3f timing one step in 16, %.3f timing every "
-                     "step",
-                     k ? "matmul" : "busy", frac[0][k], frac[1][k]);
+            agree = agree && frac[0][k] > 0.4 * frac[1][k] && frac[0][k] < 2.5 * frac[1][k] &&
+                    frac[0][k] <= 1.05;
+        for (int k = 0; k < 2; k++)
+            printf("test_parallel: attempt %d: %s fraction of the wall time: %.3f timing one step "
+                   "in 16, %.3f timing every step\n",
+                   attempt + 1, k ? "matmul" : "busy", frac[0][k], frac[1][k]);
+        if (agree) break;
+        VT_CHECK(t, attempt < 2,
+                 "the busy and matmul fractions timing one step in 16 (%.3f, %.3f) disagree with "
+                 "timing every step (%.3f, %.3f) in three attempts",
+                 frac[0][0], frac[0][1], frac[1][0], frac[1][1]);
     }
 
     const cfg cfgs[] = {
