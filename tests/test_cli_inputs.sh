@@ -3,8 +3,8 @@
 # from every reader of the CLI: a FIFO, a directory or a device given where a file is expected
 # (model, data, text, checkpoint, trace; a FIFO used to block the run forever), numbers past what
 # a flag can hold (each used to be converted to an integer with undefined behaviour), and the
-# messages that named the wrong flag, and a matmul variant list (VKT_MATMUL_VARIANT) that names no
-# variant. Also: a checkpoint's "model" metadata is the model's name.
+# messages that named the wrong flag, a matmul variant list (VKT_MATMUL_VARIANT) that names no
+# variant, and a VKT_* variable set to a word it does not take. Also: a checkpoint's "model" metadata is the model's name.
 # Args: VKTRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -111,6 +111,24 @@ grep -q "wide64t-r32c16-g8, " "$work/err"; check "the message lists the variants
 VKT_MATMUL_VARIANT=wide64t-r32c16-g8,none "$bin" train --model "$tiny" $data $dev --max-steps 1 \
     --quiet
 check "VKT_MATMUL_VARIANT of real names runs" $?
+
+# 5. The other VKT_* variables that take words (a misspelt one used to count as the default, or as
+# "on": VKT_NET_FUSE=off fused): an error naming the variable, the value and the words, from
+# train, bench and view alike; each variable's other spellings still run.
+for bad in VKT_TUNE=forse VKT_NET_FUSE=never VKT_CONV=column VKT_AHEAD=no VKT_VALIDATION=yes; do
+    env "$bad" "$bin" train --model "$tiny" $data $dev --max-steps 1 --quiet > "$work/out" \
+        2> "$work/err"
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "^vktrain: $bad is not a setting it takes: use .* or " "$work/err"
+    check "train with $bad: exit 1 and a message naming it ($(head -c 160 "$work/err"))" $?
+done
+VKT_TUNE=forse expect_error "bench matmul with VKT_TUNE=forse" "VKT_TUNE=forse is not a setting" \
+    bench matmul --sizes 64 $dev
+VKT_AHEAD=no expect_error "view with VKT_AHEAD=no" "VKT_AHEAD=no is not a setting" \
+    view "$work/missing.json" --png "$work/v.png"
+VKT_TUNE=on VKT_NET_FUSE=off VKT_CONV=auto VKT_AHEAD=0 VKT_VALIDATION=off "$bin" train \
+    --model "$tiny" $data $dev --max-steps 1 --quiet
+check "the variables' other words run (on, off, auto, 0)" $?
 
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails -eq 0 ]

@@ -237,7 +237,7 @@ int main(void) {
     // Compiling ahead (engine/core/ahead.c), in a context of its own where each device is the
     // one open CPU device, then in the harness's, where the other CPU devices are open.
     cli_env env;
-    cli_env_read(&env);
+    VT_OK(t, cli_env_read(&env));
     env.context.validation = 1;
     vkt_context *solo = NULL;
     VT_OK(t, vkt_context_create(&env.context, &solo));

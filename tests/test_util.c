@@ -105,7 +105,10 @@ int vt_init(vt *t, const char *name) {
     // The CLI's VKT_* variables (VKT_CACHE_DIR, VKT_TUNE, VKT_MATMUL_VARIANT, VKT_NET_FUSE), with
     // validation always on.
     cli_env env;
-    cli_env_read(&env);
+    if (cli_env_read(&env) != VKT_OK) {
+        fprintf(stderr, "%s: cannot start: %s\n", name, vkt_error());
+        return 1;
+    }
     env.context.validation = 1;
     if (vkt_context_create(&env.context, &t->ctx) != VKT_OK) {
         fprintf(stderr, "%s: cannot start: %s\n", name, vkt_error());

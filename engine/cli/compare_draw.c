@@ -212,7 +212,7 @@ bool cmp_matmul_picture(cmp_picture *p, const cmp_result *rs, int n, bool fracti
 vkt_status cmp_render_pictures(cmp_picture *pics, int np, const char *device, int w, int h,
                                bool want_layout) {
     cli_env env;
-    cli_env_read(&env);
+    VKT_TRY(cli_env_read(&env));
     vw_offscreen_desc od = {.device_spec = device,
                             .validation = env.context.validation,
                             .font_path = env.font,

@@ -111,7 +111,7 @@ static void usage(FILE *f) {
         "                          Default: the best device (discrete, integrated, then CPU)\n"
         "  --help, --version\n"
         "\n"
-        "environment:\n"
+        "environment (a value a variable does not take is an error):\n"
         "  VKT_VALIDATION=1        run with the Khronos validation layer and synchronization\n"
         "                          validation; every message is printed\n"
         "  VKT_CACHE_DIR=DIR|off   where kernel measurements and pipeline caches are kept\n"
@@ -120,6 +120,8 @@ static void usage(FILE *f) {
         "  VKT_MATMUL_VARIANT=N[,N]  use these matmul variants instead of measuring\n"
         "  VKT_NET_FUSE=0|1        fuse activations and SGD into the matmuls: never, always\n"
         "                          (default: where the device gains from it)\n"
+        "  VKT_CONV=columns        every convolution through columns and the matmul\n"
+        "  VKT_AHEAD=off           compile no kernels ahead on a second thread\n"
         "  VKT_FONT=FILE.ttf       the viewer's font (default DejaVu Sans)\n",
         VKT_VERSION);
 }
@@ -131,7 +133,8 @@ int cli_fail(const char *what) {
 
 vkt_status cli_open_context(const vkt_world *world, vkt_context **ctx) {
     cli_env env;
-    cli_env_read(&env);
+    vkt_status st = cli_env_read(&env);
+    if (st != VKT_OK) return st;
     // Ranks that share a machine compile no kernels ahead (engine/core/ahead.c): their queue
     // threads already keep its cores busy, and a cold 2-rank run on 2 cores started its steps
     // 2 s later with it (docs/PERFORMANCE.md).

@@ -796,14 +796,15 @@ static void *train_thread(void *p) {
 }
 
 vkt_status cli_train_with_viewer(cli_run_options *c, vkt_train_result *r) {
+    cli_env env;
+    vkt_status st = cli_env_read(&env);
+    if (st != VKT_OK) return st;
     train_job job = {.c = c, .r = r};
     pthread_t th;
     if (pthread_create(&th, NULL, train_thread, &job) != 0)
         return vkt_train_run(&c->o, r); // no thread: train without the window
     char title[600];
     snprintf(title, sizeof title, "train %s", c->o.model_path);
-    cli_env env;
-    cli_env_read(&env);
     vkt_viewer_opts vo = {.device_spec = c->view_device,
                           .source = title,
                           .live = true,

@@ -131,7 +131,7 @@ int cmd_view(int argc, char **argv) {
     const char *file = NULL, *png = NULL;
     double replay_s = 0;
     cli_env env;
-    cli_env_read(&env);
+    if (cli_env_read(&env) != VKT_OK) return cli_fail(vkt_error());
     vkt_viewer_opts o = {.validation = env.context.validation, .font_path = env.font};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
