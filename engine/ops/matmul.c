@@ -252,10 +252,24 @@ static bool has_sgd(const mm_variant *v) {
     return v->kind == MM_WIDE && !v->ss && v->kc == 0 && !v->pad;
 }
 
+// Whether the len characters at p are word.
+static bool word_is(const char *p, size_t len, const char *word) {
+    return strlen(word) == len && strncmp(p, word, len) == 0;
+}
+
+// The words of a comma-separated list (the context's matmul_variant): the next one's start *w
+// and length *len, *p moved past it and its comma; false at the list's end.
+static bool next_word(const char **p, const char **w, size_t *len) {
+    if (!**p) return false;
+    *w = *p;
+    *len = strcspn(*p, ",");
+    *p += *len + ((*p)[*len] == ',');
+    return true;
+}
+
 static const mm_variant *variant_named(const char *name, size_t len) {
     for (int i = 0; i < NVARIANTS; i++)
-        if (strlen(VARIANTS[i].name) == len && strncmp(VARIANTS[i].name, name, len) == 0)
-            return &VARIANTS[i];
+        if (word_is(name, len, VARIANTS[i].name)) return &VARIANTS[i];
     return NULL;
 }
 
@@ -314,12 +328,10 @@ static bool store64_pays(const vkt_device_info *d) {
 }
 // Whether the comma-separated list names holds token.
 static bool list_has(const char *names, const char *token) {
-    size_t n = strlen(token);
-    for (const char *p = names; *p;) {
-        size_t len = strcspn(p, ",");
-        if (len == n && strncmp(p, token, n) == 0) return true;
-        p += len + (p[len] == ',');
-    }
+    const char *w;
+    size_t len;
+    while (next_word(&names, &w, &len))
+        if (word_is(w, len, token)) return true;
     return false;
 }
 // The tokens of a matmul_variant list that fix VKT_SPEC_MM_STORE64 on every device instead of
@@ -395,11 +407,11 @@ static const mm_rule DEVICE_RULES[] = {
 };
 
 vkt_status vkt_matmul_check_variants(const char *names) {
-    for (const char *p = names ? names : ""; *p;) {
-        size_t len = strcspn(p, ",");
-        bool token = (len == 4 && strncmp(p, "none", 4) == 0) ||
-                     (len == strlen(STORES_DVEC4) && strncmp(p, STORES_DVEC4, len) == 0) ||
-                     (len == strlen(STORES_VEC4) && strncmp(p, STORES_VEC4, len) == 0);
+    const char *list = names ? names : "", *p;
+    size_t len;
+    while (next_word(&list, &p, &len)) {
+        bool token = word_is(p, len, "none") || word_is(p, len, STORES_DVEC4) ||
+                     word_is(p, len, STORES_VEC4);
         if (len && !variant_named(p, len) && !token) {
             char known[768];
             size_t used = 0;
@@ -413,7 +425,6 @@ vkt_status vkt_matmul_check_variants(const char *names) {
                             " (commas between), or leave the list empty",
                             names, (int)len, p, known);
         }
-        p += len + (p[len] == ',');
     }
     return VKT_OK;
 }
@@ -450,14 +461,14 @@ static int candidates(const vkt_device *dev, uint64_t macs, const mm_variant **o
     const mm_variant *fix_wide = NULL, *fix_scalar = NULL;
     bool no_wide = false;
     *fixed = false;
-    for (const char *names = dev->ctx->matmul_variant; *names;) {
-        size_t len = strcspn(names, ",");
-        const mm_variant *v = variant_named(names, len);
+    const char *names = dev->ctx->matmul_variant, *w;
+    size_t len;
+    while (next_word(&names, &w, &len)) {
+        const mm_variant *v = variant_named(w, len);
         if (v && v->kind != MM_SCALAR) fix_wide = v;
         if (v && v->kind == MM_SCALAR) fix_scalar = v;
-        if (len == 4 && strncmp(names, "none", 4) == 0) no_wide = true;
-        *fixed = *fixed || v || (len == 4 && strncmp(names, "none", 4) == 0);
-        names += len + (names[len] == ',');
+        if (word_is(w, len, "none")) no_wide = true;
+        *fixed = *fixed || v || word_is(w, len, "none");
     }
     int n = 0;
     if (fix_wide && !no_wide && runs_on(d, fix_wide)) fallback[n] = false, out[n++] = fix_wide;
