@@ -11,7 +11,8 @@
 // nothing; with Mesa's shader cache empty, no measured time includes compiling (lavapipe compiles
 // at a pipeline's first dispatch); a pipeline cache file names its device, and a damaged one does
 // not stop the device from opening; a product's kernel built ahead on two threads
-// (vkt_ops_prebuild) is the one its recording uses.
+// (vkt_ops_prebuild) is the one its recording uses; times measured with the stores forced
+// ("stores-dvec4" in the variant list) are kept under their own name.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -93,10 +94,10 @@ static const char *run_product(vt *t, vkt_device *dev, const char *where) {
     return run_product_ex(t, dev, where, false);
 }
 
-// The entries of the tuning file for OP: their number, the variant with the least time, and
+// The entries of the tuning file for op: their number, the variant with the least time, and
 // (worst, when not NULL) the greatest time.
-static int file_entries_worst(vt *t, const vkt_device_info *d, char *fastest, size_t size,
-                              double *worst) {
+static int file_entries_op(vt *t, const vkt_device_info *d, const char *op_name, char *fastest,
+                           size_t size, double *worst) {
     char path[4400];
     if (!vkt_cache_path(t->ctx, d, ".tune.json", path, sizeof path)) return -1;
     FILE *f = fopen(path, "rb");
@@ -114,7 +115,7 @@ static int file_entries_worst(vt *t, const vkt_device_info *d, char *fastest, si
         const cJSON *op = cJSON_GetObjectItemCaseSensitive(e, "op");
         const cJSON *var = cJSON_GetObjectItemCaseSensitive(e, "variant");
         const cJSON *ms = cJSON_GetObjectItemCaseSensitive(e, "ms");
-        if (!cJSON_IsString(op) || strcmp(op->valuestring, OP) || !cJSON_IsString(var) ||
+        if (!cJSON_IsString(op) || strcmp(op->valuestring, op_name) || !cJSON_IsString(var) ||
             !cJSON_IsNumber(ms))
             continue;
         count++;
@@ -126,6 +127,11 @@ static int file_entries_worst(vt *t, const vkt_device_info *d, char *fastest, si
     }
     cJSON_Delete(root);
     return count;
+}
+
+static int file_entries_worst(vt *t, const vkt_device_info *d, char *fastest, size_t size,
+                              double *worst) {
+    return file_entries_op(t, d, OP, fastest, size, worst);
 }
 
 static int file_entries(vt *t, const vkt_device_info *d, char *fastest, size_t size) {
@@ -262,6 +268,37 @@ int main(void) {
                  d->name);
     }
     vkt_context_set_tune(t.ctx, VKT_TUNE_ON);
+
+    // The stores forced by a token of the variant list ("stores-dvec4": other kernels under the
+    // same variant names on lavapipe): measured again and kept under their own name, the
+    // measurements without the token left as they were.
+    VT_OK(&t, vkt_context_set_matmul_variant(t.ctx, "stores-dvec4"));
+    for (int i = 0; i < t.ndev; i++) {
+        const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
+        char fastest[64] = "", plain_before[64] = "", plain_after[64] = "";
+        int n0 = file_entries(&t, d, plain_before, sizeof plain_before);
+        vkt_tune_stats s0 = vkt_tune_get_stats();
+        const char *v = run_product(&t, t.dev[i], d->name);
+        vkt_tune_stats s1 = vkt_tune_get_stats();
+        if (!multi[i]) {
+            CHECK_SINGLE(i, s0, s1, v);
+            continue;
+        }
+        VT_CHECK(&t, s1.measured >= s0.measured + 2,
+                 "%s: stores-dvec4 measured %llu variants beside the stored ones, want >= 2",
+                 d->name, (unsigned long long)(s1.measured - s0.measured));
+        char op[128];
+        snprintf(op, sizeof op, "%s stores-dvec4", OP);
+        int nf = file_entries_op(&t, d, op, fastest, sizeof fastest, NULL);
+        VT_CHECK(&t, nf >= 2 && v && !strcmp(v, fastest),
+                 "%s: %d entries for \"%s\" in the file (want >= 2), %s used, %s fastest", d->name,
+                 nf, op, v ? v : "(none)", fastest);
+        int n1 = file_entries(&t, d, plain_after, sizeof plain_after);
+        VT_CHECK(&t, n1 == n0 && !strcmp(plain_before, plain_after),
+                 "%s: the entries for %s changed under stores-dvec4 (%d, %s -> %d, %s)", d->name,
+                 OP, n0, plain_before, n1, plain_after);
+    }
+    VT_OK(&t, vkt_context_set_matmul_variant(t.ctx, NULL));
 
     // A damaged file: ignored, measured again, rewritten whole.
     vkt_tune_forget();

@@ -842,12 +842,19 @@ static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, c
 // The name a product's measurements are kept under (tune.c): its form and shape, and its
 // strides where they are not the dense ones (a block of a split product: the strides change the
 // memory access, so they are measured apart). The offsets only decide which variants fit (the
-// fitting ones are chosen among by these measurements), not their speed.
-static void op_key(char *buf, size_t size, vkt_mm_form form, const mm_geom *g, uint32_t M,
-                   uint32_t N, uint32_t K) {
+// fitting ones are chosen among by these measurements), not their speed. Times measured with the
+// stores forced (a token of the context's variant list) are kept apart, named with the token:
+// they time other kernels than a run without it builds under the same variant names.
+static void op_key(const vkt_device *dev, char *buf, size_t size, vkt_mm_form form,
+                   const mm_geom *g, uint32_t M, uint32_t N, uint32_t K) {
+    const char *names = dev->ctx->matmul_variant;
+    const char *forced = list_has(names, STORES_DVEC4)  ? " " STORES_DVEC4
+                         : list_has(names, STORES_VEC4) ? " " STORES_VEC4
+                                                        : "";
     int n = snprintf(buf, size, "matmul %s %ux%ux%u", form_name(form), M, N, K);
     if (!geom_is_dense(g, form, M, N, K) && n > 0 && (size_t)n < size)
-        snprintf(buf + n, size - (size_t)n, " ld %u,%u,%u", g->lda, g->ldb, g->ldc);
+        n += snprintf(buf + n, size - (size_t)n, " ld %u,%u,%u", g->lda, g->ldb, g->ldc);
+    if (n > 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, "%s", forced);
 }
 
 static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *c,
@@ -862,7 +869,7 @@ static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *
     if (nf == 1 || fixed || vkt_tune_mode_of(dev) == VKT_TUNE_OFF) return fit[0];
 
     char op[128];
-    op_key(op, sizeof op, form, g, M, N, K);
+    op_key(dev, op, sizeof op, form, g, M, N, K);
     vkt_tune_lock();
     // Stored times, and the candidates without one (measured now; INFINITY if that fails).
     double ms[MAX_CANDS], got[MAX_CANDS];
@@ -1184,7 +1191,7 @@ int vkt_matmul_candidates(vkt_ops *ops, vkt_mm_form form, uint32_t M, uint32_t N
                      (uint64_t)M * N * K, fit, &fixed),
         n = 0;
     char op[128];
-    op_key(op, sizeof op, form, &bl.g, bl.M, bl.N, bl.K);
+    op_key(dev, op, sizeof op, form, &bl.g, bl.M, bl.N, bl.K);
     for (; n < nf && n < max; n++) {
         names[n] = fit[n]->name;
         if (!vkt_tune_get(dev, op, fit[n]->name, &ms[n])) ms[n] = 0;
