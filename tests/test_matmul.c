@@ -417,6 +417,9 @@ static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *see
         {VKT_MM_NT, 0.05f, 0.9f, 0.0f, true, "wide64t-r32c8-g8,stores-dvec4"},
         {VKT_MM_TN, 0.05f, 0.9f, 0.0f, false, "wide-r16c8-g64"},
         {VKT_MM_NN, 0.1f, 0.0f, 1e-2f, false, "wide-r16c8-g64"},
+        // lavapipe's two small-product tiles on any host (lp_half_tile_pays picks one per CPU).
+        {VKT_MM_TN, 0.05f, 0.9f, 1e-2f, true, "wide64t-r16c8-g8"},
+        {VKT_MM_NN, 0.02f, 0.5f, 0.0f, false, "wide64t-r32c8-g8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (cases[i].variant) VT_OK(t, vkt_context_set_matmul_variant(t->ctx, cases[i].variant));
@@ -442,21 +445,29 @@ static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *see
     // lavapipe the texel kernel writes the parameters and the momentum by subgroup-uniform stores
     // there (VKT_SPEC_MM_USTORE), the last piece repeated in the lanes past N; without momentum
     // it keeps the per-lane stores (z is c then).
+    // (The tile's rows, M a multiple of them: 48 takes the uniform stores with the 16-row tile,
+    // not with the 32-row one; both tiles forced once besides the device's first choice.)
     const struct {
         vkt_mm_form form;
         uint32_t M, N, K;
         float momentum;
         bool nesterov;
-    } whole[] = {{VKT_MM_TN, 64, 136, 40, 0.9f, false},
-                 {VKT_MM_NT, 96, 200, 48, 0.9f, true},
-                 {VKT_MM_NN, 32, 72, 40, 0.5f, false},
-                 {VKT_MM_TN, 64, 136, 40, 0.0f, false}};
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        const char *variant;
+    } whole[] = {{VKT_MM_TN, 64, 136, 40, 0.9f, false, NULL},
+                 {VKT_MM_NT, 96, 200, 48, 0.9f, true, NULL},
+                 {VKT_MM_NN, 32, 72, 40, 0.5f, false, NULL},
+                 {VKT_MM_TN, 64, 136, 40, 0.0f, false, NULL},
+                 {VKT_MM_TN, 48, 136, 40, 0.9f, false, "wide64t-r16c8-g8"},
+                 {VKT_MM_NT, 64, 200, 48, 0.9f, true, "wide64t-r32c8-g8"}};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+        if (whole[i].variant) VT_OK(t, vkt_context_set_matmul_variant(t->ctx, whole[i].variant));
         for (int d = 0; d < t->ndev; d++)
             if (ops[d] && cmd[d] && !is_swiftshader(t->dev[d]))
                 sgd_case(t, t->dev[d], ops[d], cmd[d], whole[i].form, whole[i].M, whole[i].N,
                          whole[i].K, 0.05f, whole[i].momentum, 1e-3f, whole[i].nesterov, (*seed)++,
-                         NULL);
+                         whole[i].variant);
+        vkt_context_set_matmul_variant(t->ctx, NULL);
+    }
     // An SGD-epilogue product of 2^27 multiply-adds with K = 512 in NT: on lavapipe the texel
     // kernel takes two k steps per iteration of its k loop there (VKT_SPEC_MM_KSTEPS).
     for (int d = 0; d < t->ndev; d++)
@@ -584,10 +595,11 @@ int main(void) {
     // larger tiles, no one's candidates, are the same code: not run, to save their compiling),
     // pass 6 the scalar tile SwiftShader measures against its first choice, pass 7 the 32 x 16
     // texel tile lavapipe measures against its 32 x 8 one on large products (tuning is off here,
-    // so the rule's first choice runs otherwise) and passes 8 and 9 the texel tile's 8-float
-    // pieces written as two vec4s and as one dvec4 (the host's CPU picks one of them), so that
-    // every kernel and path the engine can choose is checked here.
-    const char *passes[10] = {NULL,
+    // so the rule's first choice runs otherwise), passes 8 and 9 the texel tile's 8-float
+    // pieces written as two vec4s and as one dvec4 (the host's CPU picks one of them) and pass 10
+    // the 16 x 8 texel tile (lavapipe's first choice on some hosts, pass 3's tile on the others),
+    // so that every kernel and path the engine can choose is checked here.
+    const char *passes[11] = {NULL,
                               "none",
                               "wide-r16c8-g64,scalar-r4c4-g64",
                               "wide64t-r32c8-g8",
@@ -596,8 +608,9 @@ int main(void) {
                               "none,scalar-r8c8-g4",
                               "wide64t-r32c16-g8",
                               "wide64t-r32c8-g8,stores-vec4",
-                              "wide64t-r32c8-g8,stores-dvec4"};
-    for (int pass = 0; pass < 10; pass++) {
+                              "wide64t-r32c8-g8,stores-dvec4",
+                              "wide64t-r16c8-g8"};
+    for (int pass = 0; pass < 11; pass++) {
         if (passes[pass]) VT_OK(t, vkt_context_set_matmul_variant(t->ctx, passes[pass]));
         for (int f = 0; f < 3; f++) {
             for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; i++) {

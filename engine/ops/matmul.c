@@ -184,11 +184,16 @@ static const mm_variant VARIANTS[] = {
     // columns per lane: LLVM unrolls the k step into straight code, which at 16 or 32 columns
     // is far past the instruction cache; 32 x 8 ran faster than both at every size measured
     // until a Zen 4 host (docs/PERFORMANCE.md). 32 x 16 is measured against it on large
-    // products (LP_BIG_MACS); the others are kept for comparisons.
+    // products (LP_BIG_MACS); where the host is an AMD one with AVX-512, 16 x 8 (below) takes
+    // 32 x 8's place below that size and is measured beside both above it; the others are kept
+    // for comparisons.
     {"wide64t-r32c32-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 32, 8, 0, true, false, false},
     {"wide64t-r32c8-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 8, 8, 0, true, false, false},
     {"wide64t-r32c16-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 16, 8, 0, true, false, false},
     {"wide64t-r16c16-g8", TEXEL_FORMS, MM_WIDE, 8, 16, 16, 8, 0, true, false, false},
+    // 16 x 8: half the 32 x 8 tile's k step (about 20 KB of code against 40), lavapipe's tile
+    // below LP_BIG_MACS on the hosts where that pays (lp_half_tile_pays).
+    {"wide64t-r16c8-g8", TEXEL_FORMS, MM_WIDE, 8, 16, 8, 8, 0, true, false, false},
     // wide64t-r32c8-g8 on padded copies (mm_variant.pad).
     {"pad-wide64t-r32c8-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 8, 8, 0, true, false, true},
     // A side of at most 16 (tc) in place, one subgroup of 8 lanes, 32 rows per workgroup in NN
@@ -293,7 +298,8 @@ static const mm_variant *variant_named(const char *name, size_t len) {
 // scalar kernel stays: one dispatch where the padded product records copies and up to three
 // barriers (not measured against it at those sizes).
 #define PAD_SS_MIN_MACS (1ull << 14)
-// The size from which lavapipe measures its 32 x 16 texel tile against the 32 x 8 one. Which wins
+// The size from which lavapipe measures its 32 x 16 texel tile against the 32 x 8 one (and the
+// 16 x 8 one, where lp_half_tile_pays). Which wins
 // depends on the CPU LLVM compiles for: on a Zen 4 (AVX-512) 32 x 16 ran
 // 10-14% faster at 1024^3 and 2048^3 NN and TN (NT level) and level at 512^3 and at fashion_mlp's
 // shapes; on the machine where 32 x 8 became the only tile (2026-12-04), it was ahead of the
@@ -321,6 +327,21 @@ static bool is_cpu(const vkt_device_info *d) { return d->type == VKT_DEVICE_CPU;
 static bool store64_pays(const vkt_device_info *d) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     return is_lavapipe(d) && !(__builtin_cpu_supports("avx512f") && __builtin_cpu_is("intel"));
+#else
+    (void)d;
+    return false;
+#endif
+}
+// Whether lavapipe's tile below LP_BIG_MACS is the 16 x 8 one (half the 32 x 8 tile's rows, so
+// half its unrolled k step: about 20 KB of machine code against 40): where its host is an AMD one
+// with AVX-512 (Zen 4 and later). On a Zen 4 the 32 x 8 step's straight run of code ran 1.3-2x
+// slower than its first half alone, fashion_mlp's step 9-14% faster with the 16 x 8 tile and its
+// cold first step 40% shorter (its kernels compile in about half the time); on a Zen 2 and a
+// Zen 3 the 16 x 8 tile was 3-10% slower (docs/PERFORMANCE.md, eighteenth and earlier passes).
+// It computes the same sums in the same order as the 32 x 8 tile: the same bits.
+static bool lp_half_tile_pays(const vkt_device_info *d) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return is_lavapipe(d) && __builtin_cpu_supports("avx512f") && __builtin_cpu_is("amd");
 #else
     (void)d;
     return false;
@@ -370,6 +391,17 @@ typedef struct mm_rule {
 // computes 31 clamped rows) and at fashion_cnn's, and measuring it was most of a cold first
 // step's tuning (its compiles: fashion_mlp 7.4 -> 4.4 s to the first step; docs/PERFORMANCE.md).
 static const mm_rule DEVICE_RULES[] = {
+    // lavapipe on a host where the 16 x 8 tile pays (lp_half_tile_pays): that tile alone below
+    // LP_BIG_MACS, measured against the 32 x 8 and 32 x 16 ones from there (at 1024^3 the three
+    // were within 10% on a Zen 4); the fallbacks as below.
+    {lp_half_tile_pays,
+     {{"wide64t-r16c8-g8", 0, false},
+      {"wide64t-r32c8-g8", LP_BIG_MACS, false},
+      {"wide64t-r32c16-g8", LP_BIG_MACS, false},
+      {"wide64-r32c16-g8", 0, true},
+      {"narrow-g8", 0, true},
+      {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true},
+      {"scalar-r8c8-g8", 0, true}}},
     {is_lavapipe,
      {{"wide64t-r32c8-g8", 0, false},
       {"wide64t-r32c16-g8", LP_BIG_MACS, false},
