@@ -185,8 +185,7 @@ static const mm_variant VARIANTS[] = {
     // is far past the instruction cache; 32 x 8 ran faster than both at every size measured
     // until a Zen 4 host (docs/PERFORMANCE.md). 32 x 16 is measured against it on large
     // products (LP_BIG_MACS); where the host is an AMD one with AVX-512, 16 x 8 (below) takes
-    // 32 x 8's place below that size and is measured beside both above it; the others are kept
-    // for comparisons.
+    // 32 x 8's place below that size; the others are kept for comparisons.
     {"wide64t-r32c32-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 32, 8, 0, true, false, false},
     {"wide64t-r32c8-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 8, 8, 0, true, false, false},
     {"wide64t-r32c16-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 16, 8, 0, true, false, false},
@@ -298,8 +297,8 @@ static const mm_variant *variant_named(const char *name, size_t len) {
 // scalar kernel stays: one dispatch where the padded product records copies and up to three
 // barriers (not measured against it at those sizes).
 #define PAD_SS_MIN_MACS (1ull << 14)
-// The size from which lavapipe measures its 32 x 16 texel tile against the 32 x 8 one (and the
-// 16 x 8 one, where lp_half_tile_pays). Which wins
+// The size from which lavapipe measures its 32 x 16 texel tile against the 32 x 8 one (and below
+// which the 16 x 8 one runs alone, where lp_half_tile_pays). Which wins
 // depends on the CPU LLVM compiles for: on a Zen 4 (AVX-512) 32 x 16 ran
 // 10-14% faster at 1024^3 and 2048^3 NN and TN (NT level) and level at 512^3 and at fashion_mlp's
 // shapes; on the machine where 32 x 8 became the only tile (2026-12-04), it was ahead of the
@@ -373,6 +372,7 @@ typedef struct mm_cand {
     // limits): one that lost every measurement to an earlier one that computes the same sums,
     // kept for the products that one cannot run, so that first use does not compile and time it.
     bool fallback;
+    uint64_t below_macs; // and only for products of fewer multiply-adds than this (0: no bound)
 } mm_cand;
 
 typedef struct mm_rule {
@@ -392,23 +392,24 @@ typedef struct mm_rule {
 // step's tuning (its compiles: fashion_mlp 7.4 -> 4.4 s to the first step; docs/PERFORMANCE.md).
 static const mm_rule DEVICE_RULES[] = {
     // lavapipe on a host where the 16 x 8 tile pays (lp_half_tile_pays): that tile alone below
-    // LP_BIG_MACS, measured against the 32 x 8 and 32 x 16 ones from there (at 1024^3 the three
-    // were within 10% on a Zen 4); the fallbacks as below.
+    // LP_BIG_MACS; from there the 32 x 8 and 32 x 16 ones, measured, as below (at 1024^3 on a Zen 4
+    // the 16 x 8 tile ran 7% behind the 32 x 8 one, whose two k steps an iteration it does not
+    // gain from: 66.7-67.1 against 71.9-72.2 GFLOP/s); the fallbacks as below.
     {lp_half_tile_pays,
-     {{"wide64t-r16c8-g8", 0, false},
-      {"wide64t-r32c8-g8", LP_BIG_MACS, false},
-      {"wide64t-r32c16-g8", LP_BIG_MACS, false},
-      {"wide64-r32c16-g8", 0, true},
-      {"narrow-g8", 0, true},
-      {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true},
-      {"scalar-r8c8-g8", 0, true}}},
+     {{"wide64t-r16c8-g8", 0, false, LP_BIG_MACS},
+      {"wide64t-r32c8-g8", LP_BIG_MACS, false, 0},
+      {"wide64t-r32c16-g8", LP_BIG_MACS, false, 0},
+      {"wide64-r32c16-g8", 0, true, 0},
+      {"narrow-g8", 0, true, 0},
+      {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true, 0},
+      {"scalar-r8c8-g8", 0, true, 0}}},
     {is_lavapipe,
-     {{"wide64t-r32c8-g8", 0, false},
-      {"wide64t-r32c16-g8", LP_BIG_MACS, false},
-      {"wide64-r32c16-g8", 0, true},
-      {"narrow-g8", 0, true},
-      {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true},
-      {"scalar-r8c8-g8", 0, true}}},
+     {{"wide64t-r32c8-g8", 0, false, 0},
+      {"wide64t-r32c16-g8", LP_BIG_MACS, false, 0},
+      {"wide64-r32c16-g8", 0, true, 0},
+      {"narrow-g8", 0, true, 0},
+      {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true, 0},
+      {"scalar-r8c8-g8", 0, true, 0}}},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
     // (several times the 16-row tile's compile time); where neither fits, the 16-row tile on
     // padded copies, taken over the scalar kernel unmeasured (fitting()), as on lavapipe. The
@@ -418,24 +419,24 @@ static const mm_rule DEVICE_RULES[] = {
     // 0.62-0.65, TN 256x512x8 2.2-2.8 against 2.4-2.5), and building it to time it was most of a
     // cold first step's tuning (docs/PERFORMANCE.md).
     {is_swiftshader,
-     {{"ss-r32c16-g4", BIG_MACS, false},
-      {"ss-r16c16-g4", 0, false},
-      {"pad-ss-r16c16-g4", PAD_SS_MIN_MACS, true},
-      {"scalar-r16c16-g4", 0, true}}},
+     {{"ss-r32c16-g4", BIG_MACS, false, 0},
+      {"ss-r16c16-g4", 0, false, 0},
+      {"pad-ss-r16c16-g4", PAD_SS_MIN_MACS, true, 0},
+      {"scalar-r16c16-g4", 0, true, 0}}},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
-     {{"wide64t-r32c8-g8", 0, false},
-      {"wide64-r32c16-g8", 0, true},
-      {"narrow-g8", 0, true},
-      {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true},
-      {"scalar-r8c8-g8", 0, false}}},
-    {is_cpu, {{"wide-r32c16-g8", 0, false}, {"scalar-r8c8-g8", 0, false}}},
+     {{"wide64t-r32c8-g8", 0, false, 0},
+      {"wide64-r32c16-g8", 0, true, 0},
+      {"narrow-g8", 0, true, 0},
+      {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true, 0},
+      {"scalar-r8c8-g8", 0, false, 0}}},
+    {is_cpu, {{"wide-r32c16-g8", 0, false, 0}, {"scalar-r8c8-g8", 0, false, 0}}},
     // GPUs and anything else: shared-memory tiles first; measurement settles it per shape.
     {any_device,
-     {{"tiled-r8c8-k8", BIG_MACS / 8, false},
-      {"tiled-r4c4-k16", 0, false},
-      {"wide-r16c8-g64", 0, false},
-      {"scalar-r4c4-g64", 0, false}}},
+     {{"tiled-r8c8-k8", BIG_MACS / 8, false, 0},
+      {"tiled-r4c4-k16", 0, false, 0},
+      {"wide-r16c8-g64", 0, false, 0},
+      {"scalar-r4c4-g64", 0, false, 0}}},
 };
 
 vkt_status vkt_matmul_check_variants(const char *names) {
@@ -508,6 +509,7 @@ static int candidates(const vkt_device *dev, uint64_t macs, const mm_variant **o
     for (int i = 0; rule && i < MAX_CANDS && rule->cand[i].name && n < MAX_CANDS; i++) {
         const mm_variant *v = named(rule->cand[i].name);
         if (!runs_on(d, v) || macs < rule->cand[i].min_macs) continue;
+        if (rule->cand[i].below_macs && macs >= rule->cand[i].below_macs) continue;
         if (v->kind != MM_SCALAR && (fix_wide || no_wide)) continue;
         if (v->kind == MM_SCALAR && fix_scalar) continue;
         fallback[n] = rule->cand[i].fallback;
