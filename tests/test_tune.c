@@ -151,6 +151,30 @@ static void check_pipeline_file(vt *t, const vkt_device_info *d) {
              "%s: %s does not hold this device's pipeline cache header", d->name, path);
 }
 
+// What the tuner did for one product on a device (run_counted).
+typedef struct counted {
+    const char *variant;         // the variant the product ran (run_product)
+    unsigned long long measured; // variants measured
+    unsigned long long saved;    // tuning files written
+} counted;
+
+// Runs the product on dev and counts what the tuner did. Where the device has one candidate for
+// OP (only: its name; "" where it has several), checks that nothing was measured or saved and
+// that the candidate ran, and returns false; else true.
+static bool run_counted(vt *t, vkt_device *dev, const char *only, counted *c) {
+    const vkt_device_info *d = vkt_device_get_info(dev);
+    vkt_tune_stats s0 = vkt_tune_get_stats();
+    c->variant = run_product(t, dev, d->name);
+    vkt_tune_stats s1 = vkt_tune_get_stats();
+    c->measured = s1.measured - s0.measured;
+    c->saved = s1.saved - s0.saved;
+    if (!only[0]) return true;
+    VT_CHECK(t, c->measured == 0 && c->saved == 0 && c->variant && !strcmp(c->variant, only),
+             "%s: one candidate (%s): %llu measured, %llu saved, %s used", d->name, only,
+             c->measured, c->saved, c->variant ? c->variant : "(none)");
+    return false;
+}
+
 int main(void) {
     char dir[] = "/tmp/vkt_test_tune_XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -186,29 +210,18 @@ int main(void) {
     VT_CHECK(&t, any_multi, "no device measures candidates for %s: the measuring is not tested",
              OP);
 
-    // A device with one candidate: nothing measured or saved, that candidate used.
-#define CHECK_SINGLE(i, s0, s1, v)                                                                 \
-    VT_CHECK(&t,                                                                                   \
-             (s1).measured == (s0).measured && (s1).saved == (s0).saved && (v) &&                  \
-                 !strcmp((v), only[i]),                                                            \
-             "%s: one candidate (%s): %llu measured, %llu saved, %s used", d->name, only[i],       \
-             (unsigned long long)((s1).measured - (s0).measured),                                  \
-             (unsigned long long)((s1).saved - (s0).saved), (v) ? (v) : "(none)")
-
+    // (A device with one candidate: nothing measured or saved, that candidate used, in every
+    // block below: run_counted.)
     // First use: measured, written, the fastest used.
     for (int i = 0; i < t.ndev; i++) {
         const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
-        vkt_tune_stats s0 = vkt_tune_get_stats();
-        const char *v = run_product(&t, t.dev[i], d->name);
-        vkt_tune_stats s1 = vkt_tune_get_stats();
+        counted c;
+        bool measures = run_counted(&t, t.dev[i], only[i], &c);
+        const char *v = c.variant;
         if (v) snprintf(chosen[i], sizeof chosen[i], "%s", v);
-        if (!multi[i]) {
-            CHECK_SINGLE(i, s0, s1, v);
-            continue;
-        }
-        VT_CHECK(&t, s1.measured >= s0.measured + 2, "%s: %llu variants measured, want >= 2",
-                 d->name, (unsigned long long)(s1.measured - s0.measured));
-        VT_CHECK(&t, s1.saved > s0.saved, "%s: nothing saved", d->name);
+        if (!measures) continue;
+        VT_CHECK(&t, c.measured >= 2, "%s: %llu variants measured, want >= 2", d->name, c.measured);
+        VT_CHECK(&t, c.saved > 0, "%s: nothing saved", d->name);
         char fastest[64] = "";
         double worst = 0;
         int n = file_entries_worst(&t, d, fastest, sizeof fastest, &worst);
@@ -252,20 +265,13 @@ int main(void) {
     vkt_context_set_tune(t.ctx, VKT_TUNE_FORCE);
     for (int i = 0; i < t.ndev; i++) {
         const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
-        vkt_tune_stats s0 = vkt_tune_get_stats();
-        const char *v = run_product(&t, t.dev[i], d->name);
-        vkt_tune_stats s1 = vkt_tune_get_stats();
-        if (!multi[i]) {
-            CHECK_SINGLE(i, s0, s1, v);
-            continue;
-        }
-        VT_CHECK(&t, s1.measured >= s0.measured + 2,
+        counted c, again;
+        if (!run_counted(&t, t.dev[i], only[i], &c)) continue;
+        VT_CHECK(&t, c.measured >= 2,
                  "%s: force set after the file was loaded measured %llu variants, want >= 2",
-                 d->name, (unsigned long long)(s1.measured - s0.measured));
-        run_product(&t, t.dev[i], d->name);
-        vkt_tune_stats s2 = vkt_tune_get_stats();
-        VT_CHECK(&t, s2.measured == s1.measured, "%s: forced, measured twice in one process",
-                 d->name);
+                 d->name, c.measured);
+        run_counted(&t, t.dev[i], only[i], &again);
+        VT_CHECK(&t, again.measured == 0, "%s: forced, measured twice in one process", d->name);
     }
     vkt_context_set_tune(t.ctx, VKT_TUNE_ON);
 
@@ -277,16 +283,12 @@ int main(void) {
         const vkt_device_info *d = vkt_device_get_info(t.dev[i]);
         char fastest[64] = "", plain_before[64] = "", plain_after[64] = "";
         int n0 = file_entries(&t, d, plain_before, sizeof plain_before);
-        vkt_tune_stats s0 = vkt_tune_get_stats();
-        const char *v = run_product(&t, t.dev[i], d->name);
-        vkt_tune_stats s1 = vkt_tune_get_stats();
-        if (!multi[i]) {
-            CHECK_SINGLE(i, s0, s1, v);
-            continue;
-        }
-        VT_CHECK(&t, s1.measured >= s0.measured + 2,
+        counted c;
+        if (!run_counted(&t, t.dev[i], only[i], &c)) continue;
+        const char *v = c.variant;
+        VT_CHECK(&t, c.measured >= 2,
                  "%s: stores-dvec4 measured %llu variants beside the stored ones, want >= 2",
-                 d->name, (unsigned long long)(s1.measured - s0.measured));
+                 d->name, c.measured);
         char op[128];
         snprintf(op, sizeof op, "%s stores-dvec4", OP);
         int nf = file_entries_op(&t, d, op, fastest, sizeof fastest, NULL);
@@ -307,16 +309,12 @@ int main(void) {
         char path[4400], fastest[64] = "";
         VT_CHECK(&t, vkt_cache_path(t.ctx, d, ".tune.json", path, sizeof path), "%s", d->name);
         vt_write_file(path, "{\"format\": \"vktrain-tune-1\", \"entries\": [{\"op\": 3", 47);
-        vkt_tune_stats s0 = vkt_tune_get_stats();
-        const char *v = run_product(&t, t.dev[i], d->name);
-        vkt_tune_stats s1 = vkt_tune_get_stats();
-        if (!multi[i]) {
-            CHECK_SINGLE(i, s0, s1, v);
+        counted c;
+        if (!run_counted(&t, t.dev[i], only[i], &c)) {
             unlink(path);
             continue;
         }
-        VT_CHECK(&t, s1.measured >= s0.measured + 2, "%s: damaged file not measured again",
-                 d->name);
+        VT_CHECK(&t, c.measured >= 2, "%s: damaged file not measured again", d->name);
         VT_CHECK(&t, file_entries(&t, d, fastest, sizeof fastest) >= 2, "%s: file not rewritten",
                  d->name);
     }
