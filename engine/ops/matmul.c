@@ -334,9 +334,10 @@ static bool store64_pays(const vkt_device_info *d) {
 // Whether lavapipe's tile below LP_BIG_MACS is the 16 x 8 one (half the 32 x 8 tile's rows, so
 // half its unrolled k step: about 20 KB of machine code against 40): where its host is an AMD one
 // with AVX-512 (Zen 4 and later). On a Zen 4 the 32 x 8 step's straight run of code ran 1.3-2x
-// slower than its first half alone, fashion_mlp's step 9-14% faster with the 16 x 8 tile and its
-// cold first step 40% shorter (its kernels compile in about half the time); on a Zen 2 and a
-// Zen 3 the 16 x 8 tile was 3-10% slower (docs/PERFORMANCE.md, eighteenth and earlier passes).
+// slower than its first half alone, fashion_mlp's step 9-15% faster with the 16 x 8 tile and its
+// cold first step half as long (4.4-4.5 s -> 2.1-2.4 s: its kernels compile in about half the
+// time); on a Zen 2 and a Zen 3 the 16 x 8 tile was 3-10% slower (docs/PERFORMANCE.md,
+// eighteenth and earlier passes).
 // It computes the same sums in the same order as the 32 x 8 tile: the same bits.
 static bool lp_half_tile_pays(const vkt_device_info *d) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
