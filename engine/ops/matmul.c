@@ -1369,12 +1369,16 @@ static uint32_t k_per_dispatch(const mm_variant *v, uint32_t K) {
 // accumulator; halving those made the Zen 2 machine's products 2-7% faster in NN and NT (1024^3,
 // 128 x 512 x 784, 512 x 512 x 784; K = 256: nothing) and 1-10% slower in TN (1024^3, 512 x 784 x
 // 512), and cost fashion_mlp's cold first step 0.25 s (3.0 -> 3.25 s) for about 1% of its step at
-// batch 128, hence BIG_MACS (docs/PERFORMANCE.md, twelfth pass).
+// batch 128, hence BIG_MACS (docs/PERFORMANCE.md, twelfth pass). Not the 16-row tile, whose point
+// is a k step of half the code (lp_half_tile_pays): two a loop make it as long as the 32-row
+// tile's one, and NT 512 x 512 x 784 (batch 512's first layer) ran 15-25% faster with one on a Zen
+// 4 (docs/PERFORMANCE.md, eighteenth pass).
 static uint32_t ksteps(const vkt_device_info *d, const mm_variant *v, vkt_mm_form form, uint32_t M,
                        uint32_t N, uint32_t K) {
     uint32_t kc = k_per_dispatch(v, K);
-    bool two = v->kind == MM_WIDE && v->texel && is_lavapipe(d) && form != VKT_MM_TN && kc >= 512 &&
-               (uint64_t)M * N * K >= BIG_MACS && K % (2 * v->w) == 0 && kc % (2 * v->w) == 0;
+    bool two = v->kind == MM_WIDE && v->texel && v->tm >= 32 && is_lavapipe(d) &&
+               form != VKT_MM_TN && kc >= 512 && (uint64_t)M * N * K >= BIG_MACS &&
+               K % (2 * v->w) == 0 && kc % (2 * v->w) == 0;
     return two ? 2 : 1;
 }
 
