@@ -359,10 +359,16 @@ static bool list_has(const char *names, const char *token) {
 // store64_pays (for tests, which check both ways on any host, and for measuring a new CPU).
 #define STORES_DVEC4 "stores-dvec4"
 #define STORES_VEC4 "stores-vec4"
+// The stores token the context's list holds (the first of the two where it holds both), or NULL.
+static const char *stores_forced(const vkt_device *dev) {
+    const char *names = dev->ctx->matmul_variant;
+    return list_has(names, STORES_DVEC4)  ? STORES_DVEC4
+           : list_has(names, STORES_VEC4) ? STORES_VEC4
+                                          : NULL;
+}
 static bool store64(const vkt_device *dev) {
-    if (list_has(dev->ctx->matmul_variant, STORES_DVEC4)) return true;
-    if (list_has(dev->ctx->matmul_variant, STORES_VEC4)) return false;
-    return store64_pays(dev->info);
+    const char *forced = stores_forced(dev);
+    return forced ? strcmp(forced, STORES_DVEC4) == 0 : store64_pays(dev->info);
 }
 static bool any_device(const vkt_device_info *d) { return d != NULL; }
 
@@ -882,14 +888,11 @@ static int fitting(const vkt_device *dev, vkt_mm_form form, const vkt_view *c, c
 // they time other kernels than a run without it builds under the same variant names.
 static void op_key(const vkt_device *dev, char *buf, size_t size, vkt_mm_form form,
                    const mm_geom *g, uint32_t M, uint32_t N, uint32_t K) {
-    const char *names = dev->ctx->matmul_variant;
-    const char *forced = list_has(names, STORES_DVEC4)  ? " " STORES_DVEC4
-                         : list_has(names, STORES_VEC4) ? " " STORES_VEC4
-                                                        : "";
+    const char *forced = stores_forced(dev);
     int n = snprintf(buf, size, "matmul %s %ux%ux%u", form_name(form), M, N, K);
     if (!geom_is_dense(g, form, M, N, K) && n > 0 && (size_t)n < size)
         n += snprintf(buf + n, size - (size_t)n, " ld %u,%u,%u", g->lda, g->ldb, g->ldc);
-    if (n > 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, "%s", forced);
+    if (forced && n > 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, " %s", forced);
 }
 
 static const mm_variant *choose(vkt_ops *ops, vkt_mm_form form, const vkt_view *c,
