@@ -27,19 +27,24 @@ static void cache_dir(char *buf, size_t size) {
     }
 }
 
-// The value of variable name among words[] (n of them; unset or "" is the first's value), as
-// values[i]; any other value is an error that names the variable, the value and the words.
-static vkt_status choose(const char *name, const char *const *words, const int *values, int n,
-                         int *out) {
+// One word a variable takes and what it sets.
+typedef struct {
+    const char *word;
+    int value;
+} env_word;
+
+// The value of variable name among its words (n of them; unset or "" is the first's value); any
+// other value is an error that names the variable, the value and the words.
+static vkt_status choose(const char *name, const env_word *words, int n, int *out) {
     const char *v = var(name);
     if (!v) {
-        *out = values[0];
+        *out = words[0].value;
         return VKT_OK;
     }
     char list[256] = "";
     for (int i = 0; i < n; i++) {
-        if (strcmp(v, words[i]) == 0) {
-            *out = values[i];
+        if (strcmp(v, words[i].word) == 0) {
+            *out = words[i].value;
             return VKT_OK;
         }
         size_t at = strlen(list);
@@ -47,17 +52,18 @@ static vkt_status choose(const char *name, const char *const *words, const int *
                  i == 0       ? ""
                  : i + 1 == n ? " or "
                               : ", ",
-                 words[i]);
+                 words[i].word);
     }
     return vkt_fail(VKT_ERR_ARG, "%s=%s is not a setting it takes: use %s (or leave it unset)",
                     name, v, list);
 }
 
-#define CHOOSE(name, out, ...)                                                                     \
+// out = the value of variable name, from its table of {word, value} pairs (the first the
+// default).
+#define CHOOSE(name, out, table)                                                                   \
     do {                                                                                           \
-        static const char *const w_[] = {__VA_ARGS__};                                             \
         int v_;                                                                                    \
-        VKT_TRY(choose(#name, w_, name##_values, (int)(sizeof w_ / sizeof *w_), &v_));             \
+        VKT_TRY(choose(#name, table, (int)(sizeof table / sizeof *table), &v_));                   \
         out = v_;                                                                                  \
     } while (0)
 
@@ -65,20 +71,28 @@ vkt_status cli_env_read(cli_env *e) {
     memset(e, 0, sizeof *e);
     cache_dir(e->cache_dir, sizeof e->cache_dir);
     // Each variable's words and what they set: the first is the default (unset or "").
-    static const int VKT_VALIDATION_values[] = {0, 0, 1, 1};
-    static const int VKT_TUNE_values[] = {VKT_TUNE_ON, VKT_TUNE_ON, VKT_TUNE_OFF, VKT_TUNE_OFF,
-                                          VKT_TUNE_FORCE};
-    static const int VKT_NET_FUSE_values[] = {VKT_FUSE_AUTO, VKT_FUSE_OFF, VKT_FUSE_OFF,
-                                              VKT_FUSE_ON, VKT_FUSE_ON};
-    static const int VKT_CONV_values[] = {VKT_CONV_AUTO, VKT_CONV_COLUMNS};
-    static const int VKT_AHEAD_values[] = {VKT_AHEAD_AUTO, VKT_AHEAD_AUTO, VKT_AHEAD_OFF,
-                                           VKT_AHEAD_OFF};
+    static const env_word validation_words[] = {{"0", 0}, {"off", 0}, {"1", 1}, {"on", 1}};
+    static const env_word tune_words[] = {{"on", VKT_TUNE_ON},
+                                          {"1", VKT_TUNE_ON},
+                                          {"off", VKT_TUNE_OFF},
+                                          {"0", VKT_TUNE_OFF},
+                                          {"force", VKT_TUNE_FORCE}};
+    static const env_word fuse_words[] = {{"auto", VKT_FUSE_AUTO},
+                                          {"0", VKT_FUSE_OFF},
+                                          {"off", VKT_FUSE_OFF},
+                                          {"1", VKT_FUSE_ON},
+                                          {"on", VKT_FUSE_ON}};
+    static const env_word conv_words[] = {{"auto", VKT_CONV_AUTO}, {"columns", VKT_CONV_COLUMNS}};
+    static const env_word ahead_words[] = {{"on", VKT_AHEAD_AUTO},
+                                           {"1", VKT_AHEAD_AUTO},
+                                           {"off", VKT_AHEAD_OFF},
+                                           {"0", VKT_AHEAD_OFF}};
     int validation, tune, fuse, conv, ahead;
-    CHOOSE(VKT_VALIDATION, validation, "0", "off", "1", "on");
-    CHOOSE(VKT_TUNE, tune, "on", "1", "off", "0", "force");
-    CHOOSE(VKT_NET_FUSE, fuse, "auto", "0", "off", "1", "on");
-    CHOOSE(VKT_CONV, conv, "auto", "columns");
-    CHOOSE(VKT_AHEAD, ahead, "on", "1", "off", "0");
+    CHOOSE(VKT_VALIDATION, validation, validation_words);
+    CHOOSE(VKT_TUNE, tune, tune_words);
+    CHOOSE(VKT_NET_FUSE, fuse, fuse_words);
+    CHOOSE(VKT_CONV, conv, conv_words);
+    CHOOSE(VKT_AHEAD, ahead, ahead_words);
     e->context = (vkt_context_desc){
         .validation = validation,
         .cache_dir = e->cache_dir,
