@@ -115,6 +115,7 @@
 // Not done here: no fp16. Views smaller than their shapes are bugs in the engine's layer code and
 // are asserted, as ops_nn.c does.
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1512,27 +1513,78 @@ static void record_padded(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_m
                       4ull * g->ldc, M, 4ull * N, label);
 }
 
+// The host's cache of a level (2 or 3) in bytes, as Linux's sysfs gives it for cpu0, else glibc's
+// sysconf, else 0. sysfs first: on the team's Zen 4 guest glibc put the L3 at 320 MiB, sysfs (and
+// lscpu) at 32 MiB.
+static uint64_t host_cache_bytes(int level) {
+    for (int i = 0; i < 8; i++) {
+        char path[64], text[32];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        int lv = fgets(text, sizeof text, f) ? atoi(text) : 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        f = fopen(path, "r");
+        bool instr = f && fgets(text, sizeof text, f) && strncmp(text, "Instruction", 11) == 0;
+        if (f) fclose(f);
+        if (lv != level || instr) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        f = fopen(path, "r");
+        if (!f) break;
+        char *end = NULL;
+        uint64_t n = fgets(text, sizeof text, f) ? strtoull(text, &end, 10) : 0;
+        fclose(f);
+        if (end && (*end == 'K' || *end == 'k')) n <<= 10;
+        if (end && *end == 'M') n <<= 20;
+        if (n) return n;
+    }
+    long n = 0;
+#if defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
+    n = sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
+#endif
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+// The host's L2 and L3 (0: not given), read once.
+static pthread_once_t g_caches_once = PTHREAD_ONCE_INIT;
+static uint64_t g_l2, g_l3;
+static void read_caches(void) {
+    g_l2 = host_cache_bytes(2);
+    g_l3 = host_cache_bytes(3);
+}
+
 // Whether matmul_wide.glsl's grid walks the column groups fastest (vkt_matmul_push.n_fast). The
 // workgroups run in grid order, x fastest: with x the row tiles (0), consecutive workgroups share
-// b's columns and a sweep of x reads all of a (M x K), once per column group; with x the column
-// groups, they share a's 32 rows and a sweep reads all of b. On a CPU driver that re-read comes
-// from the L2 only when the operand fits in it: the rows first where a does (fashion_mlp's
-// products, a at most 401 KB: measured 5% slower the other way at its first layer's forward), the
-// columns first where it does not (the square products from 1024, where b does not fit either and
-// the 32-row panel of a is the smaller one to keep), except under the optimizer epilogue, whose
-// reads and writes of the parameters and momentum went 3% slower with the columns first
-// (fashion_mlp's first weight gradient at batch 512, traced three times; docs/PERFORMANCE.md). The
-// L2 is the host's (sysconf; 512 KiB where it does not say). GPUs keep the rows first: not
-// measured.
+// b's columns (a panel of K x WG TC floats) and a sweep of x reads all of a (M x K), once per
+// column group; with x the column groups, they share a's TM rows and a sweep reads all of b. On a
+// CPU driver that re-read comes from the L2 only when the operand fits in it: the rows first where
+// a does (fashion_mlp's products, a at most 401 KB: measured 5% slower the other way at its first
+// layer's forward), the columns first where it does not (the square products from 1024, where b
+// does not fit either and the 32-row panel of a is the smaller one to keep), except:
+// - under the optimizer epilogue, whose reads and writes of the parameters and momentum went 3%
+//   slower with the columns first (fashion_mlp's first weight gradient at batch 512, traced three
+//   times);
+// - in NN, where a and b together are more than half the L3, b is more than the L2 and b's panel
+//   fits in three quarters of it: there the columns-first sweep reads b from memory, k-strided (a
+//   few cache lines per row of b, a row apart: nothing a prefetcher follows), where the rows-first
+//   one reads a's rows in k order, half the bytes a workgroup. (Where b fits in the L2, the
+//   columns first read a once and b from the L2: char_gpt's NN 16384 x 128 x 256 at batch 128.) On
+//   a Zen 4 (L2 1 MiB, L3 32 MiB) with the 32 x 8 tile, rows first ran NN 1536^3, 2048^3 and 3072^3
+//   10-25% faster (faster in 12 of 13 alternating pairs) and 1024^3 (8 MiB of operands) 11% slower;
+//   NT and TN, whose reads the other way are no better, level or slower. On a Zen 2 (L2 512 KiB)
+//   2048^3 ran 5% slower rows first: b's panel, 512 KiB, was the whole L2 (docs/PERFORMANCE.md,
+//   tenth and nineteenth passes).
+// GPUs keep the rows first: not measured. A cache size the host does not give counts as 512 KiB
+// (L2) and 32 MiB (L3).
 static uint32_t n_fast(const vkt_device_info *d, const mm_variant *v, const mm_epi_args *e,
-                       uint32_t M, uint32_t K) {
+                       vkt_mm_form form, uint32_t M, uint32_t N, uint32_t K) {
     if (!is_cpu(d) || v->kind != MM_WIDE || v->ss || e->mode == VKT_MM_EPI_SGD) return 0;
-    long l2 = 0;
-#ifdef _SC_LEVEL2_CACHE_SIZE
-    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-    if (l2 <= 0) l2 = 512 * 1024;
-    return 4ull * M * K > (uint64_t)l2;
+    pthread_once(&g_caches_once, read_caches);
+    uint64_t l2 = g_l2 ? g_l2 : 512 * 1024, l3 = g_l3 ? g_l3 : 32ull << 20;
+    if (4ull * M * K <= l2) return 0;
+    uint64_t b = 4ull * K * N, b_panel = 4ull * K * v->wg * v->tc;
+    return !(form == VKT_MM_NN && 4ull * M * K + b > l3 / 2 && b > l2 && 4 * b_panel <= 3 * l2);
 }
 
 // Records variant v (already chosen: it fits the shape, the views, the layout g and, with e, has
@@ -1623,7 +1675,7 @@ static void record_variant(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_
             .c_off = g->c_off,
             .x_off = g->x_off,
             .bias_off = g->bias_off,
-            .n_fast = n_fast(dinfo, v, e, M, k1 - k0),
+            .n_fast = n_fast(dinfo, v, e, form, M, N, k1 - k0),
             .bits = {0, 1},
         };
         if (k0 > 0) vkt_cmd_barrier(cmd);
