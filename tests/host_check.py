@@ -3,10 +3,11 @@
 command's output: (a `bench matmul`,
 `bench train` or `bench suite` result, engine/cli/host.c) against this machine, read here
 independently: /proc/cpuinfo's model name, vendor, family, model and stepping, the widest vector
-ISA and FMA its flags name, the online CPUs, the L2 a core (getconf), MemTotal and uname. Exits non-zero
-with the first difference."""
+ISA and FMA its flags name, the online CPUs, the L2 a core and the L3 (sysfs, else getconf), MemTotal
+and uname. Exits non-zero with the first difference."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -20,6 +21,34 @@ def cpuinfo():
             k, _, v = line.partition(":")
             out.setdefault(k.strip(), v.strip())
     return out
+
+
+def sysfs_line(path):
+    """The first line of a sysfs file, stripped, or "" where it is absent."""
+    try:
+        with open(path) as f:
+            return f.readline().strip()
+    except OSError:
+        return ""
+
+
+def cache_bytes(level):
+    """The L2 or L3 as the engine reads it: cpu0's data or unified cache of that level in sysfs,
+    else glibc's sysconf (getconf: Python's os.sysconf does not name it), else 0."""
+    for i in range(16):
+        d = f"/sys/devices/system/cpu/cpu0/cache/index{i}"
+        lv = sysfs_line(f"{d}/level")
+        if not lv:
+            break
+        if lv != str(level) or sysfs_line(f"{d}/type") == "Instruction":
+            continue
+        m = re.match(r"(\d+)([KkM]?)", sysfs_line(f"{d}/size"))
+        n = int(m.group(1)) << {"": 0, "K": 10, "k": 10, "M": 20}[m.group(2)] if m else 0
+        if n:
+            return n
+    n = int(subprocess.run(["getconf", f"LEVEL{level}_CACHE_SIZE"], capture_output=True,
+                           text=True, check=True).stdout.strip() or 0)
+    return max(n, 0)
 
 
 def main():
@@ -55,10 +84,9 @@ def main():
     if h.get("cpu_family") == 0x19 and h.get("cpu_model") in (0x11, 0x61):  # Genoa, Raphael
         assert h["cpu_uarch"] == "Zen 4", h
     assert h["cores"] == os.sysconf("SC_NPROCESSORS_ONLN"), h
-    # glibc's sysconf(_SC_LEVEL2_CACHE_SIZE), which Python's os.sysconf does not name.
-    l2 = int(subprocess.run(["getconf", "LEVEL2_CACHE_SIZE"], capture_output=True, text=True,
-                            check=True).stdout.strip() or 0)
-    assert h.get("l2_bytes", 0) == max(l2, 0), (h.get("l2_bytes"), l2)
+    for level in (2, 3):
+        key, size = f"l{level}_bytes", cache_bytes(level)
+        assert h.get(key, 0) == size, (key, h.get(key), size)
     with open("/proc/meminfo") as f:
         mem = next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemTotal:"))
     assert h["memory_bytes"] == mem, (h["memory_bytes"], mem)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_cli_bench.sh: `vktrain bench matmul` on lavapipe and SwiftShader: a tiny run (sizes 64 and
 # 128, 7 reps; and shapes MxNxK in the TN form) whose JSON must name the host as this machine is
-# (tests/host_check.py: the CPU, its x86 family and model, vector ISA, CPUs, L2, memory) and each
+# (tests/host_check.py: the CPU, its x86 family and model, vector ISA, CPUs, L2, L3, memory) and each
 # device, its driver, API version and vendor id, give a
 # positive peak FMA rate and, per size, the form, the variant, GFLOP/s consistent with the median
 # time, the fraction of the peak and a passing spot check; the table output must name the host and

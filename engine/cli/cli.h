@@ -198,7 +198,8 @@ void cli_blas_sgemm(bool trans_a, bool trans_b, uint32_t M, uint32_t N, uint32_t
 // The threads the next cli_blas_sgemm calls use (openblas_set_num_threads).
 void cli_blas_set_threads(int n);
 
-// The machine a benchmark ran on (engine/cli/host.c): /proc/cpuinfo, sysconf, uname.
+// The machine a benchmark ran on (engine/cli/host.c): /proc/cpuinfo, the caches as the matmul's
+// grid order reads them (vkt_host_cache_bytes: sysfs, else sysconf), sysconf, uname.
 typedef struct cli_host {
     char os[128], cpu[128], vendor[32], hostname[128];
     char uarch[16]; // AMD's Zen generation by family and model, else ""
@@ -207,15 +208,17 @@ typedef struct cli_host {
     int family, model, stepping; // x86 family, model, stepping; -1 where cpuinfo has none
     int cpus;                    // logical CPUs online
     long l2_bytes;               // L2 a core (0: unknown)
+    long l3_bytes;               // L3 as cpu0 sees it (0: unknown)
     double mhz;                  // cpuinfo's "cpu MHz" (0: unknown)
     double memory_bytes;
 } cli_host;
 void cli_host_get(cli_host *h);
 // One line: "AMD EPYC (Zen 3, x86 family 25 model 1), 2 logical CPUs, AVX2 + FMA, L2 512 KiB a
-// core, 2445 MHz"; returns buf.
+// core, L3 32 MiB, 2445 MHz"; returns buf.
 const char *cli_host_text(const cli_host *h, char *buf, size_t size);
 // The same as a JSON object (os, cpu, cpu_vendor, cpu_family, cpu_model, cpu_stepping,
-// cpu_uarch, isa, fma, cpu_mhz, cores (logical CPUs), l2_bytes, memory_bytes, hostname).
+// cpu_uarch, isa, fma, cpu_mhz, cores (logical CPUs), l2_bytes, l3_bytes, memory_bytes,
+// hostname).
 struct cJSON *cli_host_json(const cli_host *h);
 // The value of the first "key<spaces>: value" line of a /proc file, or "" when none.
 void cli_proc_field(const char *path, const char *key, char *out, size_t size);

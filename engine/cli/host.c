@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "vkt_internal.h"
 
 void cli_proc_field(const char *path, const char *key, char *out, size_t size) {
     out[0] = '\0';
@@ -96,10 +97,8 @@ void cli_host_get(cli_host *h) {
     h->mhz = strtod(buf, NULL);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     h->cpus = cpus > 0 ? (int)cpus : 0;
-#ifdef _SC_LEVEL2_CACHE_SIZE
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    h->l2_bytes = l2 > 0 ? l2 : 0;
-#endif
+    h->l2_bytes = (long)vkt_host_cache_bytes(2);
+    h->l3_bytes = (long)vkt_host_cache_bytes(3);
     cli_proc_field("/proc/meminfo", "MemTotal", buf, sizeof buf); // "24576000 kB"
     h->memory_bytes = strtod(buf, NULL) * 1024;
     if (gethostname(h->hostname, sizeof h->hostname) != 0)
@@ -108,14 +107,15 @@ void cli_host_get(cli_host *h) {
 }
 
 const char *cli_host_text(const cli_host *h, char *buf, size_t size) {
-    char fam[96] = "", l2[48] = "", mhz[32] = "";
+    char fam[96] = "", l2[48] = "", l3[32] = "", mhz[32] = "";
     if (h->family >= 0 && h->model >= 0)
         snprintf(fam, sizeof fam, " (%s%sx86 family %d model %d)", h->uarch,
                  h->uarch[0] ? ", " : "", h->family, h->model);
     if (h->l2_bytes) snprintf(l2, sizeof l2, ", L2 %ld KiB a core", h->l2_bytes / 1024);
+    if (h->l3_bytes) snprintf(l3, sizeof l3, ", L3 %ld MiB", h->l3_bytes >> 20);
     if (h->mhz > 0) snprintf(mhz, sizeof mhz, ", %.0f MHz", h->mhz);
-    snprintf(buf, size, "%s%s, %d logical CPUs, %s%s%s%s", h->cpu, fam, h->cpus,
-             h->isa[0] ? h->isa : "vector ISA unknown", h->isa[0] && h->fma ? " + FMA" : "", l2,
+    snprintf(buf, size, "%s%s, %d logical CPUs, %s%s%s%s%s", h->cpu, fam, h->cpus,
+             h->isa[0] ? h->isa : "vector ISA unknown", h->isa[0] && h->fma ? " + FMA" : "", l2, l3,
              mhz);
     return buf;
 }
@@ -134,6 +134,7 @@ cJSON *cli_host_json(const cli_host *h) {
     if (h->mhz > 0) cJSON_AddNumberToObject(o, "cpu_mhz", h->mhz);
     cJSON_AddNumberToObject(o, "cores", h->cpus);
     if (h->l2_bytes) cJSON_AddNumberToObject(o, "l2_bytes", (double)h->l2_bytes);
+    if (h->l3_bytes) cJSON_AddNumberToObject(o, "l3_bytes", (double)h->l3_bytes);
     cJSON_AddNumberToObject(o, "memory_bytes", h->memory_bytes);
     cJSON_AddStringToObject(o, "hostname", h->hostname);
     return o;

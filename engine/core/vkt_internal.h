@@ -244,5 +244,8 @@ void *vkt_read_file(const char *path, size_t max, size_t *size);
 // what it is. On failure returns -1 with a VKT_ERR_IO message "cannot open <what> <path>: <reason>
 // <hint>" (hint may be NULL) or "<what> <path> is a FIFO, not a regular file ...".
 int vkt_open_input(const char *path, const char *what, const char *hint);
+// The host CPU's cache of a level (2 or 3; data or unified) in bytes, as Linux's sysfs gives it
+// for cpu0, else glibc's sysconf, else 0 (engine/core/host_cache.c).
+uint64_t vkt_host_cache_bytes(int level);
 
 #endif

@@ -1513,45 +1513,12 @@ static void record_padded(vkt_cmd *cmd, vkt_ops *ops, const mm_variant *v, vkt_m
                       4ull * g->ldc, M, 4ull * N, label);
 }
 
-// The host's cache of a level (2 or 3) in bytes, as Linux's sysfs gives it for cpu0, else glibc's
-// sysconf, else 0. sysfs first: on the team's Zen 4 guest glibc put the L3 at 320 MiB, sysfs (and
-// lscpu) at 32 MiB.
-static uint64_t host_cache_bytes(int level) {
-    for (int i = 0; i < 8; i++) {
-        char path[64], text[32];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
-        FILE *f = fopen(path, "r");
-        if (!f) break;
-        int lv = fgets(text, sizeof text, f) ? atoi(text) : 0;
-        fclose(f);
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
-        f = fopen(path, "r");
-        bool instr = f && fgets(text, sizeof text, f) && strncmp(text, "Instruction", 11) == 0;
-        if (f) fclose(f);
-        if (lv != level || instr) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        f = fopen(path, "r");
-        if (!f) break;
-        char *end = NULL;
-        uint64_t n = fgets(text, sizeof text, f) ? strtoull(text, &end, 10) : 0;
-        fclose(f);
-        if (end && (*end == 'K' || *end == 'k')) n <<= 10;
-        if (end && *end == 'M') n <<= 20;
-        if (n) return n;
-    }
-    long n = 0;
-#if defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
-    n = sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
-#endif
-    return n > 0 ? (uint64_t)n : 0;
-}
-
-// The host's L2 and L3 (0: not given), read once.
+// The host's L2 and L3 (0: not given; vkt_host_cache_bytes: sysfs, else sysconf), read once.
 static pthread_once_t g_caches_once = PTHREAD_ONCE_INIT;
 static uint64_t g_l2, g_l3;
 static void read_caches(void) {
-    g_l2 = host_cache_bytes(2);
-    g_l3 = host_cache_bytes(3);
+    g_l2 = vkt_host_cache_bytes(2);
+    g_l3 = vkt_host_cache_bytes(3);
 }
 
 // Whether matmul_wide.glsl's grid walks the column groups fastest (vkt_matmul_push.n_fast). The
