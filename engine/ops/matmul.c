@@ -385,7 +385,10 @@ typedef struct mm_cand {
 
 typedef struct mm_rule {
     bool (*match)(const vkt_device_info *d);
-    mm_cand cand[MAX_CANDS]; // NULL-terminated; the list ends with a scalar variant (any shape)
+    mm_cand cand[MAX_CANDS]; // NULL-terminated
+    // Then these, NULL-terminated (NULL: none): a list that rules share. The two together end
+    // with a scalar variant (any shape).
+    const mm_cand *tail;
 } mm_rule;
 
 // lavapipe's storage-buffer reads (wide64-r32c16-g8) are the texel kernels' sums read another
@@ -398,26 +401,25 @@ typedef struct mm_rule {
 // fashion_mlp's shapes from batch 1 to 128 (M = 1 included, where the texel kernel's 32-row tile
 // computes 31 clamped rows) and at fashion_cnn's, and measuring it was most of a cold first
 // step's tuning (its compiles: fashion_mlp 7.4 -> 4.4 s to the first step; docs/PERFORMANCE.md).
+// lavapipe's fallbacks, after its texel tiles (the two lavapipe rules below).
+static const mm_cand LP_FALLBACKS[] = {{"wide64-r32c16-g8", 0, true, 0},
+                                       {"narrow-g8", 0, true, 0},
+                                       {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true, 0},
+                                       {"scalar-r8c8-g8", 0, true, 0},
+                                       {NULL, 0, false, 0}};
 static const mm_rule DEVICE_RULES[] = {
     // lavapipe on a host where the 16 x 8 tile pays (lp_half_tile_pays): that tile alone below
     // LP_BIG_MACS; from there the 32 x 8 and 32 x 16 ones, measured, as below (at 1024^3 on a Zen 4
     // the 16 x 8 tile ran 7% behind the 32 x 8 one, whose two k steps an iteration it does not
-    // gain from: 66.7-67.1 against 71.9-72.2 GFLOP/s); the fallbacks as below.
+    // gain from: 66.7-67.1 against 71.9-72.2 GFLOP/s).
     {lp_half_tile_pays,
      {{"wide64t-r16c8-g8", 0, false, LP_BIG_MACS},
       {"wide64t-r32c8-g8", LP_BIG_MACS, false, 0},
-      {"wide64t-r32c16-g8", LP_BIG_MACS, false, 0},
-      {"wide64-r32c16-g8", 0, true, 0},
-      {"narrow-g8", 0, true, 0},
-      {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true, 0},
-      {"scalar-r8c8-g8", 0, true, 0}}},
+      {"wide64t-r32c16-g8", LP_BIG_MACS, false, 0}},
+     LP_FALLBACKS},
     {is_lavapipe,
-     {{"wide64t-r32c8-g8", 0, false, 0},
-      {"wide64t-r32c16-g8", LP_BIG_MACS, false, 0},
-      {"wide64-r32c16-g8", 0, true, 0},
-      {"narrow-g8", 0, true, 0},
-      {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true, 0},
-      {"scalar-r8c8-g8", 0, true, 0}}},
+     {{"wide64t-r32c8-g8", 0, false, 0}, {"wide64t-r32c16-g8", LP_BIG_MACS, false, 0}},
+     LP_FALLBACKS},
     // SwiftShader: its own kernels (matmul_ss.glsl); the 32-row tile only for big products
     // (several times the 16-row tile's compile time); where neither fits, the 16-row tile on
     // padded copies, taken over the scalar kernel unmeasured (fitting()), as on lavapipe. The
@@ -430,21 +432,24 @@ static const mm_rule DEVICE_RULES[] = {
      {{"ss-r32c16-g4", BIG_MACS, false, 0},
       {"ss-r16c16-g4", 0, false, 0},
       {"pad-ss-r16c16-g4", PAD_SS_MIN_MACS, true, 0},
-      {"scalar-r16c16-g4", 0, true, 0}}},
+      {"scalar-r16c16-g4", 0, true, 0}},
+     NULL},
     // Other CPU drivers: lavapipe's reasoning (each load inside a loop is a loop over lanes).
     {is_cpu_fp64,
      {{"wide64t-r32c8-g8", 0, false, 0},
       {"wide64-r32c16-g8", 0, true, 0},
       {"narrow-g8", 0, true, 0},
       {"pad-wide64t-r32c8-g8", PAD_MIN_MACS, true, 0},
-      {"scalar-r8c8-g8", 0, false, 0}}},
-    {is_cpu, {{"wide-r32c16-g8", 0, false, 0}, {"scalar-r8c8-g8", 0, false, 0}}},
+      {"scalar-r8c8-g8", 0, false, 0}},
+     NULL},
+    {is_cpu, {{"wide-r32c16-g8", 0, false, 0}, {"scalar-r8c8-g8", 0, false, 0}}, NULL},
     // GPUs and anything else: shared-memory tiles first; measurement settles it per shape.
     {any_device,
      {{"tiled-r8c8-k8", BIG_MACS / 8, false, 0},
       {"tiled-r4c4-k16", 0, false, 0},
       {"wide-r16c8-g64", 0, false, 0},
-      {"scalar-r4c4-g64", 0, false, 0}}},
+      {"scalar-r4c4-g64", 0, false, 0}},
+     NULL},
 };
 
 vkt_status vkt_matmul_check_variants(const char *names) {
@@ -514,13 +519,21 @@ static int candidates(const vkt_device *dev, uint64_t macs, const mm_variant **o
     int n = 0;
     if (fix_wide && !no_wide && runs_on(d, fix_wide)) fallback[n] = false, out[n++] = fix_wide;
     if (fix_scalar && runs_on(d, fix_scalar)) fallback[n] = false, out[n++] = fix_scalar;
-    for (int i = 0; rule && i < MAX_CANDS && rule->cand[i].name && n < MAX_CANDS; i++) {
-        const mm_variant *v = named(rule->cand[i].name);
-        if (!runs_on(d, v) || macs < rule->cand[i].min_macs) continue;
-        if (rule->cand[i].below_macs && macs >= rule->cand[i].below_macs) continue;
+    // The rule's list, then its tail.
+    const mm_cand *list[2 * MAX_CANDS];
+    int nlist = 0;
+    for (int i = 0; rule && i < MAX_CANDS && rule->cand[i].name; i++)
+        list[nlist++] = &rule->cand[i];
+    for (int i = 0; rule && rule->tail && rule->tail[i].name && nlist < 2 * MAX_CANDS; i++)
+        list[nlist++] = &rule->tail[i];
+    for (int i = 0; i < nlist && n < MAX_CANDS; i++) {
+        const mm_cand *c = list[i];
+        const mm_variant *v = named(c->name);
+        if (!runs_on(d, v) || macs < c->min_macs) continue;
+        if (c->below_macs && macs >= c->below_macs) continue;
         if (v->kind != MM_SCALAR && (fix_wide || no_wide)) continue;
         if (v->kind == MM_SCALAR && fix_scalar) continue;
-        fallback[n] = rule->cand[i].fallback;
+        fallback[n] = c->fallback;
         out[n++] = v;
     }
     // Always something that runs any shape on any device.
