@@ -1548,7 +1548,8 @@ static void read_caches(void) {
 // - in NN, where a and b together are more than half the L3, b is more than the L2 and b's panel
 //   fits in three quarters of it: there the columns-first sweep reads b from memory, k-strided (a
 //   few cache lines per row of b, a row apart: nothing a prefetcher follows), where the rows-first
-//   one reads a's rows in k order, half the bytes a workgroup. (Where b fits in the L2, the
+//   one reads a's rows in k order, fewer bytes a workgroup (a's TM rows against b's WG TC
+//   columns). (Where b fits in the L2, the
 //   columns first read a once and b from the L2: char_gpt's NN 16384 x 128 x 256 at batch 128.) On
 //   a Zen 4 (L2 1 MiB, L3 32 MiB) with the 32 x 8 tile, rows first ran NN 1536^3, 2048^3 and 3072^3
 //   10-25% faster (faster in 12 of 13 alternating pairs) and 1024^3 (8 MiB of operands) 11% slower;
