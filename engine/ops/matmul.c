@@ -1549,13 +1549,13 @@ static void read_caches(void) {
 //   fits in three quarters of it: there the columns-first sweep reads b from memory, k-strided (a
 //   few cache lines per row of b, a row apart: nothing a prefetcher follows), where the rows-first
 //   one reads a's rows in k order, fewer bytes a workgroup (a's TM rows against b's WG TC
-//   columns). (Where b fits in the L2, the
-//   columns first read a once and b from the L2: char_gpt's NN 16384 x 128 x 256 at batch 128.) On
-//   a Zen 4 (L2 1 MiB, L3 32 MiB) with the 32 x 8 tile, rows first ran NN 1536^3, 2048^3 and 3072^3
-//   10-25% faster (faster in 12 of 13 alternating pairs) and 1024^3 (8 MiB of operands) 11% slower;
-//   NT and TN, whose reads the other way are no better, level or slower. On a Zen 2 (L2 512 KiB)
-//   2048^3 ran 5% slower rows first: b's panel, 512 KiB, was the whole L2 (docs/PERFORMANCE.md,
-//   tenth and nineteenth passes).
+//   columns). (Where b fits in the L2, the columns first read a once and b from the L2:
+//   char_gpt's NN 16384 x 128 x 256 at batch 128.) On a Zen 4 (L2 1 MiB, L3 32 MiB) with the
+//   32 x 8 tile, rows first ran NN 1536^3, 2048^3 and 3072^3 10-25% faster (faster in 12 of 13
+//   alternating pairs) and 1024^3 (8 MiB of operands) 11% slower; NT and TN, whose reads the
+//   other way are no better, level or slower. On a Zen 2 (L2 512 KiB) 2048^3 ran 5% slower rows
+//   first: b's panel, 512 KiB, was the whole L2 (docs/PERFORMANCE.md, tenth and nineteenth
+//   passes).
 // GPUs keep the rows first: not measured. A cache size the host does not give counts as 512 KiB
 // (L2) and 32 MiB (L3).
 static uint32_t n_fast(const vkt_device_info *d, const mm_variant *v, const mm_epi_args *e,
