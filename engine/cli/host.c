@@ -112,7 +112,10 @@ const char *cli_host_text(const cli_host *h, char *buf, size_t size) {
         snprintf(fam, sizeof fam, " (%s%sx86 family %d model %d)", h->uarch,
                  h->uarch[0] ? ", " : "", h->family, h->model);
     if (h->l2_bytes) snprintf(l2, sizeof l2, ", L2 %ld KiB a core", h->l2_bytes / 1024);
-    if (h->l3_bytes) snprintf(l3, sizeof l3, ", L3 %ld MiB", h->l3_bytes >> 20);
+    if (h->l3_bytes && h->l3_bytes % (1 << 20) == 0)
+        snprintf(l3, sizeof l3, ", L3 %ld MiB", h->l3_bytes >> 20);
+    else if (h->l3_bytes)
+        snprintf(l3, sizeof l3, ", L3 %ld KiB", h->l3_bytes / 1024);
     if (h->mhz > 0) snprintf(mhz, sizeof mhz, ", %.0f MHz", h->mhz);
     snprintf(buf, size, "%s%s, %d logical CPUs, %s%s%s%s%s", h->cpu, fam, h->cpus,
              h->isa[0] ? h->isa : "vector ISA unknown", h->isa[0] && h->fma ? " + FMA" : "", l2, l3,
