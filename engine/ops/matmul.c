@@ -526,7 +526,8 @@ static int candidates(const vkt_device *dev, uint64_t macs, const mm_variant **o
         list[nlist++] = &rule->cand[i];
     for (int i = 0; rule && rule->tail && rule->tail[i].name && nlist < 2 * MAX_CANDS; i++)
         list[nlist++] = &rule->tail[i];
-    for (int i = 0; i < nlist && n < MAX_CANDS; i++) {
+    // (One slot of out, MAX_CANDS long, is kept for the scalar kernel appended below.)
+    for (int i = 0; i < nlist && n < MAX_CANDS - 1; i++) {
         const mm_cand *c = list[i];
         const mm_variant *v = named(c->name);
         if (!runs_on(d, v) || macs < c->min_macs) continue;
