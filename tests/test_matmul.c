@@ -479,11 +479,79 @@ static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *see
     vkt_context_set_matmul_variant(t->ctx, NULL);
 }
 
-int main(void) {
+// lavapipe at 512 bits (test_matmul --lavapipe-512, its own CTest entry: the vector width is
+// the driver's, read once per process from LP_NATIVE_VECTOR_WIDTH): a subgroup of 16 lanes, the
+// rule's texel tiles on workgroups of 16 (lp_wide in engine/ops/matmul.c), first choice and
+// forced, on aligned shapes with partial tiles in every form, the activation epilogue and the
+// SGD epilogue (whole and partial row tiles, with and without momentum).
+static int test_lavapipe_512(vt *t) {
+    vkt_device *dev = NULL;
+    for (int d = 0; d < t->ndev && !dev; d++)
+        if (vkt_device_get_info(t->dev[d])->driver_id == DRIVER_ID_LLVMPIPE) dev = t->dev[d];
+    VT_CHECK(t, dev != NULL, "no lavapipe device");
+    VT_CHECK(t, !dev || vkt_device_get_info(dev)->subgroup_size == 16,
+             "lavapipe's subgroup is %u lanes with LP_NATIVE_VECTOR_WIDTH=512, not 16",
+             dev ? vkt_device_get_info(dev)->subgroup_size : 0);
+    if (!dev || vkt_device_get_info(dev)->subgroup_size != 16) return vt_finish(t);
+    vkt_ops *ops = NULL;
+    vkt_cmd *cmd = NULL;
+    VT_OK(t, vkt_ops_create(dev, &ops));
+    VT_OK(t, vkt_cmd_create(dev, &cmd));
+    const vkt_mm_form forms[3] = {VKT_MM_NN, VKT_MM_NT, VKT_MM_TN};
+    const char *passes[2] = {NULL, "wide64t-r16c8-g16"};
+    const char *want[2] = {"wide64t-r32c8-g16", "wide64t-r16c8-g16"};
+    const uint32_t aligned[][3] = {{128, 512, 784}, {72, 136, 40}, {8, 8, 8}};
+    uint64_t seed = 900;
+    int ncase = 0;
+    for (int pass = 0; pass < 2 && ops && cmd; pass++) {
+        if (passes[pass]) VT_OK(t, vkt_context_set_matmul_variant(t->ctx, passes[pass]));
+        for (int f = 0; f < 3; f++) {
+            for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; i++) {
+                mm_case mc = {
+                    forms[f],         aligned[i][0],           aligned[i][1],         aligned[i][2],
+                    (ncase % 2) == 1, ncase % 3 ? 0.5f : 0.0f, (uint32_t)(ncase % 3), NO_EPI};
+                run_on_all(t, &ops, &cmd, &mc, seed++, false);
+                mm_case me = mc;
+                me.epi = f == 0 ? VKT_MM_EPI_ACT : VKT_MM_EPI_GRAD_X;
+                me.act = VKT_ACT_GELU;
+                me.keep_z = f == 0;
+                run_on_all(t, &ops, &cmd, &me, seed++, false);
+                ncase++;
+            }
+            const char *got = vkt_matmul_variant(ops, forms[f], 128, 512, 784);
+            VT_CHECK(t, got && !strcmp(got, want[pass]), "lavapipe at 512 bits: %s ran %s, not %s",
+                     form_name(forms[f]), got ? got : "(none)", want[pass]);
+        }
+        // The SGD epilogue: whole row tiles (M = 64) and partial ones (M = 72), with and without
+        // momentum, Nesterov once.
+        sgd_case(t, dev, ops, cmd, VKT_MM_TN, 64, 136, 40, 0.05f, 0.9f, 1e-3f, false, seed++,
+                 want[pass]);
+        sgd_case(t, dev, ops, cmd, VKT_MM_TN, 72, 136, 40, 0.05f, 0.0f, 1e-2f, false, seed++,
+                 want[pass]);
+        sgd_case(t, dev, ops, cmd, VKT_MM_NT, 64, 200, 48, 0.05f, 0.9f, 0.0f, true, seed++,
+                 want[pass]);
+        vkt_context_set_matmul_variant(t->ctx, NULL);
+    }
+    vkt_cmd_destroy(cmd);
+    vkt_ops_destroy(ops);
+    return vt_finish(t);
+}
+
+int main(int argc, char **argv) {
     // The variants are chosen here by the device's rule (or forced), never by measurement, so
     // that each run checks the same kernels; test_tune checks the measured choice.
     vt tv, *t = &tv;
+    bool lp512 = argc > 1 && strcmp(argv[1], "--lavapipe-512") == 0;
+    if (lp512) {
+        // Before the driver loads (vt_init opens the devices): lavapipe reads it once.
+        setenv("LP_NATIVE_VECTOR_WIDTH", "512", 1);
+        setenv("VKT_TEST_DRIVERS", "llvmpipe", 1);
+    }
     if (vt_init(t, "test_matmul")) return 1;
+    if (lp512) {
+        vkt_context_set_tune(t->ctx, VKT_TUNE_OFF);
+        return test_lavapipe_512(t);
+    }
     vkt_context_set_tune(t->ctx, VKT_TUNE_OFF);
     // A variant list naming something that is no variant is refused (by vkt_ops_create too), with
     // the name in the message; real names, "none", the stores tokens and an empty list are not.

@@ -44,7 +44,10 @@ static const char *cache_dir_locked(vkt_context *ctx) {
 }
 
 static void cache_key(const vkt_device_info *d, char *buf, size_t size) {
-    int n = snprintf(buf, size, "%x-%x-%x-", d->vendor_id, d->device_id, d->driver_version);
+    // The subgroup size too: lavapipe's is its vector width (LP_NATIVE_VECTOR_WIDTH), which
+    // changes the code and the candidates (engine/ops/matmul.c) under the same device and build.
+    int n = snprintf(buf, size, "%x-%x-%x-%x-", d->vendor_id, d->device_id, d->driver_version,
+                     d->subgroup_size);
     for (int i = 0; i < 16 && n > 0 && (size_t)n + 2 < size; i++)
         n += snprintf(buf + n, size - (size_t)n, "%02x", d->uuid[i]);
 }

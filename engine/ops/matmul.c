@@ -194,6 +194,11 @@ static const mm_variant VARIANTS[] = {
     // 16 x 8: half the 32 x 8 tile's k step (about 20 KB of code against 40), lavapipe's tile
     // below LP_BIG_MACS on the hosts where that pays (lp_half_tile_pays).
     {"wide64t-r16c8-g8", TEXEL_FORMS, MM_WIDE, 8, 16, 8, 8, 0, true, false, false},
+    // The 32 x 8 and 16 x 8 tiles on a workgroup of 16 lanes: lavapipe's at 512 bits
+    // (LP_NATIVE_VECTOR_WIDTH=512, a subgroup of 16), where a workgroup of 8 leaves half of each
+    // vector idle (lp_wide_host).
+    {"wide64t-r32c8-g16", TEXEL_FORMS, MM_WIDE, 16, 32, 8, 8, 0, true, false, false},
+    {"wide64t-r16c8-g16", TEXEL_FORMS, MM_WIDE, 16, 16, 8, 8, 0, true, false, false},
     // wide64t-r32c8-g8 on padded copies (mm_variant.pad).
     {"pad-wide64t-r32c8-g8", TEXEL_FORMS, MM_WIDE, 8, 32, 8, 8, 0, true, false, true},
     // A side of at most 16 (tc) in place, one subgroup of 8 lanes, 32 rows per workgroup in NN
@@ -348,6 +353,9 @@ static bool lp_half_tile_pays(const vkt_device_info *d) {
     return false;
 #endif
 }
+// Whether lavapipe runs 16 lanes a vector (512 bits: LP_NATIVE_VECTOR_WIDTH=512, which the CLI
+// sets on the hosts where it pays, engine/cli/host.c).
+static bool lp_wide(const vkt_device_info *d) { return is_lavapipe(d) && d->subgroup_size >= 16; }
 // Whether the comma-separated list names holds token.
 static bool list_has(const char *names, const char *token) {
     const char *w;
@@ -408,6 +416,11 @@ static const mm_cand LP_FALLBACKS[] = {{"wide64-r32c16-g8", 0, true, 0},
                                        {"scalar-r8c8-g8", 0, true, 0},
                                        {NULL, 0, false, 0}};
 static const mm_rule DEVICE_RULES[] = {
+    // lavapipe at 512 bits (a subgroup of 16 lanes): the texel tiles on workgroups of 16, measured
+    // per shape (docs/PERFORMANCE.md, twentieth pass).
+    {lp_wide,
+     {{"wide64t-r32c8-g16", 0, false, 0}, {"wide64t-r16c8-g16", 0, false, 0}},
+     LP_FALLBACKS},
     // lavapipe on a host where the 16 x 8 tile pays (lp_half_tile_pays): that tile alone below
     // LP_BIG_MACS; from there the 32 x 8 and 32 x 16 ones, measured, as below (at 1024^3 on a Zen 4
     // the 16 x 8 tile ran 7% behind the 32 x 8 one, whose two k steps an iteration it does not
@@ -1408,11 +1421,13 @@ static uint32_t ksteps(const vkt_device_info *d, const mm_variant *v, vkt_mm_for
 // where it is built alone (its 2,048 uniform stores a tile), which the plain products (3-10%
 // each) were not given. With Mesa's cache empty but enabled, the compile-ahead thread builds it on
 // the other core and the first step was not measurably later (docs/PERFORMANCE.md, thirteenth
-// and fourteenth passes).
+// and fourteenth passes). Workgroups of 8 lanes only: on 16 (lavapipe at 512 bits) twice the
+// stores a row took fashion_mlp's first weight gradient from 3.5 to 5.2 ms (traced on a Zen 4,
+// docs/PERFORMANCE.md, twentieth pass).
 static bool ustore(const vkt_device_info *d, const mm_variant *v, uint32_t mode, uint32_t sgd_mode,
                    uint32_t M) {
     return v->kind == MM_WIDE && v->texel && v->w == 8 && v->tc == v->w && is_lavapipe(d) &&
-           mode == VKT_MM_EPI_SGD && M % v->tm == 0 && sgd_mode != 0;
+           mode == VKT_MM_EPI_SGD && M % v->tm == 0 && sgd_mode != 0 && v->wg == 8;
 }
 
 // The kernel that variant v runs for form with the epilogue (act, mode): its shader (SwiftShader's
