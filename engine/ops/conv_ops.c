@@ -213,8 +213,11 @@ void vkt_op_conv_col2im(vkt_cmd *cmd, vkt_ops *ops, vkt_view dx, vkt_view dcols,
 // ---------------------------------------------------------------------------------------------
 // Forward and input gradient straight from the activations (conv_direct.comp)
 
-// conv_direct's workgroup: one subgroup of 8 lanes (lavapipe's at 256 bits); output rows per
-// workgroup, at most: 32 x 8 positions a lane, the matmul texel kernel's tile.
+// conv_direct's workgroup: 8 lanes, within one subgroup (lavapipe's is 8 lanes at its default 256
+// bits, 16 at 512, where these workgroups leave half of each vector idle but ran fashion_cnn as
+// fast as at 256 bits, and the im2col path that took over there 20-30% slower: docs/PERFORMANCE.md,
+// twentieth pass); output rows per workgroup, at most: 32 x 8 positions a lane, the matmul texel
+// kernel's tile.
 #define DIRECT_WG 8u
 #define DIRECT_TM 32u
 // The kernel unrolls every tap: bounded so that LLVM's compile stays a few seconds.
@@ -231,11 +234,12 @@ static bool direct_geom(const vkt_conv_geom *g) {
 }
 
 // What every direct kernel needs of the device and context: a CPU driver whose subgroups hold a
-// DIRECT_WG-lane workgroup and shuffle, and the context's conv mode VKT_CONV_AUTO.
+// DIRECT_WG-lane workgroup (8 or 16 lanes on lavapipe) and shuffle, and the context's conv mode
+// VKT_CONV_AUTO.
 static bool direct_device(vkt_ops *ops) {
     const vkt_device_info *d = info_of(ops);
     return vkt_device_conv_mode(vkt_ops_device(ops)) == VKT_CONV_AUTO &&
-           d->type == VKT_DEVICE_CPU && d->subgroup_size == DIRECT_WG && d->subgroup_shuffle &&
+           d->type == VKT_DEVICE_CPU && d->subgroup_size >= DIRECT_WG && d->subgroup_shuffle &&
            DIRECT_WG <= d->max_workgroup_invocations;
 }
 
