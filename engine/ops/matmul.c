@@ -416,10 +416,12 @@ static const mm_cand LP_FALLBACKS[] = {{"wide64-r32c16-g8", 0, true, 0},
                                        {"scalar-r8c8-g8", 0, true, 0},
                                        {NULL, 0, false, 0}};
 static const mm_rule DEVICE_RULES[] = {
-    // lavapipe at 512 bits (a subgroup of 16 lanes): the texel tiles on workgroups of 16, measured
-    // per shape (docs/PERFORMANCE.md, twentieth pass).
+    // lavapipe at 512 bits (a subgroup of 16 lanes): the texel tiles on workgroups of 16; the 32 x
+    // 8 one alone below LP_BIG_MACS (one tile to compile for a cold first step: it was ahead at
+    // fashion_mlp's five shapes and fashion_cnn's six in tuning runs on a Zen 4), from there both,
+    // measured (docs/PERFORMANCE.md, twentieth pass).
     {lp_wide,
-     {{"wide64t-r32c8-g16", 0, false, 0}, {"wide64t-r16c8-g16", 0, false, 0}},
+     {{"wide64t-r32c8-g16", 0, false, 0}, {"wide64t-r16c8-g16", LP_BIG_MACS, false, 0}},
      LP_FALLBACKS},
     // lavapipe on a host where the 16 x 8 tile pays (lp_half_tile_pays): that tile alone below
     // LP_BIG_MACS; from there the 32 x 8 and 32 x 16 ones, measured, as below (at 1024^3 on a Zen 4
