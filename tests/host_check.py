@@ -91,10 +91,6 @@ def main():
         mem = next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemTotal:"))
     assert h["memory_bytes"] == mem, (h["memory_bytes"], mem)
     assert h["hostname"] == u.nodename[:127], (h["hostname"], u.nodename)
-    # The CLI runs lavapipe at 512 bits on AMD CPUs with AVX-512 unless the user set the width.
-    amd512 = h["cpu_vendor"] == "AuthenticAMD" and "avx512f" in flags
-    want = amd512 and "LP_NATIVE_VECTOR_WIDTH" not in os.environ
-    assert h["lavapipe_512_set"] == want, (h["lavapipe_512_set"], want)
 
 
 if __name__ == "__main__":

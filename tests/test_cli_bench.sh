@@ -69,9 +69,8 @@ for d in devs:
 # lavapipe has the wide kernel for 128 (a multiple of 8).
 assert devs[0]["results"][1]["variant"].startswith("wide"), devs[0]["results"]
 # lavapipe: one candidate where its texel kernel fits (128), used unmeasured: the 32 x 8 tile, or
-# the 16 x 8 one on the hosts where that pays (engine/ops/matmul.c, lp_half_tile_pays), or at 512
-# bits (the CLI's choice on AMD CPUs with AVX-512, cli_lavapipe_width) the 32 x 8 tile on 16 lanes.
-assert [c["variant"] for c in devs[0]["results"][1]["candidates"]] in (["wide64t-r32c8-g8"], ["wide64t-r16c8-g8"], ["wide64t-r32c8-g16"]), devs[0]
+# the 16 x 8 one on the hosts where that pays (engine/ops/matmul.c, lp_half_tile_pays).
+assert [c["variant"] for c in devs[0]["results"][1]["candidates"]] in (["wide64t-r32c8-g8"], ["wide64t-r16c8-g8"]), devs[0]
 # SwiftShader: one candidate where its own 16-row kernel fits (128; the scalar kernel is a
 # fallback, the 32-row one starts at 2^27 multiply-adds), used unmeasured.
 assert [c["variant"] for c in devs[1]["results"][1]["candidates"]] == ["ss-r16c16-g4"], devs[1]

@@ -211,16 +211,7 @@ typedef struct cli_host {
     long l3_bytes;               // L3 as cpu0 sees it (0: unknown)
     double mhz;                  // cpuinfo's "cpu MHz" (0: unknown)
     double memory_bytes;
-    bool lavapipe_512_set; // cli_lavapipe_width set LP_NATIVE_VECTOR_WIDTH=512 in this process
 } cli_host;
-// lavapipe's vector width for this process, before any Vulkan instance: where the user has not
-// set Mesa's LP_NATIVE_VECTOR_WIDTH and the CPU is an AMD one with AVX-512 (Zen 4 and later), 512
-// bits (16 lanes a subgroup, where the engine's matmuls take 16-lane tiles). Measured on a Zen 4
-// (docs/PERFORMANCE.md, twentieth pass): large products and big_mlp's step 1.2-1.3x faster,
-// fashion_mlp's, fashion_cnn's and char_gpt's steps level. Mesa's own default stays 256 bits
-// (its source: until 512 is known to be as correct and not slower), so the commands that draw
-// (view, train --view) leave it; Intel's AVX-512 hosts are not measured and keep it too.
-void cli_lavapipe_width(void);
 void cli_host_get(cli_host *h);
 // One line: "AMD EPYC (Zen 3, x86 family 25 model 1), 2 logical CPUs, AVX2 + FMA, L2 512 KiB a
 // core, L3 32 MiB, 2445 MHz"; returns buf.

@@ -65,20 +65,8 @@ static const char *amd_uarch(int family, int model) {
     return "";
 }
 
-// Whether cli_lavapipe_width set LP_NATIVE_VECTOR_WIDTH in this process.
-static bool lp_width_set;
-
-void cli_lavapipe_width(void) {
-    if (getenv("LP_NATIVE_VECTOR_WIDTH")) return; // the user's choice
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_is("amd"))
-        lp_width_set = setenv("LP_NATIVE_VECTOR_WIDTH", "512", 0) == 0;
-#endif
-}
-
 void cli_host_get(cli_host *h) {
     memset(h, 0, sizeof *h);
-    h->lavapipe_512_set = lp_width_set;
     struct utsname u;
     if (uname(&u) == 0)
         snprintf(h->os, sizeof h->os, "%s %s %s", u.sysname, u.release, u.machine);
@@ -129,12 +117,9 @@ const char *cli_host_text(const cli_host *h, char *buf, size_t size) {
     else if (h->l3_bytes)
         snprintf(l3, sizeof l3, ", L3 %ld KiB", h->l3_bytes / 1024);
     if (h->mhz > 0) snprintf(mhz, sizeof mhz, ", %.0f MHz", h->mhz);
-    snprintf(buf, size, "%s%s, %d logical CPUs, %s%s%s%s%s%s", h->cpu, fam, h->cpus,
+    snprintf(buf, size, "%s%s, %d logical CPUs, %s%s%s%s%s", h->cpu, fam, h->cpus,
              h->isa[0] ? h->isa : "vector ISA unknown", h->isa[0] && h->fma ? " + FMA" : "", l2, l3,
-             mhz,
-             h->lavapipe_512_set ? "; lavapipe at 512 bits, vktrain's choice on this CPU "
-                                   "(LP_NATIVE_VECTOR_WIDTH=256: Mesa's default)"
-                                 : "");
+             mhz);
     return buf;
 }
 
@@ -154,7 +139,6 @@ cJSON *cli_host_json(const cli_host *h) {
     if (h->l2_bytes) cJSON_AddNumberToObject(o, "l2_bytes", (double)h->l2_bytes);
     if (h->l3_bytes) cJSON_AddNumberToObject(o, "l3_bytes", (double)h->l3_bytes);
     cJSON_AddNumberToObject(o, "memory_bytes", h->memory_bytes);
-    cJSON_AddBoolToObject(o, "lavapipe_512_set", h->lavapipe_512_set);
     cJSON_AddStringToObject(o, "hostname", h->hostname);
     return o;
 }

@@ -245,10 +245,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *cmd = argv[1];
-    bool draws = strcmp(cmd, "view") == 0;
-    for (int i = 2; i < argc; i++)
-        draws = draws || strcmp(argv[i], "--view") == 0 || strcmp(argv[i], "--view-device") == 0;
-    if (!draws) cli_lavapipe_width();
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;

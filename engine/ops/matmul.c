@@ -353,8 +353,8 @@ static bool lp_half_tile_pays(const vkt_device_info *d) {
     return false;
 #endif
 }
-// Whether lavapipe runs 16 lanes a vector (512 bits: LP_NATIVE_VECTOR_WIDTH=512, which the CLI
-// sets on the hosts where it pays, engine/cli/host.c).
+// Whether lavapipe runs 16 lanes a vector (512 bits: Mesa's LP_NATIVE_VECTOR_WIDTH=512, the
+// user's choice: Mesa's default is at most 256).
 static bool lp_wide(const vkt_device_info *d) { return is_lavapipe(d) && d->subgroup_size >= 16; }
 // Whether the comma-separated list names holds token.
 static bool list_has(const char *names, const char *token) {
