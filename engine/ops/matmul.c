@@ -196,7 +196,7 @@ static const mm_variant VARIANTS[] = {
     {"wide64t-r16c8-g8", TEXEL_FORMS, MM_WIDE, 8, 16, 8, 8, 0, true, false, false},
     // The 32 x 8 and 16 x 8 tiles on a workgroup of 16 lanes: lavapipe's at 512 bits
     // (LP_NATIVE_VECTOR_WIDTH=512, a subgroup of 16), where a workgroup of 8 leaves half of each
-    // vector idle (lp_wide_host).
+    // vector idle (lp_wide).
     {"wide64t-r32c8-g16", TEXEL_FORMS, MM_WIDE, 16, 32, 8, 8, 0, true, false, false},
     {"wide64t-r16c8-g16", TEXEL_FORMS, MM_WIDE, 16, 16, 8, 8, 0, true, false, false},
     // wide64t-r32c8-g8 on padded copies (mm_variant.pad).
