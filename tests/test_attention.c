@@ -24,8 +24,6 @@
 #include "network.h"
 #include "test_util.h"
 
-#define DRIVER_ID_LLVMPIPE 13 // VK_DRIVER_ID_MESA_LLVMPIPE (vktrain.h has no Vulkan types)
-
 static bool has(const char *msg, const char *needle) { return strstr(msg, needle) != NULL; }
 
 // ---------------------------------------------------------------------------------------------
@@ -214,7 +212,7 @@ static void test_core(vt *t, vkt_ops *const *ops) {
         for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++)
             texel += test_core_case(t, t->dev[d], ops[d], &CASES[i]);
         // Both ways of reading the streamed rows are checked on lavapipe.
-        if (vkt_device_get_info(t->dev[d])->driver_id == DRIVER_ID_LLVMPIPE)
+        if (vkt_device_get_info(t->dev[d])->driver_id == VT_DRIVER_ID_LLVMPIPE)
             VT_CHECK(t, texel > 0 && texel < (int)(sizeof CASES / sizeof *CASES),
                      "%s: %d of the core cases read texels", vkt_device_label(t->dev[d]), texel);
     }

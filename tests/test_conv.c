@@ -224,8 +224,6 @@ static void test_parse(vt *t) {
 // ---------------------------------------------------------------------------------------------
 // 2. The kernels
 
-#define DRIVER_ID_LLVMPIPE 13 // VK_DRIVER_ID_MESA_LLVMPIPE (vktrain.h has no Vulkan types)
-
 typedef struct dctx {
     vt *t;
     vkt_device *dev;
@@ -540,7 +538,7 @@ static void test_direct(dctx *c, vkt_conv_geom g, bool fwd, bool bias, uint32_t 
     VT_CHECK(c->t, vkt_conv_direct_shape(&g, fwd), "%s: the shape should take the kernel", what);
     // lavapipe takes it at either vector width (8 or 16 lanes a subgroup: test_conv_lp512).
     VT_CHECK(c->t,
-             vkt_device_get_info(c->dev)->driver_id != DRIVER_ID_LLVMPIPE ||
+             vkt_device_get_info(c->dev)->driver_id != VT_DRIVER_ID_LLVMPIPE ||
                  vkt_conv_direct(c->ops, &g, fwd),
              "%s: lavapipe (%u-lane subgroups) does not take the kernel", what,
              vkt_device_get_info(c->dev)->subgroup_size);

@@ -10,7 +10,6 @@
 #include "vkt_shaders.h"
 
 #define N 1000000u
-#define DRIVER_ID_LLVMPIPE 13 // VK_DRIVER_ID_MESA_LLVMPIPE (vktrain.h has no Vulkan types)
 
 typedef struct axpy_run {
     vkt_buffer *x, *y;
@@ -93,7 +92,7 @@ static void ahead_case(vt *t, vkt_context *ctx, int index, const float *x, const
     VT_OK(t, vkt_device_create(ctx, index, NULL, &dev));
     if (!dev) return;
     const vkt_device_info *info = vkt_device_get_info(dev);
-    bool lavapipe = info->driver_id == DRIVER_ID_LLVMPIPE;
+    bool lavapipe = info->driver_id == VT_DRIVER_ID_LLVMPIPE;
     uint32_t want_queued = lavapipe ? 1 : 0, want_done = others_open ? 0 : want_queued;
     axpy_run r = {0};
     uint32_t wg = info->max_workgroup_invocations >= 256 ? 256 : 64, spec3[3] = {wg, 1, 1};

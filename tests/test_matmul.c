@@ -46,12 +46,10 @@
 #include "test_util.h"
 #include "vkt_abi.h"
 
-#define CANARY 0x7fc0dead        // a NaN pattern no kernel computes
-#define DRIVER_ID_SWIFTSHADER 10 // VK_DRIVER_ID_GOOGLE_SWIFTSHADER (vktrain.h has no Vulkan types)
-#define DRIVER_ID_LLVMPIPE 13    // VK_DRIVER_ID_MESA_LLVMPIPE
+#define CANARY 0x7fc0dead // a NaN pattern no kernel computes
 
 static bool is_swiftshader(vkt_device *dev) {
-    return vkt_device_get_info(dev)->driver_id == DRIVER_ID_SWIFTSHADER;
+    return vkt_device_get_info(dev)->driver_id == VT_DRIVER_ID_SWIFTSHADER;
 }
 
 typedef struct mm_case {
@@ -487,7 +485,7 @@ static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *see
 static int test_lavapipe_512(vt *t) {
     vkt_device *dev = NULL;
     for (int d = 0; d < t->ndev && !dev; d++)
-        if (vkt_device_get_info(t->dev[d])->driver_id == DRIVER_ID_LLVMPIPE) dev = t->dev[d];
+        if (vkt_device_get_info(t->dev[d])->driver_id == VT_DRIVER_ID_LLVMPIPE) dev = t->dev[d];
     VT_CHECK(t, dev != NULL, "no lavapipe device");
     VT_CHECK(t, !dev || vkt_device_get_info(dev)->subgroup_size == 16,
              "lavapipe's subgroup is %u lanes with LP_NATIVE_VECTOR_WIDTH=512, not 16",
@@ -694,7 +692,7 @@ int main(int argc, char **argv) {
             // lavapipe runs a forced texel tile (and not a fallback) at the training shape.
             for (int d = 0; d < t->ndev && passes[pass] && !strncmp(passes[pass], "wide64t", 7);
                  d++) {
-                if (!ops[d] || vkt_device_get_info(t->dev[d])->driver_id != DRIVER_ID_LLVMPIPE)
+                if (!ops[d] || vkt_device_get_info(t->dev[d])->driver_id != VT_DRIVER_ID_LLVMPIPE)
                     continue;
                 const char *got = vkt_matmul_variant(ops[d], forms[f], 128, 512, 784);
                 size_t len = strcspn(passes[pass], ",");

@@ -31,9 +31,7 @@
 #include "ref_ops.h"
 #include "test_util.h"
 
-#define CANARY 0x7fc0dead        // a NaN pattern no kernel computes
-#define DRIVER_ID_LAVAPIPE 13    // VK_DRIVER_ID_MESA_LLVMPIPE (vktrain.h has no Vulkan types)
-#define DRIVER_ID_SWIFTSHADER 10 // VK_DRIVER_ID_GOOGLE_SWIFTSHADER
+#define CANARY 0x7fc0dead // a NaN pattern no kernel computes
 
 static bool driver_is(vkt_device *dev, uint32_t id) {
     return vkt_device_get_info(dev)->driver_id == id;
@@ -474,14 +472,14 @@ int main(void) {
     // SwiftShader the vec4 wide kernel (its own have no epilogue).
     for (int d = 0; d < t->ndev; d++) {
         if (!ops[d] || !cmd[d]) continue;
-        bool ss = driver_is(t->dev[d], DRIVER_ID_SWIFTSHADER);
+        bool ss = driver_is(t->dev[d], VT_DRIVER_ID_SWIFTSHADER);
         if (ss) VT_OK(t, vkt_context_set_matmul_variant(t->ctx, "wide-r16c8-g64"));
         sgd_big(t, t->dev[d], ops[d], cmd[d], 296, 136, 40, 64000, seed++);
         vkt_context_set_matmul_variant(t->ctx, NULL);
     }
 
     for (int d = 0; d < t->ndev; d++)
-        if (ops[d] && cmd[d] && driver_is(t->dev[d], DRIVER_ID_LAVAPIPE))
+        if (ops[d] && cmd[d] && driver_is(t->dev[d], VT_DRIVER_ID_LLVMPIPE))
             real_big(t, t->dev[d], ops[d], cmd[d], seed++);
 
     for (int d = 0; d < t->ndev; d++) {

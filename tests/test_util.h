@@ -15,6 +15,10 @@
 #include "vktrain.h"
 
 #define VT_MAX_DEVICES 8
+// vkt_device_info.driver_id of the two CPU drivers (VK_DRIVER_ID_MESA_LLVMPIPE,
+// VK_DRIVER_ID_GOOGLE_SWIFTSHADER: vktrain.h has no Vulkan types).
+#define VT_DRIVER_ID_LLVMPIPE 13
+#define VT_DRIVER_ID_SWIFTSHADER 10
 
 typedef struct vt {
     const char *name;
