@@ -477,18 +477,19 @@ static void test_sgd_epilogue(vt *t, vkt_ops **ops, vkt_cmd **cmd, uint64_t *see
     vkt_context_set_matmul_variant(t->ctx, NULL);
 }
 
-// lavapipe at 512 bits (test_matmul --lavapipe-512, its own CTest entry: the vector width is
-// the driver's, read once per process from LP_NATIVE_VECTOR_WIDTH): a subgroup of 16 lanes, the
+// lavapipe at 512 bits (test_matmul --lavapipe-512, CTest's test_matmul_lp512, which sets
+// LP_NATIVE_VECTOR_WIDTH=512 and VKT_TEST_DRIVERS=llvmpipe: the vector width is the driver's,
+// read once per process): a subgroup of 16 lanes, the
 // rule's texel tiles on workgroups of 16 (lp_wide in engine/ops/matmul.c), first choice and
 // forced, on aligned shapes with partial tiles in every form, the activation epilogue and the
 // SGD epilogue (whole and partial row tiles, with and without momentum).
 static int test_lavapipe_512(vt *t) {
-    vkt_device *dev = NULL;
-    for (int d = 0; d < t->ndev && !dev; d++)
-        if (vkt_device_get_info(t->dev[d])->driver_id == VT_DRIVER_ID_LLVMPIPE) dev = t->dev[d];
+    int li = vt_find_device(t, "llvmpipe");
+    vkt_device *dev = li >= 0 ? t->dev[li] : NULL;
     VT_CHECK(t, dev != NULL, "no lavapipe device");
     VT_CHECK(t, !dev || vkt_device_get_info(dev)->subgroup_size == 16,
-             "lavapipe's subgroup is %u lanes with LP_NATIVE_VECTOR_WIDTH=512, not 16",
+             "lavapipe's subgroup is %u lanes, not 16: run with LP_NATIVE_VECTOR_WIDTH=512 "
+             "(CTest's test_matmul_lp512 does)",
              dev ? vkt_device_get_info(dev)->subgroup_size : 0);
     if (!dev || vkt_device_get_info(dev)->subgroup_size != 16) return vt_finish(t);
     vkt_ops *ops = NULL;
@@ -539,18 +540,9 @@ int main(int argc, char **argv) {
     // The variants are chosen here by the device's rule (or forced), never by measurement, so
     // that each run checks the same kernels; test_tune checks the measured choice.
     vt tv, *t = &tv;
-    bool lp512 = argc > 1 && strcmp(argv[1], "--lavapipe-512") == 0;
-    if (lp512) {
-        // Before the driver loads (vt_init opens the devices): lavapipe reads it once.
-        setenv("LP_NATIVE_VECTOR_WIDTH", "512", 1);
-        setenv("VKT_TEST_DRIVERS", "llvmpipe", 1);
-    }
     if (vt_init(t, "test_matmul")) return 1;
-    if (lp512) {
-        vkt_context_set_tune(t->ctx, VKT_TUNE_OFF);
-        return test_lavapipe_512(t);
-    }
     vkt_context_set_tune(t->ctx, VKT_TUNE_OFF);
+    if (argc > 1 && strcmp(argv[1], "--lavapipe-512") == 0) return test_lavapipe_512(t);
     // A variant list naming something that is no variant is refused (by vkt_ops_create too), with
     // the name in the message; real names, "none", the stores tokens and an empty list are not.
     VT_CHECK(
