@@ -689,8 +689,13 @@ void cli_print_first_step(const vkt_first_step *f, double context_s, const char 
     char later[64] = "";
     if (f->later_step_seconds > 0)
         snprintf(later, sizeof later, " (%s %.3f s)", later_name, f->later_step_seconds);
-    char ahead[64] = "";
-    if (f->kernels_ahead)
+    char ahead[192] = "";
+    if (f->ahead_stopped)
+        snprintf(ahead, sizeof ahead,
+                 ", %llu compiled ahead, then none: Mesa's shader cache keeps nothing here "
+                 "(MESA_SHADER_CACHE_DISABLE, or a directory it cannot write)",
+                 (unsigned long long)f->kernels_ahead);
+    else if (f->kernels_ahead)
         snprintf(ahead, sizeof ahead, ", %llu compiled ahead",
                  (unsigned long long)f->kernels_ahead);
     printf("%sfirst step after %.2f s (%s): context %.2f s, data %.2f s, setup %.2f s, kernel "
@@ -713,6 +718,7 @@ void cli_add_first_step(cJSON *o, const vkt_first_step *f, double context_s) {
     cJSON_AddNumberToObject(j, "later_step_seconds", f->later_step_seconds);
     cJSON_AddNumberToObject(j, "kernels_built", (double)f->kernels_built);
     cJSON_AddNumberToObject(j, "kernels_compiled_ahead", (double)f->kernels_ahead);
+    cJSON_AddNumberToObject(j, "compile_ahead_stopped", (double)f->ahead_stopped);
     cJSON_AddNumberToObject(j, "tuning_shapes_measured", (double)f->shapes_measured);
     cJSON_AddNumberToObject(j, "tuning_variants_measured", (double)f->variants_measured);
     cJSON_AddNumberToObject(j, "tuning_choices_cached", (double)f->choices_cached);

@@ -22,7 +22,9 @@
 // last: where they met, both compiled the same kernel, and on a Zen 3 that was fashion_mlp's
 // biggest, its SGD-epilogue product, so the cold first step was no shorter than without this
 // file; docs/PERFORMANCE.md, fourteenth pass.) A job whose dispatch the device has already run is
-// dropped. The results are the same: the same pipelines run the same code.
+// dropped. The results are the same: the same pipelines run the same code. Where the first of
+// those jobs was cold, it is built once more to see that Mesa's cache kept it; where it did not,
+// the device would compile every kernel again, and compiling ahead stops (cache_keeps_nothing).
 //
 // Where it does not pay (a warm cache) the work is one job before the submit, then, on the
 // thread, a pipeline build, a cache lookup and one workgroup per kernel, as the queue thread
@@ -39,6 +41,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "trace.h"
 #include "tune.h"
@@ -81,6 +84,8 @@ typedef struct vkt_ahead {
     vkt_device *helper, *helper2;
     bool tried, opened;
     bool front; // a thread is in build_front (one at a time: helper2's queue is not shared)
+    // The driver's shader cache kept nothing (build_front's probe): every job is dropped.
+    bool uncached;
 } vkt_ahead;
 
 static bool compiles_ahead(const vkt_device *dev) {
@@ -147,6 +152,7 @@ static int pick_quickest(const vkt_ahead *a) {
 // Whether a job may run now: the device has not yet run its dispatch (else its queue thread has
 // compiled the kernel) and is the context's one open CPU device.
 static bool job_pays(vkt_ahead *a, const ahead_job *job) {
+    if (__atomic_load_n(&a->uncached, __ATOMIC_RELAXED)) return false;
     uint64_t reached = 0;
     bool late = vkt_device_completed(a->dev, &reached) == VKT_OK && reached >= job->after;
     bool alone = __atomic_load_n(&a->dev->ctx->cpu_open, __ATOMIC_RELAXED) <= 1;
@@ -185,6 +191,7 @@ void vkt_ahead_note(vkt_device *dev, vkt_kernel *k, const vkt_view *bind, int nb
     k->ahead_noted = true;
     vkt_ahead *a = dev->ahead;
     if (!a || nbind > 32 || push_size > VKT_MAX_PUSH_BYTES) return;
+    if (__atomic_load_n(&a->uncached, __ATOMIC_RELAXED)) return;
     ahead_job job = {.after = dev->timeline_value + 1,
                      .build_ns = k->build_ns,
                      .id = k->id,
@@ -224,6 +231,28 @@ void vkt_ahead_note(vkt_device *dev, vkt_kernel *k, const vkt_view *bind, int nb
 enum { WARM_RATIO = 4 };
 #define WARM_SLACK_NS 20000000
 
+// Whether Mesa's shader cache keeps what the helpers compile: a job whose first build was cold
+// (took took_ns) is built again on helper2, where the cache gives its machine code back in a
+// fraction of that (under validation on a 2-vCPU Zen 4: 3-6 ms against 28-51 ms cold). Where the
+// cache keeps nothing (MESA_SHADER_CACHE_DISABLE=true, a cache directory that cannot be written,
+// a process whose effective user is not its real one: Mesa then turns it off) every kernel
+// compiled ahead was compiled again by the device's queue thread: fashion_mlp's cold first step
+// took 5.5-6.4 s with this file's builds against 3.6-3.7 s without (docs/PERFORMANCE.md,
+// twenty-first pass). Mesa writes its cache files on a thread of its own, so a build that finds
+// nothing is tried once more after UNCACHED_WAIT_NS before the cache is taken for one that keeps
+// nothing (one such second try found the file, in eight cold runs). Costs a cache lookup, or
+// where the cache keeps nothing two builds of the quickest kernel. Called without a->mu.
+#define UNCACHED_WAIT_NS 30000000
+static bool cache_keeps_nothing(vkt_device *helper, const ahead_job *job, int64_t took_ns) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (attempt > 0) nanosleep(&(struct timespec){.tv_nsec = UNCACHED_WAIT_NS}, NULL);
+        int64_t t0 = vkt_trace_now_ns();
+        run_job(helper, job);
+        if (vkt_trace_now_ns() - t0 < took_ns / 2) return false;
+    }
+    return true;
+}
+
 // vkt_ahead_build's part: the submitting thread and the thread each take the ready job whose
 // pipeline took longest to build, each on a device of its own, until none is left and the
 // thread's last one is built. Where the first job the submitting thread runs (the quickest
@@ -243,13 +272,23 @@ static void build_front(vkt_ahead *a) {
             bool was = vkt_busy_ignore_thread(true);
             int64_t t0 = vkt_trace_now_ns();
             if (run) run_job(a->helper2, &job);
+            int64_t took = vkt_trace_now_ns() - t0;
             bool warm = run && first && job.build_ns > 0 &&
-                        vkt_trace_now_ns() - t0 < WARM_RATIO * job.build_ns + WARM_SLACK_NS;
+                        took < WARM_RATIO * job.build_ns + WARM_SLACK_NS;
+            bool uncached = run && first && !warm && cache_keeps_nothing(a->helper2, &job, took);
             first = first && !run;
             vkt_busy_ignore_thread(was);
             pthread_mutex_lock(&a->mu);
             if (run) a->done++, vkt_startup_count_ahead();
             if (warm) return;
+            if (uncached) {
+                // The rest would be compiled twice: the jobs are dropped (the thread's current
+                // one ends on its own) and no more are noted.
+                __atomic_store_n(&a->uncached, true, __ATOMIC_RELAXED);
+                a->njobs = a->nready = 0;
+                vkt_startup_count_ahead_stopped();
+                return;
+            }
             if (!a->helper2) break; // no device: the queue thread compiles the rest
         }
         if (!a->busy || a->nready > 0 || !a->helper2) break;

@@ -321,6 +321,12 @@ void vkt_startup_count_ahead(void) {
     pthread_mutex_unlock(&busy_mu);
 }
 
+void vkt_startup_count_ahead_stopped(void) {
+    pthread_mutex_lock(&busy_mu);
+    startup.ahead_stopped++;
+    pthread_mutex_unlock(&busy_mu);
+}
+
 bool vkt_busy_ignore_thread(bool on) {
     bool was = busy_ignored;
     busy_ignored = on;

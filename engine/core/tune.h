@@ -67,6 +67,9 @@ void vkt_busy_end(vkt_busy kind, uint64_t count);
 bool vkt_busy_ignore_thread(bool on);
 // One kernel compiled ahead (ahead.c): vkt_startup_counters.kernels_ahead.
 void vkt_startup_count_ahead(void);
+// A device's compile-ahead stopped: the driver's shader cache keeps nothing (ahead.c):
+// vkt_startup_counters.ahead_stopped.
+void vkt_startup_count_ahead_stopped(void);
 // One matmul shape's choice by measurement: variants timings were measured now (0: every
 // candidate's time was stored).
 void vkt_tune_count_shape(int variants);

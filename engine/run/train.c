@@ -944,6 +944,7 @@ void vkt_first_step_split(vkt_first_step *f, int64_t start_ns, int64_t data_ns,
     f->step_seconds = step > 0 ? step * 1e-9 : 0;
     f->kernels_built = e->kernels_built - a->kernels_built;
     f->kernels_ahead = e->kernels_ahead - a->kernels_ahead;
+    f->ahead_stopped = e->ahead_stopped - a->ahead_stopped;
     f->shapes_measured = e->shapes_measured - a->shapes_measured;
     f->variants_measured = e->variants_measured - a->variants_measured;
     f->choices_cached = e->choices_cached - a->choices_cached;

@@ -143,6 +143,7 @@ typedef struct vkt_first_step {
     double later_step_seconds;   // mean wall time of the steps after it (0: none)
     uint64_t kernels_built;      // during setup and the first step
     uint64_t kernels_ahead;      // of those, compiled ahead (vkt_startup_counters)
+    uint64_t ahead_stopped;      // devices whose compiling ahead stopped (vkt_startup_counters)
     uint64_t shapes_measured;    // matmul shapes whose variants were measured (0: a warm cache)
     uint64_t variants_measured;
     uint64_t choices_cached; // matmul choices from stored measurements alone

@@ -298,6 +298,8 @@ typedef struct vkt_startup_counters {
     uint64_t kernels_built;     // pipelines created (vkt_kernel_create)
     uint64_t kernels_ahead;     // kernels compiled ahead on a second device (ahead.c), not in
                                 // kernels_built nor in the times below (another thread's work)
+    uint64_t ahead_stopped;     // devices that stopped compiling ahead: the driver's shader cache
+                                // kept nothing, so the device would compile each kernel again
     uint64_t shapes_measured;   // matmul shapes whose variants (some or all) were measured
     uint64_t choices_cached;    // matmul variant choices made from stored measurements alone
                                 // (the disk's, or this process's for a shape met before)
