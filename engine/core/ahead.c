@@ -237,7 +237,7 @@ enum { WARM_RATIO = 4 };
 // cache keeps nothing (MESA_SHADER_CACHE_DISABLE=true, a cache directory that cannot be written,
 // a process whose effective user is not its real one: Mesa then turns it off) every kernel
 // compiled ahead was compiled again by the device's queue thread: fashion_mlp's cold first step
-// took 5.5-6.4 s with this file's builds against 3.6-3.7 s without (docs/PERFORMANCE.md,
+// took 5.2-6.6 s with this file's builds against 3.3-4.0 s without (docs/PERFORMANCE.md,
 // twenty-first pass). Mesa writes its cache files on a thread of its own at the lowest priority,
 // which a busy machine (the suite's other test beside this one) leaves waiting, so a build that
 // finds nothing is tried again after each of UNCACHED_WAITS_MS before the cache is taken for one
