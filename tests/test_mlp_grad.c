@@ -437,8 +437,8 @@ static void check_fused_sgd(vt *t, vkt_device *dev, vkt_ops *ops) {
             VT_OK(t, vkt_cmd_wait(cmd[k], VKT_WAIT_MS));
         }
     }
-    bool fuses = vkt_device_get_info(dev)->driver_id !=
-                 VT_DRIVER_ID_SWIFTSHADER; // not SwiftShader (no epilogue there)
+    // Every driver but SwiftShader (it has no optimizer epilogue).
+    bool fuses = vkt_device_get_info(dev)->driver_id != VT_DRIVER_ID_SWIFTSHADER;
     VT_CHECK(t, nfused == (fuses ? 2 : 0),
              "%s: %d weight tensors took their step in the matmul "
              "(want %d)",
