@@ -93,9 +93,18 @@ static bool compiles_ahead(const vkt_device *dev) {
            dev->info->driver_id == VK_DRIVER_ID_MESA_LLVMPIPE;
 }
 
+// What run_job measured: the pipeline's build on the helper, and the dispatch from its submit to
+// its end, which is where lavapipe compiles the kernel or finds it in Mesa's cache (0 where it
+// did not run). The buffers and the rest before it are not in it: under ASan they took 20-30 ms
+// of char_gpt's quickest job, as long as its compile.
+typedef struct job_times {
+    int64_t build_ns, dispatch_ns;
+} job_times;
+
 // Builds job's pipeline on helper and runs one workgroup of it, with buffers of the job's sizes
 // bound in its ranges and the job's push constants.
-static void run_job(vkt_device *helper, const ahead_job *job) {
+static job_times run_job(vkt_device *helper, const ahead_job *job) {
+    job_times t = {0, 0};
     vkt_kernel *k = NULL;
     vkt_buffer *bufs[32] = {0};
     vkt_view views[32];
@@ -114,12 +123,15 @@ static void run_job(vkt_device *helper, const ahead_job *job) {
         vkt_cmd_dispatch(cmd, k, views, job->nbind, job->push, job->push_size, 1, 1, 1, NULL);
         s = vkt_cmd_end(cmd);
     }
+    int64_t t0 = vkt_trace_now_ns();
     if (s == VKT_OK) s = vkt_cmd_submit(cmd);
-    if (s == VKT_OK) vkt_cmd_wait(cmd, VKT_WAIT_MS);
+    if (s == VKT_OK) s = vkt_cmd_wait(cmd, VKT_WAIT_MS);
+    if (s == VKT_OK) t = (job_times){k->build_ns, vkt_trace_now_ns() - t0};
     vkt_cmd_destroy(cmd);
     for (int i = 0; i < job->nbind; i++)
         vkt_buffer_destroy(bufs[i]);
     vkt_kernel_destroy(k);
+    return t;
 }
 
 // Removes and returns ready job i (i < a->nready).
@@ -221,39 +233,59 @@ void vkt_ahead_note(vkt_device *dev, vkt_kernel *k, const vkt_view *bind, int nb
     pthread_mutex_unlock(&a->mu);
 }
 
-// A job that took less than WARM_RATIO times its kernel's pipeline build on the device, plus
-// WARM_SLACK_NS (the second device's first submit), found its machine code in Mesa's cache, and
-// so, probably, will the other kernels. fashion_mlp on a Zen 3, warm against cold: its quickest
-// kernel to build (2 ms) 10 ms against 76 ms, its texel kernel (110-135 ms) 92-137 ms against
-// 2.2 s, its other kernels (19-30 ms) 17-27 ms against 174-631 ms. Either mistake costs only
-// time: a warm cache taken for a cold one builds every pipeline again before the submit; a cold
-// one taken for warm leaves the kernels to the queue thread and the thread, as before.
-enum { WARM_RATIO = 4 };
-#define WARM_SLACK_NS 20000000
+// A job's dispatch on a helper that took less than HIT_RATIO times its kernel's pipeline build,
+// plus HIT_SLACK_NS, found its machine code in Mesa's cache (a hit) rather than compiled it. The
+// pipeline build is the least of the device's and the helper's (least_build: one that the
+// machine's other work lengthened, twice here, would make a compile look quick). Both are the
+// same Mesa code's on the same machine, so the ratio holds on a slow CPU and a fast one; the
+// slack is the wait for a core on a busy machine. Under validation on a 2-vCPU Zen 4, for the
+// quickest kernels of fashion_mlp and char_gpt (0.6-2.3 ms to build; under ASan 1.7-7.1 ms): a
+// compile took 10-27 times the build and 17 ms at least (under ASan, whose allocator slows Mesa's
+// pipeline build more than LLVM, 6.3-27 times and 30 ms), a hit 0.2-2.6 times, and up to 11 ms
+// beside two processes that kept both cores busy. (Until 2026-12-07 the rule was the whole job's
+// time, buffers included, under 4 times the build plus 20 ms: a cold compile on a fast machine
+// came under the 20 ms, and under ASan char_gpt's hits did not.)
+enum { HIT_RATIO = 3 };
+#define HIT_SLACK_NS 5000000
+static int64_t least_build(const ahead_job *job, job_times t) {
+    return job->build_ns > 0 && job->build_ns < t.build_ns ? job->build_ns : t.build_ns;
+}
+static bool cache_hit(const ahead_job *job, job_times t) {
+    int64_t build = least_build(job, t);
+    return t.dispatch_ns > 0 && build > 0 && t.dispatch_ns < HIT_RATIO * build + HIT_SLACK_NS;
+}
 
-// Whether Mesa's shader cache keeps what the helpers compile: a job whose first build was cold
-// (took took_ns) is built again on helper2, where the cache gives its machine code back in a
-// fraction of that (under validation on a 2-vCPU Zen 4: 3-6 ms against 28-51 ms cold). Where the
-// cache keeps nothing (MESA_SHADER_CACHE_DISABLE=true, a cache directory that cannot be written,
-// a process whose effective user is not its real one: Mesa then turns it off) every kernel
-// compiled ahead was compiled again by the device's queue thread: fashion_mlp's cold first step
-// took 5.2-6.6 s with this file's builds against 3.3-4.0 s without (docs/PERFORMANCE.md,
-// twenty-first pass). Mesa writes its cache files on a thread of its own at the lowest priority,
-// which a busy machine (the suite's other test beside this one) leaves waiting, so a build that
-// finds nothing is tried again after each of UNCACHED_WAITS_MS before the cache is taken for one
-// that keeps nothing (one second try found the file, in eight cold runs under validation). Costs
-// a cache lookup; where the cache keeps nothing, four builds of the quickest kernel (30-50 ms
-// each) and 0.5 s of waits, against a second compile of every kernel. Called without a->mu.
+// The helper's first dispatch also starts its use of the cache, so a first job whose kernel the
+// cache turns out to keep (cache_keeps_nothing) was a hit where its dispatch took less than
+// FIRST_HIT_RATIO times the pipeline build: 6.2 at most here, against 8.8 and more for a compile.
+// Taking a warm cache for a cold one builds every pipeline before the submit; the other way
+// leaves the kernels to the thread and the queue thread.
+enum { FIRST_HIT_RATIO = 8 };
+
+// Whether Mesa's shader cache keeps what the helpers compile: a job whose first build was not a
+// hit is built again on helper2, where a cache that keeps it gives its machine code back
+// (cache_hit; under validation on a 2-vCPU Zen 4, in 0.5-1.1 ms against 17-80 ms). Where the cache
+// keeps nothing (MESA_SHADER_CACHE_DISABLE=true, a cache directory that cannot be written, a
+// process whose effective user is not its real one: Mesa then turns it off) every kernel compiled
+// ahead was compiled again by the device's queue thread: fashion_mlp's cold first step took 5.2-6.6
+// s with this file's builds against 3.3-4.0 s without (docs/PERFORMANCE.md, twenty-first pass).
+// Mesa writes its cache files on a thread of its own at the lowest priority, which a busy machine
+// (the suite's other test beside this one) leaves waiting, so a build that finds nothing is tried
+// again after each of UNCACHED_WAITS_MS before the cache is taken for one that keeps nothing (under
+// two busy processes, one cold run in three found the file at the second try). Costs a cache
+// lookup; where the cache keeps nothing, four compiles of the quickest kernel (20-100 ms each) and
+// 0.5 s of waits, against a second compile of every kernel. (Until 2026-12-07 a build again counted
+// as found where the whole job took less than half the first's time: in the suite's sanitizer run,
+// beside another test, a first build that waited on the other test's threads made a compile look
+// found, and compiling ahead went on.) Called without a->mu.
 static const long UNCACHED_WAITS_MS[] = {50, 150, 300};
-static bool cache_keeps_nothing(vkt_device *helper, const ahead_job *job, int64_t took_ns) {
+static bool cache_keeps_nothing(vkt_device *helper, const ahead_job *job) {
     int n = (int)(sizeof UNCACHED_WAITS_MS / sizeof UNCACHED_WAITS_MS[0]);
     for (int attempt = 0; attempt <= n; attempt++) {
         if (attempt > 0)
             nanosleep(&(struct timespec){.tv_nsec = UNCACHED_WAITS_MS[attempt - 1] * 1000000L},
                       NULL);
-        int64_t t0 = vkt_trace_now_ns();
-        run_job(helper, job);
-        if (vkt_trace_now_ns() - t0 < took_ns / 2) return false;
+        if (cache_hit(job, run_job(helper, job))) return false;
     }
     return true;
 }
@@ -275,12 +307,13 @@ static void build_front(vkt_ahead *a) {
             bool run = a->helper2 && job_pays(a, &job);
             // Its builds are not the run's kernel builds (they are counted as compiled ahead).
             bool was = vkt_busy_ignore_thread(true);
-            int64_t t0 = vkt_trace_now_ns();
-            if (run) run_job(a->helper2, &job);
-            int64_t took = vkt_trace_now_ns() - t0;
-            bool warm = run && first && job.build_ns > 0 &&
-                        took < WARM_RATIO * job.build_ns + WARM_SLACK_NS;
-            bool uncached = run && first && !warm && cache_keeps_nothing(a->helper2, &job, took);
+            job_times t = run ? run_job(a->helper2, &job) : (job_times){0, 0};
+            // The first job's dispatch tells a warm cache (a hit) from a cold one; where it is no
+            // hit, the probe also tells a cache that keeps nothing.
+            bool hit = run && first && cache_hit(&job, t);
+            bool uncached = run && first && !hit && cache_keeps_nothing(a->helper2, &job);
+            bool warm = hit || (run && first && !uncached &&
+                                t.dispatch_ns < FIRST_HIT_RATIO * least_build(&job, t));
             first = first && !run;
             vkt_busy_ignore_thread(was);
             pthread_mutex_lock(&a->mu);
