@@ -73,10 +73,14 @@ PY
 
 # start_xvfb DIR: an Xvfb of its own (1280x800x24) on a display it picks itself (-displayfd: no
 # two tests racing for one number); sets display (":N") and xvfb_pid; returns non-zero, with
-# Xvfb's log on stderr, when it is not up within 30 s.
+# Xvfb's log on stderr, when it is not up within 30 s. -noreset: by default an X server resets
+# when its last client leaves, and a client that connects meanwhile is refused; the tests' polls
+# for the window (xwininfo, one connection each) left it resetting while vktrain opened its own,
+# slowest under ASan ("Failed to open display :0", twice in the suite's sanitizer run). Two
+# loops of xwininfo against one Xvfb: 21 of 300 connections refused, none with -noreset.
 start_xvfb() {
     display="" xvfb_pid=""
-    Xvfb -displayfd 3 -screen 0 1280x800x24 -nolisten tcp 3> "$1/xvfb.display" > "$1/xvfb.log" 2>&1 &
+    Xvfb -displayfd 3 -screen 0 1280x800x24 -nolisten tcp -noreset 3> "$1/xvfb.display" > "$1/xvfb.log" 2>&1 &
     xvfb_pid=$!
     for _ in $(seq 300); do
         n=$(tr -dc 0-9 < "$1/xvfb.display" 2> /dev/null)

@@ -157,8 +157,9 @@ else
         sleep 0.1
     done
     check "train --view opens a window titled vktrain" $found
-    # Xvfb's own log where the window did not appear (it goes with $work at exit): once, in a
-    # sanitizer run, Xvfb said :0 was up and the client could not open it.
+    # Xvfb's own log where the window did not appear (it goes with $work at exit): twice, in a
+    # sanitizer run, Xvfb said :0 was up and the client could not open it (a server reset after
+    # the polls' connections: start_xvfb now passes -noreset).
     if [ $found -ne 0 ]; then
         echo "Xvfb log:"
         cat "$work/xvfb.log"
