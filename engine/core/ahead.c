@@ -267,12 +267,12 @@ enum { FIRST_HIT_RATIO = 8 };
 // (cache_hit; under validation on a 2-vCPU Zen 4, in 0.5-1.1 ms against 17-80 ms). Where the cache
 // keeps nothing (MESA_SHADER_CACHE_DISABLE=true, a cache directory that cannot be written, a
 // process whose effective user is not its real one: Mesa then turns it off) every kernel compiled
-// ahead was compiled again by the device's queue thread: fashion_mlp's cold first step took 5.2-6.6
-// s with this file's builds against 3.3-4.0 s without (docs/PERFORMANCE.md, twenty-first pass).
-// Mesa writes its cache files on a thread of its own at the lowest priority, which a busy machine
-// (the suite's other test beside this one) leaves waiting, so a build that finds nothing is tried
-// again after each of UNCACHED_WAITS_MS before the cache is taken for one that keeps nothing (under
-// two busy processes, one cold run in three found the file at the second try). Costs a cache
+// ahead was compiled again by the device's queue thread: fashion_mlp's cold first step took
+// 5.2-6.6 s with this file's builds against 3.3-4.0 s without (docs/PERFORMANCE.md, twenty-first
+// pass). Mesa writes its cache files on a thread of its own at the lowest priority, which a busy
+// machine (the suite's other test beside this one) leaves waiting, so a build that finds nothing is
+// tried again after each of UNCACHED_WAITS_MS before the cache is taken for one that keeps nothing
+// (under two busy processes, one cold run in three found the file at the second try). Costs a cache
 // lookup; where the cache keeps nothing, four compiles of the quickest kernel (20-100 ms each) and
 // 0.5 s of waits, against a second compile of every kernel. (Until 2026-12-07 a build again counted
 // as found where the whole job took less than half the first's time: in the suite's sanitizer run,
